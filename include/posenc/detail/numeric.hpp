@@ -1,0 +1,45 @@
+#pragma once
+/// \file posenc/detail/numeric.hpp
+/// Storage types and their conversions. posenc computes angles in double and accumulates in
+/// float or better; activations are stored in the caller's type.
+
+#include <cmath>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+namespace posenc::detail {
+
+/// The four storage types posenc kernels accept.
+template <typename T>
+inline constexpr bool is_storage_type_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Eigen::half> ||
+    std::is_same_v<T, Eigen::bfloat16>;
+
+/// Arithmetic type for element-wise work on T: double stays double, the 16-bit types and float
+/// compute in float (vLLM / FlashInfer / TE all do fp32 math on bf16/fp16 activations).
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+constexpr double to_double(T value) noexcept {
+  return static_cast<double>(static_cast<compute_t<T>>(value));
+}
+
+template <typename T>
+constexpr compute_t<T> to_compute(T value) noexcept {
+  return static_cast<compute_t<T>>(value);
+}
+
+/// Rounds to T. For the 16-bit types the value goes through float first: a double rounding
+/// that can differ from a direct round in the last bit only on exact ties.
+template <typename T, typename From>
+constexpr T from_value(From value) noexcept {
+  if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+    return static_cast<T>(value);
+  } else {
+    return T(static_cast<float>(value));
+  }
+}
+
+}  // namespace posenc::detail

@@ -1,0 +1,50 @@
+#pragma once
+/// \file posenc/error.hpp
+/// posenc reports bad input with exceptions whose message names the function, the parameter,
+/// the value and the limit, e.g.
+///   "posenc::add_sinusoidal_inplace: d_model = 7 must be even".
+/// std::invalid_argument for shapes and parameters, std::out_of_range for positions outside a
+/// table or a cache. Every public function validates all of its input before the first write.
+
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#ifndef POSENC_ASSERT
+#include <Eigen/Core>
+/// Internal invariant (never user input); overridable like {fmt}'s FMT_ASSERT.
+#define POSENC_ASSERT(cond) eigen_assert(cond)
+#endif
+
+namespace posenc::detail {
+
+template <typename... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream out;
+  out.precision(std::numeric_limits<double>::max_digits10);
+  (out << ... << parts);
+  return out.str();
+}
+
+/// Throws std::invalid_argument("posenc::<function>: <parts...>").
+template <typename... Parts>
+[[noreturn]] void throw_invalid_argument(std::string_view function, const Parts&... parts) {
+  throw std::invalid_argument(concat("posenc::", function, ": ", parts...));
+}
+
+/// Throws std::out_of_range("posenc::<function>: <parts...>").
+template <typename... Parts>
+[[noreturn]] void throw_out_of_range(std::string_view function, const Parts&... parts) {
+  throw std::out_of_range(concat("posenc::", function, ": ", parts...));
+}
+
+/// Checks a condition on user input; throws std::invalid_argument with the message otherwise.
+template <typename... Parts>
+void require(bool condition, std::string_view function, const Parts&... parts) {
+  if (!condition) throw_invalid_argument(function, parts...);
+}
+
+}  // namespace posenc::detail

@@ -1,0 +1,311 @@
+#pragma once
+/// \file posenc/sinusoidal.hpp
+/// Fixed sinusoidal absolute position encodings, in the three layouts real checkpoints use.
+///
+/// d = d_model (even), i in [0, d/2), p = position (any non-negative number, exact up to 2^53):
+///
+///   kInterleaved  [s c s c s c ...]  PE(p, 2i) = sin(p w_i), PE(p, 2i+1) = cos(p w_i),
+///                 w_i = base^(-2i/d)                         Vaswani et al. 2017, §3.5
+///   kSinCos       [s s s ... c c c]  PE(p, i) = sin(p w_i),  PE(p, d/2 + i) = cos(p w_i),
+///                 w_i = exp(-ln(base) i / (d/2 - 1))         tensor2tensor get_timing_signal_1d,
+///                                                            fairseq SinusoidalPositionalEmbedding,
+///                                                            Whisper `sinusoids` (needs d >= 4)
+///   kCosSin       [c c c ... s s s]  PE(p, i) = cos(p w_i),  PE(p, d/2 + i) = sin(p w_i),
+///                 w_i = exp(-ln(max_period) i / (d/2))       diffusion timestep embedding,
+///                                                            ggml_timestep_embedding
+///
+/// Angles p * w_i are formed and reduced in double (std::sin/cos do the full range reduction);
+/// forming them in float, as `float(p) * w` does, loses every digit of the angle past p ~ 10^7.
+/// The result is rounded once to the caller's storage type.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// Where sin and cos sit in an encoding row (diagrams for d = 8).
+enum class SinusoidalLayout : std::uint8_t {
+  kInterleaved = 0,  ///< [scscscsc]  Vaswani et al. 2017
+  kSinCos = 1,       ///< [sssscccc]  tensor2tensor / fairseq / Whisper
+  kCosSin = 2,       ///< [ccccssss]  timestep embedding (Stable Diffusion, ggml)
+};
+
+constexpr std::string_view to_string(SinusoidalLayout layout) noexcept {
+  switch (layout) {
+    case SinusoidalLayout::kInterleaved: return "interleaved";
+    case SinusoidalLayout::kSinCos: return "sin|cos";
+    case SinusoidalLayout::kCosSin: return "cos|sin";
+  }
+  return "unknown";
+}
+
+struct SinusoidalParams {
+  SinusoidalLayout layout = SinusoidalLayout::kInterleaved;
+  /// The "10000" of every layout (called max_period for the timestep embedding). Must be > 0.
+  double base = 10000.0;
+};
+
+namespace detail {
+
+inline void validate_sinusoidal(std::string_view function, Eigen::Index d,
+                                const SinusoidalParams& params) {
+  require(d > 0, function, "d_model = ", d, " must be > 0");
+  require(d % 2 == 0, function, "d_model = ", d, " must be even (sin/cos come in pairs)");
+  require(params.layout != SinusoidalLayout::kSinCos || d >= 4, function, "d_model = ", d,
+          " must be >= 4 for the sin|cos layout (its frequency divides by d/2 - 1)");
+  require(std::isfinite(params.base) && params.base > 0.0, function, "base = ", params.base,
+          " must be finite and > 0");
+  require(params.layout == SinusoidalLayout::kInterleaved ||
+              params.layout == SinusoidalLayout::kSinCos ||
+              params.layout == SinusoidalLayout::kCosSin,
+          function, "layout = ", static_cast<int>(params.layout), " is not a SinusoidalLayout");
+}
+
+/// w_i for pair i (see the file comment). Unvalidated: callers validate first.
+inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
+                                   const SinusoidalParams& params) {
+  const double half = static_cast<double>(d / 2);
+  const double ln_base = std::log(params.base);
+  switch (params.layout) {
+    case SinusoidalLayout::kInterleaved:
+      return std::pow(params.base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    case SinusoidalLayout::kSinCos:
+      return std::exp(-ln_base * static_cast<double>(i) / (half - 1.0));
+    case SinusoidalLayout::kCosSin:
+      return std::exp(-ln_base * static_cast<double>(i) / half);
+  }
+  return 0.0;
+}
+
+/// Column of sin(p w_i) and of cos(p w_i) in a row of width d.
+struct SinCosColumns {
+  Eigen::Index sin_col;
+  Eigen::Index cos_col;
+};
+
+inline SinCosColumns sinusoidal_columns(Eigen::Index i, Eigen::Index d, SinusoidalLayout layout) {
+  switch (layout) {
+    case SinusoidalLayout::kInterleaved: return {2 * i, 2 * i + 1};
+    case SinusoidalLayout::kSinCos: return {i, d / 2 + i};
+    case SinusoidalLayout::kCosSin: return {d / 2 + i, i};
+  }
+  return {0, 0};
+}
+
+/// Pairs handled per block by the recurrence kernel: its state (4 doubles a pair) lives on the
+/// stack, so any d_model works without allocating.
+inline constexpr Eigen::Index kSinusoidalPairBlock = 128;
+
+/// Contiguous positions p, p+1, ... advance by the shift property PE(p+1) = M(w) PE(p) (a 2x2
+/// rotation per pair, Vaswani §3.5), in double. Each step adds ~1 ulp of double; re-anchoring
+/// with exact sin/cos every kSinusoidalReanchor steps keeps the drift below ~1e-14.
+inline constexpr std::int64_t kSinusoidalReanchor = 64;
+
+/// rows: a callable (Index r) -> (position p, T* row) for r in [0, num_rows); accumulate adds
+/// the encoding to the row, otherwise it overwrites it.
+template <typename T, bool accumulate, typename RowAt>
+void sinusoidal_rows(Eigen::Index num_rows, Eigen::Index d, const SinusoidalParams& params,
+                     RowAt row_at) {
+  const Eigen::Index half = d / 2;
+  alignas(64) double w[kSinusoidalPairBlock];
+  alignas(64) double step_c[kSinusoidalPairBlock];
+  alignas(64) double step_s[kSinusoidalPairBlock];
+  alignas(64) double c[kSinusoidalPairBlock];
+  alignas(64) double s[kSinusoidalPairBlock];
+
+  for (Eigen::Index i0 = 0; i0 < half; i0 += kSinusoidalPairBlock) {
+    const Eigen::Index n = std::min(kSinusoidalPairBlock, half - i0);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      w[i] = sinusoidal_frequency(i0 + i, d, params);
+      step_c[i] = std::cos(w[i]);
+      step_s[i] = std::sin(w[i]);
+    }
+    std::int64_t previous = -2;
+    std::int64_t since_anchor = 0;
+    for (Eigen::Index r = 0; r < num_rows; ++r) {
+      const auto [position, row] = row_at(r);
+      if (position == previous + 1 && since_anchor < kSinusoidalReanchor) {
+        for (Eigen::Index i = 0; i < n; ++i) {
+          const double cn = c[i] * step_c[i] - s[i] * step_s[i];
+          s[i] = s[i] * step_c[i] + c[i] * step_s[i];
+          c[i] = cn;
+        }
+        ++since_anchor;
+      } else if (position != previous) {
+        const double p = static_cast<double>(position);
+        for (Eigen::Index i = 0; i < n; ++i) {
+          c[i] = std::cos(p * w[i]);
+          s[i] = std::sin(p * w[i]);
+        }
+        since_anchor = 0;
+      }
+      previous = position;
+
+      const auto put = [row](Eigen::Index col, double value) {
+        if constexpr (accumulate) {
+          row[col] = from_value<T>(to_compute(row[col]) + static_cast<compute_t<T>>(value));
+        } else {
+          row[col] = from_value<T>(value);
+        }
+      };
+      switch (params.layout) {
+        case SinusoidalLayout::kInterleaved:
+          for (Eigen::Index i = 0; i < n; ++i) {
+            put(2 * (i0 + i), s[i]);
+            put(2 * (i0 + i) + 1, c[i]);
+          }
+          break;
+        case SinusoidalLayout::kSinCos:
+          for (Eigen::Index i = 0; i < n; ++i) {
+            put(i0 + i, s[i]);
+            put(half + i0 + i, c[i]);
+          }
+          break;
+        case SinusoidalLayout::kCosSin:
+          for (Eigen::Index i = 0; i < n; ++i) {
+            put(i0 + i, c[i]);
+            put(half + i0 + i, s[i]);
+          }
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// \brief w_i, the d/2 angular frequencies of the chosen layout (radians per position).
+/// Throws std::invalid_argument for odd or non-positive d, d < 4 with kSinCos, base <= 0.
+inline std::vector<double> sinusoidal_frequencies(Eigen::Index d_model,
+                                                  const SinusoidalParams& params = {}) {
+  detail::validate_sinusoidal("sinusoidal_frequencies", d_model, params);
+  std::vector<double> w(static_cast<std::size_t>(d_model / 2));
+  for (Eigen::Index i = 0; i < d_model / 2; ++i) {
+    w[static_cast<std::size_t>(i)] = detail::sinusoidal_frequency(i, d_model, params);
+  }
+  return w;
+}
+
+/// \brief One encoding row PE(position) for any non-negative finite position, fractional ones
+/// included (diffusion timesteps).
+/// out: [d_model]
+/// Throws std::invalid_argument (bad d_model/base, negative or non-finite position) before
+/// writing anything.
+template <typename T>
+void sinusoidal_encoding(double position, TensorView<T, 1> out,
+                         const SinusoidalParams& params = {}) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "sinusoidal_encoding";
+  const Eigen::Index d = out.dimension(0);
+  detail::validate_sinusoidal(fn, d, params);
+  detail::require(std::isfinite(position) && position >= 0.0, fn, "position = ", position,
+                  " must be finite and >= 0");
+  for (Eigen::Index i = 0; i < d / 2; ++i) {
+    const double angle = position * detail::sinusoidal_frequency(i, d, params);
+    const auto cols = detail::sinusoidal_columns(i, d, params.layout);
+    out(cols.sin_col) = detail::from_value<T>(std::sin(angle));
+    out(cols.cos_col) = detail::from_value<T>(std::cos(angle));
+  }
+}
+
+/// \brief The table out[r] = PE(first_position + r), r in [0, num_positions).
+/// out: [num_positions, d_model]
+/// Throws std::invalid_argument for bad d_model/base, zero rows, negative first_position or
+/// first_position + num_positions - 1 beyond 2^53 (where double stops counting exactly).
+template <typename T>
+void sinusoidal_table(TensorView<T, 2> out, const SinusoidalParams& params = {},
+                      std::int64_t first_position = 0) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "sinusoidal_table";
+  const Eigen::Index rows = out.dimension(0);
+  const Eigen::Index d = out.dimension(1);
+  detail::validate_sinusoidal(fn, d, params);
+  detail::require(rows > 0, fn, "num_positions = ", rows, " must be > 0");
+  constexpr std::int64_t kMaxExact = std::int64_t{1} << 53;
+  detail::require(first_position >= 0 && first_position <= kMaxExact - rows, fn,
+                  "first_position = ", first_position, " must be in [0, 2^53 - num_positions]");
+  T* data = out.data();
+  detail::sinusoidal_rows<T, false>(rows, d, params, [&](Eigen::Index r) {
+    return std::pair<std::int64_t, T*>{first_position + r, data + r * d};
+  });
+}
+
+/// \brief embeddings[b, s, :] += PE(position_ids[b, s]), in place.
+/// embeddings: [batch, seq, d_model]; position_ids: [batch, seq], int64, >= 0.
+/// Contiguous runs of positions are advanced by the shift rotation (no sin/cos per element),
+/// so the kernel runs at memory speed; any jump in positions (left padding, packing) re-anchors
+/// with exact sin/cos.
+/// Throws std::invalid_argument for bad d_model/base, zero-size or mismatched shapes, and
+/// negative or > 2^53 positions — all checked before the first write.
+template <typename T>
+void add_sinusoidal_inplace(TensorView<T, 3> embeddings, PositionIdsView position_ids,
+                            const SinusoidalParams& params = {}) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "add_sinusoidal_inplace";
+  const Eigen::Index batch = embeddings.dimension(0);
+  const Eigen::Index seq = embeddings.dimension(1);
+  const Eigen::Index d = embeddings.dimension(2);
+  detail::validate_sinusoidal(fn, d, params);
+  detail::require(batch > 0 && seq > 0, fn, "embeddings shape [", batch, ", ", seq, ", ", d,
+                  "] must have batch > 0 and seq > 0");
+  detail::require(position_ids.dimension(0) == batch && position_ids.dimension(1) == seq, fn,
+                  "position_ids shape [", position_ids.dimension(0), ", ",
+                  position_ids.dimension(1), "] must equal embeddings' [batch, seq] = [", batch,
+                  ", ", seq, "]");
+  constexpr std::int64_t kMaxExact = std::int64_t{1} << 53;
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index s = 0; s < seq; ++s) {
+      const std::int64_t p = position_ids(b, s);
+      if (p < 0 || p > kMaxExact) {
+        detail::throw_invalid_argument(fn, "position_ids[", b, ", ", s, "] = ", p,
+                                       " must be in [0, 2^53]");
+      }
+    }
+  }
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    T* rows = embeddings.data() + b * seq * d;
+    const std::int64_t* ids = position_ids.data() + b * seq;
+    detail::sinusoidal_rows<T, true>(seq, d, params, [&](Eigen::Index s) {
+      return std::pair<std::int64_t, T*>{ids[s], rows + s * d};
+    });
+  }
+}
+
+/// \brief Diffusion-model timestep embedding, [cos | sin] with w_i = max_period^(-i/(d/2)):
+/// out[n] = PE(timesteps[n]) for fractional timesteps (ggml_timestep_embedding, the DDPM/Stable
+/// Diffusion `timestep_embedding`).
+/// timesteps: [n] (finite, >= 0); out: [n, d_model]
+template <typename T>
+void timestep_embedding(ConstTensorView<double, 1> timesteps, TensorView<T, 2> out,
+                        double max_period = 10000.0) {
+  constexpr std::string_view fn = "timestep_embedding";
+  SinusoidalParams params;
+  params.layout = SinusoidalLayout::kCosSin;
+  params.base = max_period;
+  detail::validate_sinusoidal(fn, out.dimension(1), params);
+  detail::require(out.dimension(0) == timesteps.dimension(0), fn, "out rows = ",
+                  out.dimension(0), " must equal the number of timesteps (",
+                  timesteps.dimension(0), ")");
+  for (Eigen::Index n = 0; n < timesteps.dimension(0); ++n) {
+    detail::require(std::isfinite(timesteps(n)) && timesteps(n) >= 0.0, fn, "timesteps[", n,
+                    "] = ", timesteps(n), " must be finite and >= 0");
+  }
+  for (Eigen::Index n = 0; n < timesteps.dimension(0); ++n) {
+    sinusoidal_encoding<T>(timesteps(n),
+                           TensorView<T, 1>(out.data() + n * out.dimension(1), out.dimension(1)),
+                           params);
+  }
+}
+
+}  // namespace posenc
