@@ -1,10 +1,278 @@
+// Sinusoidal absolute encodings against the seed article's numbers, closed forms (the shift
+// rotation) and an independent long-double reference, for every layout and storage type.
+
 #include <catch2/catch.hpp>
 
 #include <posenc/reference/sinusoidal.hpp>
 #include <posenc/sinusoidal.hpp>
 
-TEST_CASE("sinusoidal: seed PE(1) for d = 4", "[sinusoidal][seed]") {
-  float row[4];
-  posenc::sinusoidal_encoding<float>(1.0, posenc::TensorView<float, 1>(row, 4));
-  CHECK_THAT(row[0], Catch::Matchers::WithinAbs(0.8415, 5e-5));
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using posenc::SinusoidalLayout;
+using posenc::SinusoidalParams;
+using Catch::Matchers::WithinAbs;
+
+namespace {
+
+SinusoidalParams with_layout(SinusoidalLayout layout, double base = 10000.0) {
+  SinusoidalParams p;
+  p.layout = layout;
+  p.base = base;
+  return p;
+}
+
+template <typename T>
+std::vector<T> encode(double position, Eigen::Index d, const SinusoidalParams& params) {
+  std::vector<T> row(static_cast<std::size_t>(d));
+  posenc::sinusoidal_encoding<T>(position, posenc::TensorView<T, 1>(row.data(), d), params);
+  return row;
+}
+
+// Storage rounding on top of a float-accurate value: half-ulp of the type at magnitude 1,
+// plus the float compute of the 16-bit types.
+template <typename T> double storage_tolerance();
+template <> double storage_tolerance<double>() { return 1e-12; }
+template <> double storage_tolerance<float>() { return 2e-7; }
+template <> double storage_tolerance<Eigen::half>() { return 1e-3; }        // 2^-11 at 1.0 = 4.9e-4
+template <> double storage_tolerance<Eigen::bfloat16>() { return 8e-3; }    // 2^-8 at 1.0 = 3.9e-3
+
+}  // namespace
+
+TEST_CASE("sinusoidal: the seed's worked numbers PE(0) and PE(1) for d = 4", "[sinusoidal][seed]") {
+  // Seed 000 §3.2: PE(1) = [sin 1, cos 1, sin 0.01, cos 0.01] ~ [0.8415, 0.5403, 0.0100, 0.99995].
+  const auto pe0 = encode<double>(0.0, 4, {});
+  CHECK(pe0 == std::vector<double>{0.0, 1.0, 0.0, 1.0});
+  const auto pe1 = encode<double>(1.0, 4, {});
+  CHECK_THAT(pe1[0], WithinAbs(0.8415, 5e-5));
+  CHECK_THAT(pe1[1], WithinAbs(0.5403, 5e-5));
+  CHECK_THAT(pe1[2], WithinAbs(0.0100, 5e-5));
+  CHECK_THAT(pe1[3], WithinAbs(0.99995, 5e-6));
+  CHECK_THAT(pe1[2], WithinAbs(std::sin(0.01), 1e-15));  // 10000^(-2/4) = 0.01 exactly
+}
+
+TEST_CASE("sinusoidal: layouts place sin and cos where their sources do", "[sinusoidal]") {
+  const Eigen::Index d = 8;
+  const double p = 3.0;
+  SECTION("interleaved (Vaswani): w_i = 10000^(-2i/d)") {
+    const auto row = encode<double>(p, d, with_layout(SinusoidalLayout::kInterleaved));
+    for (int i = 0; i < 4; ++i) {
+      const double w = std::pow(10000.0, -2.0 * i / 8.0);
+      CHECK_THAT(row[2 * i], WithinAbs(std::sin(p * w), 1e-15));
+      CHECK_THAT(row[2 * i + 1], WithinAbs(std::cos(p * w), 1e-15));
+    }
+  }
+  SECTION("sin|cos (tensor2tensor / fairseq / Whisper): w_i = exp(-ln(10000) i / (d/2 - 1))") {
+    const auto row = encode<double>(p, d, with_layout(SinusoidalLayout::kSinCos));
+    for (int i = 0; i < 4; ++i) {
+      const double w = std::exp(-std::log(10000.0) * i / 3.0);
+      CHECK_THAT(row[i], WithinAbs(std::sin(p * w), 1e-15));
+      CHECK_THAT(row[4 + i], WithinAbs(std::cos(p * w), 1e-15));
+    }
+    CHECK_THAT(row[3], WithinAbs(std::sin(p * 1e-4), 1e-15));  // last pair reaches 1/base
+  }
+  SECTION("cos|sin (timestep embedding): w_i = exp(-ln(max_period) i / (d/2))") {
+    const auto row = encode<double>(p, d, with_layout(SinusoidalLayout::kCosSin));
+    for (int i = 0; i < 4; ++i) {
+      const double w = std::exp(-std::log(10000.0) * i / 4.0);
+      CHECK_THAT(row[i], WithinAbs(std::cos(p * w), 1e-15));
+      CHECK_THAT(row[4 + i], WithinAbs(std::sin(p * w), 1e-15));
+    }
+  }
+}
+
+TEST_CASE("sinusoidal: shift property PE(p + k) = M(k w) PE(p) for every pair",
+          "[sinusoidal][shift]") {
+  // Vaswani §3.5: for each pair (sin, cos) of frequency w, shifting by k is the fixed rotation
+  // [sin(a+b); cos(a+b)] = [[cos b, sin b], [-sin b, cos b]] [sin a; cos a], b = k w.
+  const Eigen::Index d = 64;
+  const auto params = with_layout(SinusoidalLayout::kInterleaved);
+  const auto w = posenc::sinusoidal_frequencies(d, params);
+  for (const double p : {0.0, 7.0, 1000.0, 99999.0}) {
+    for (const double k : {1.0, 13.0, 4096.0, 100000.0}) {
+      CAPTURE(p, k);
+      const auto a = encode<double>(p, d, params);
+      const auto b = encode<double>(p + k, d, params);
+      double worst = 0.0;
+      for (Eigen::Index i = 0; i < d / 2; ++i) {
+        const double c = std::cos(k * w[i]), s = std::sin(k * w[i]);
+        const double sin_shifted = c * a[2 * i] + s * a[2 * i + 1];
+        const double cos_shifted = -s * a[2 * i] + c * a[2 * i + 1];
+        worst = std::max({worst, std::abs(sin_shifted - b[2 * i]),
+                          std::abs(cos_shifted - b[2 * i + 1])});
+      }
+      CHECK(worst < 1e-10);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("sinusoidal: every layout matches the long-double reference",
+                   "[sinusoidal][reference]", float, double, Eigen::half, Eigen::bfloat16) {
+  using T = TestType;
+  const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
+                               SinusoidalLayout::kCosSin);
+  const Eigen::Index d = GENERATE(4, 6, 64, 300);
+  const auto params = with_layout(layout);
+  CAPTURE(posenc::to_string(layout), d);
+
+  SECTION("single rows at positions up to 2^31 - 1") {
+    for (const double p : {0.0, 1.0, 17.0, 4095.0, 131071.0, 1e6, 2147483647.0}) {
+      CAPTURE(p);
+      const auto row = encode<T>(p, d, params);
+      // Past 10^6 the angle's own double rounding (p * ulp(w)) dominates: ~p * 1e-16.
+      const double tol = storage_tolerance<T>() + p * 2e-16;
+      POSENC_REQUIRE_CLOSE(posenc_test::compare(
+          row.size(), [&](std::size_t k) { return static_cast<double>(row[k]); },
+          [&](std::size_t k) {
+            return static_cast<double>(posenc::reference::sinusoidal_value(
+                p, static_cast<Eigen::Index>(k), d, params));
+          },
+          tol));
+    }
+  }
+  SECTION("tables (recurrence + re-anchoring) starting anywhere") {
+    const Eigen::Index rows = 300;  // several re-anchor periods
+    for (const std::int64_t first : {std::int64_t{0}, std::int64_t{999'900}}) {
+      CAPTURE(first);
+      std::vector<T> table(static_cast<std::size_t>(rows * d));
+      posenc::sinusoidal_table<T>(posenc::TensorView<T, 2>(table.data(), rows, d), params, first);
+      POSENC_REQUIRE_CLOSE(posenc_test::compare(
+          table.size(), [&](std::size_t k) { return static_cast<double>(table[k]); },
+          [&](std::size_t k) {
+            const auto r = static_cast<Eigen::Index>(k) / d;
+            return static_cast<double>(posenc::reference::sinusoidal_value(
+                static_cast<long double>(first + r), static_cast<Eigen::Index>(k) % d, d, params));
+          },
+          // The double angle itself carries ~p * 2^-52 rad of rounding near 10^6.
+          storage_tolerance<T>() + static_cast<double>(first + rows) * 3e-16));
+    }
+  }
+}
+
+TEST_CASE("sinusoidal: float output within 2e-7 of long double at positions up to 10^6",
+          "[sinusoidal][precision]") {
+  // The accuracy bar: angles in double, one rounding to float. float(p) * w would miss
+  // by ~0.06 rad at 10^6.
+  const Eigen::Index d = 512;
+  const auto params = with_layout(SinusoidalLayout::kInterleaved);
+  for (const double p : {65535.0, 131071.0, 524287.0, 1e6}) {
+    const auto row = encode<float>(p, d, params);
+    for (Eigen::Index k = 0; k < d; ++k) {
+      const long double want = posenc::reference::sinusoidal_value(p, k, d, params);
+      INFO("p = " << p << ", k = " << k);
+      REQUIRE(std::abs(static_cast<long double>(row[static_cast<std::size_t>(k)]) - want) <= 2e-7L);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("sinusoidal: add in place with position_ids (padding, jumps, repeats)",
+                   "[sinusoidal][add]", float, double, Eigen::half, Eigen::bfloat16) {
+  using T = TestType;
+  const Eigen::Index batch = 3, seq = 150, d = 260;  // d/2 = 130 pairs spans two blocks
+  const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
+                               SinusoidalLayout::kCosSin);
+  const auto params = with_layout(layout);
+  CAPTURE(posenc::to_string(layout));
+  const auto emb0 = posenc_test::random_vector<T>(static_cast<std::size_t>(batch * seq * d), 7);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(batch * seq));
+  posenc_test::SplitMix64 rng(11);
+  for (Eigen::Index s = 0; s < seq; ++s) {
+    ids[static_cast<std::size_t>(s)] = s;                                       // contiguous
+    ids[static_cast<std::size_t>(seq + s)] = s < 40 ? 0 : s - 40;              // left padding
+    ids[static_cast<std::size_t>(2 * seq + s)] = rng.integer(0, 2'000'000'000);  // random jumps
+  }
+  auto emb = emb0;
+  posenc::add_sinusoidal_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d),
+                                    posenc::PositionIdsView(ids.data(), batch, seq), params);
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      emb.size(), [&](std::size_t k) { return static_cast<double>(emb[k]); },
+      [&](std::size_t k) {
+        const auto bs = k / static_cast<std::size_t>(d);
+        const auto col = static_cast<Eigen::Index>(k % static_cast<std::size_t>(d));
+        const long double pe = posenc::reference::sinusoidal_value(
+            static_cast<long double>(ids[bs]), col, d, params);
+        return static_cast<double>(static_cast<long double>(static_cast<double>(emb0[k])) + pe);
+      },
+      // The sum can reach 2 in magnitude: twice the storage rounding, plus the angle rounding
+      // of positions near 2e9 (~4e-7 rad).
+      2 * storage_tolerance<T>() + 5e-7));
+}
+
+TEST_CASE("sinusoidal: timestep embedding accepts fractional timesteps", "[sinusoidal][timestep]") {
+  const std::vector<double> t{0.0, 0.5, 999.25};
+  const Eigen::Index d = 8;
+  std::vector<float> out(t.size() * d);
+  posenc::timestep_embedding<float>(posenc::ConstTensorView<double, 1>(t.data(), 3),
+                                    posenc::TensorView<float, 2>(out.data(), 3, d));
+  for (std::size_t n = 0; n < t.size(); ++n) {
+    for (int i = 0; i < 4; ++i) {
+      const double w = std::exp(-std::log(10000.0) * i / 4.0);
+      CHECK_THAT(out[n * d + i], WithinAbs(std::cos(t[n] * w), 2e-7));
+      CHECK_THAT(out[n * d + 4 + i], WithinAbs(std::sin(t[n] * w), 2e-7));
+    }
+  }
+}
+
+TEST_CASE("sinusoidal: bad input throws, names the parameter and writes nothing",
+          "[sinusoidal][errors]") {
+  using Catch::Matchers::Contains;
+  std::vector<float> emb(2 * 3 * 8, 0.25f);
+  const auto before = emb;
+  std::vector<std::int64_t> ids{0, 1, 2, 0, 1, 2};
+
+  SECTION("odd d_model") {
+    std::vector<float> odd(2 * 3 * 7, 0.25f);
+    const auto odd_before = odd;
+    REQUIRE_THROWS_MATCHES(
+        posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(odd.data(), 2, 3, 7),
+                                              posenc::PositionIdsView(ids.data(), 2, 3)),
+        std::invalid_argument,
+        Catch::Matchers::Message("posenc::add_sinusoidal_inplace: d_model = 7 must be even "
+                                 "(sin/cos come in pairs)"));
+    CHECK(odd == odd_before);
+  }
+  SECTION("negative position, found after valid ones") {
+    ids[4] = -3;
+    REQUIRE_THROWS_WITH(
+        posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 3, 8),
+                                              posenc::PositionIdsView(ids.data(), 2, 3)),
+        Contains("position_ids[1, 1] = -3") && Contains("[0, 2^53]"));
+    CHECK(emb == before);
+  }
+  SECTION("position_ids shape mismatch") {
+    REQUIRE_THROWS_WITH(
+        posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 3, 8),
+                                              posenc::PositionIdsView(ids.data(), 3, 2)),
+        Contains("position_ids shape [3, 2]") && Contains("[2, 3]"));
+    CHECK(emb == before);
+  }
+  SECTION("zero-size dimensions") {
+    REQUIRE_THROWS_AS(
+        posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 0, 3, 8),
+                                              posenc::PositionIdsView(ids.data(), 0, 3)),
+        std::invalid_argument);
+    REQUIRE_THROWS_WITH(
+        posenc::sinusoidal_table<float>(posenc::TensorView<float, 2>(emb.data(), 0, 8)),
+        Contains("num_positions = 0"));
+    CHECK(emb == before);
+  }
+  SECTION("sin|cos needs d >= 4; base must be positive") {
+    REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(2, with_layout(SinusoidalLayout::kSinCos)),
+                        Contains("d_model = 2 must be >= 4"));
+    REQUIRE_THROWS_WITH(
+        posenc::sinusoidal_frequencies(8, with_layout(SinusoidalLayout::kInterleaved, -1.0)),
+        Contains("base = -1"));
+  }
+  SECTION("negative or non-finite single positions") {
+    float row[4] = {9, 9, 9, 9};
+    REQUIRE_THROWS_WITH(posenc::sinusoidal_encoding<float>(-1.0, posenc::TensorView<float, 1>(row, 4)),
+                        Contains("position = -1"));
+    REQUIRE_THROWS_AS(posenc::sinusoidal_encoding<float>(std::nan(""), posenc::TensorView<float, 1>(row, 4)),
+                      std::invalid_argument);
+    CHECK(row[0] == 9.0f);
+  }
 }

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -100,83 +101,191 @@ inline SinCosColumns sinusoidal_columns(Eigen::Index i, Eigen::Index d, Sinusoid
   return {0, 0};
 }
 
-/// Pairs handled per block by the recurrence kernel: its state (4 doubles a pair) lives on the
-/// stack, so any d_model works without allocating.
-inline constexpr Eigen::Index kSinusoidalPairBlock = 128;
+/// Pairs whose running state (cos, sin: 16 bytes a pair) the kernel keeps on the stack at once:
+/// rows up to d_model = 4096 are processed whole, in one sequential pass over the caller's
+/// memory; wider rows are split into column blocks.
+inline constexpr Eigen::Index kSinusoidalPairBlock = 2048;
 
-/// Contiguous positions p, p+1, ... advance by the shift property PE(p+1) = M(w) PE(p) (a 2x2
-/// rotation per pair, Vaswani §3.5), in double. Each step adds ~1 ulp of double; re-anchoring
-/// with exact sin/cos every kSinusoidalReanchor steps keeps the drift below ~1e-14.
-inline constexpr std::int64_t kSinusoidalReanchor = 64;
+/// Contiguous positions p, p+1, ... advance by the shift property PE(p+k) = M(k w) PE(p) (a
+/// 2x2 rotation per pair, Vaswani §3.5), in double: no sin/cos per element. Each advance adds
+/// ~1 ulp of double; re-anchoring with exact sin/cos every kSinusoidalReanchor positions keeps
+/// the drift below ~1e-13.
+inline constexpr std::int64_t kSinusoidalReanchor = 1024;
+
+/// Rows advanced together when their positions are consecutive. Row g of a group is rotated
+/// straight from the group's base state by (g+1) w, so the rows are independent (chaining g
+/// rotations would serialise on FMA latency) and the state is read and written once a group.
+inline constexpr int kSinusoidalGroup = 4;
+
+/// Stores (or adds) one pair's sin and cos at the columns its layout gives them.
+template <typename T, bool accumulate, SinusoidalLayout layout>
+inline void put_pair(T* row, Eigen::Index i, Eigen::Index half, double sin_value,
+                     double cos_value) {
+  Eigen::Index sin_col = 0, cos_col = 0;
+  if constexpr (layout == SinusoidalLayout::kInterleaved) {
+    sin_col = 2 * i;
+    cos_col = 2 * i + 1;
+  } else if constexpr (layout == SinusoidalLayout::kSinCos) {
+    sin_col = i;
+    cos_col = half + i;
+  } else {
+    sin_col = half + i;
+    cos_col = i;
+  }
+  using C = compute_t<T>;
+  if constexpr (accumulate) {
+    row[sin_col] = from_value<T>(to_compute(row[sin_col]) + static_cast<C>(sin_value));
+    row[cos_col] = from_value<T>(to_compute(row[cos_col]) + static_cast<C>(cos_value));
+  } else {
+    row[sin_col] = from_value<T>(static_cast<C>(sin_value));
+    row[cos_col] = from_value<T>(static_cast<C>(cos_value));
+  }
+}
+
+}  // namespace detail
+
+/// Frequencies and step rotations for one (d_model, params), computed once: build it outside a
+/// hot loop and pass it to add_sinusoidal_inplace / sinusoidal_table, which then allocate
+/// nothing.
+class SinusoidalPlan {
+ public:
+  /// Throws std::invalid_argument for odd or non-positive d_model, d_model < 4 with kSinCos,
+  /// base <= 0 or non-finite.
+  explicit SinusoidalPlan(Eigen::Index d_model, const SinusoidalParams& params = {})
+      : d_model_(d_model), params_(params) {
+    detail::validate_sinusoidal("SinusoidalPlan", d_model, params);
+    const Eigen::Index half = d_model / 2;
+    constexpr int G = detail::kSinusoidalGroup;
+    inv_freq_.resize(static_cast<std::size_t>(half));
+    step_cos_.resize(static_cast<std::size_t>(G * half));
+    step_sin_.resize(static_cast<std::size_t>(G * half));
+    for (Eigen::Index i = 0; i < half; ++i) {
+      const double w = detail::sinusoidal_frequency(i, d_model, params);
+      inv_freq_[static_cast<std::size_t>(i)] = w;
+      for (int g = 0; g < G; ++g) {
+        step_cos_[static_cast<std::size_t>(g * half + i)] = std::cos((g + 1) * w);
+        step_sin_[static_cast<std::size_t>(g * half + i)] = std::sin((g + 1) * w);
+      }
+    }
+  }
+
+  Eigen::Index d_model() const noexcept { return d_model_; }
+  const SinusoidalParams& params() const noexcept { return params_; }
+  /// w_i, i in [0, d_model/2): radians per position of pair i.
+  const std::vector<double>& frequencies() const noexcept { return inv_freq_; }
+
+  /// cos(k w_i) and sin(k w_i) for k in [1, kSinusoidalGroup]: the shift rotations.
+  const double* step_cos(int k) const noexcept { return step_cos_.data() + (k - 1) * (d_model_ / 2); }
+  const double* step_sin(int k) const noexcept { return step_sin_.data() + (k - 1) * (d_model_ / 2); }
+
+ private:
+  Eigen::Index d_model_;
+  SinusoidalParams params_;
+  std::vector<double> inv_freq_;
+  std::vector<double> step_cos_;
+  std::vector<double> step_sin_;
+};
+
+namespace detail {
 
 /// rows: a callable (Index r) -> (position p, T* row) for r in [0, num_rows); accumulate adds
 /// the encoding to the row, otherwise it overwrites it.
-template <typename T, bool accumulate, typename RowAt>
-void sinusoidal_rows(Eigen::Index num_rows, Eigen::Index d, const SinusoidalParams& params,
-                     RowAt row_at) {
-  const Eigen::Index half = d / 2;
-  alignas(64) double w[kSinusoidalPairBlock];
-  alignas(64) double step_c[kSinusoidalPairBlock];
-  alignas(64) double step_s[kSinusoidalPairBlock];
+template <typename T, bool accumulate, SinusoidalLayout layout, typename RowAt>
+void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at) {
+  constexpr int G = kSinusoidalGroup;
+  const Eigen::Index half = plan.d_model() / 2;
+  const double* w_all = plan.frequencies().data();
   alignas(64) double c[kSinusoidalPairBlock];
   alignas(64) double s[kSinusoidalPairBlock];
 
   for (Eigen::Index i0 = 0; i0 < half; i0 += kSinusoidalPairBlock) {
     const Eigen::Index n = std::min(kSinusoidalPairBlock, half - i0);
-    for (Eigen::Index i = 0; i < n; ++i) {
-      w[i] = sinusoidal_frequency(i0 + i, d, params);
-      step_c[i] = std::cos(w[i]);
-      step_s[i] = std::sin(w[i]);
+    const double* w = w_all + i0;
+    const double* step_c[G];
+    const double* step_s[G];
+    for (int g = 0; g < G; ++g) {
+      step_c[g] = plan.step_cos(g + 1) + i0;
+      step_s[g] = plan.step_sin(g + 1) + i0;
     }
+    // Writes `count` rows starting at r; with `rotate`, row g holds the state advanced by g+1
+    // positions and the state moves to the last row; otherwise the state already holds the
+    // rows' encoding.
+    const auto emit = [&](Eigen::Index r, auto count_tag, bool rotate) {
+      constexpr int count = decltype(count_tag)::value;
+      T* rows[count];
+      for (int g = 0; g < count; ++g) rows[g] = row_at(r + g).second;
+      if (rotate) {
+        POSENC_IVDEP
+        for (Eigen::Index i = 0; i < n; ++i) {
+          const double ci = c[i], si = s[i];
+          double cg = ci, sg = si;
+          for (int g = 0; g < count; ++g) {
+            cg = ci * step_c[g][i] - si * step_s[g][i];
+            sg = si * step_c[g][i] + ci * step_s[g][i];
+            put_pair<T, accumulate, layout>(rows[g], i0 + i, half, sg, cg);
+          }
+          c[i] = cg;
+          s[i] = sg;
+        }
+      } else {
+        POSENC_IVDEP
+        for (Eigen::Index i = 0; i < n; ++i) {
+          for (int g = 0; g < count; ++g) {
+            put_pair<T, accumulate, layout>(rows[g], i0 + i, half, s[i], c[i]);
+          }
+        }
+      }
+    };
+
     std::int64_t previous = -2;
     std::int64_t since_anchor = 0;
-    for (Eigen::Index r = 0; r < num_rows; ++r) {
-      const auto [position, row] = row_at(r);
+    Eigen::Index r = 0;
+    while (r < num_rows) {
+      const std::int64_t position = row_at(r).first;
+      if (position == previous + 1 && since_anchor + G <= kSinusoidalReanchor &&
+          r + G <= num_rows) {
+        bool consecutive = true;
+        for (int g = 1; g < G; ++g) consecutive = consecutive && row_at(r + g).first == position + g;
+        if (consecutive) {
+          emit(r, std::integral_constant<int, G>{}, true);
+          since_anchor += G;
+          previous = position + G - 1;
+          r += G;
+          continue;
+        }
+      }
       if (position == previous + 1 && since_anchor < kSinusoidalReanchor) {
-        for (Eigen::Index i = 0; i < n; ++i) {
-          const double cn = c[i] * step_c[i] - s[i] * step_s[i];
-          s[i] = s[i] * step_c[i] + c[i] * step_s[i];
-          c[i] = cn;
-        }
+        emit(r, std::integral_constant<int, 1>{}, true);
         ++since_anchor;
-      } else if (position != previous) {
-        const double p = static_cast<double>(position);
-        for (Eigen::Index i = 0; i < n; ++i) {
-          c[i] = std::cos(p * w[i]);
-          s[i] = std::sin(p * w[i]);
+      } else {
+        if (position != previous) {
+          const double p = static_cast<double>(position);
+          for (Eigen::Index i = 0; i < n; ++i) {
+            c[i] = std::cos(p * w[i]);
+            s[i] = std::sin(p * w[i]);
+          }
+          since_anchor = 0;
         }
-        since_anchor = 0;
+        emit(r, std::integral_constant<int, 1>{}, false);
       }
       previous = position;
-
-      const auto put = [row](Eigen::Index col, double value) {
-        if constexpr (accumulate) {
-          row[col] = from_value<T>(to_compute(row[col]) + static_cast<compute_t<T>>(value));
-        } else {
-          row[col] = from_value<T>(value);
-        }
-      };
-      switch (params.layout) {
-        case SinusoidalLayout::kInterleaved:
-          for (Eigen::Index i = 0; i < n; ++i) {
-            put(2 * (i0 + i), s[i]);
-            put(2 * (i0 + i) + 1, c[i]);
-          }
-          break;
-        case SinusoidalLayout::kSinCos:
-          for (Eigen::Index i = 0; i < n; ++i) {
-            put(i0 + i, s[i]);
-            put(half + i0 + i, c[i]);
-          }
-          break;
-        case SinusoidalLayout::kCosSin:
-          for (Eigen::Index i = 0; i < n; ++i) {
-            put(i0 + i, c[i]);
-            put(half + i0 + i, s[i]);
-          }
-          break;
-      }
+      ++r;
     }
+  }
+}
+
+template <typename T, bool accumulate, typename RowAt>
+void sinusoidal_rows(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at) {
+  switch (plan.params().layout) {
+    case SinusoidalLayout::kInterleaved:
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kInterleaved>(num_rows, plan,
+                                                                                 row_at);
+    case SinusoidalLayout::kSinCos:
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kSinCos>(num_rows, plan,
+                                                                            row_at);
+    case SinusoidalLayout::kCosSin:
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kCosSin>(num_rows, plan,
+                                                                            row_at);
   }
 }
 
@@ -219,44 +328,55 @@ void sinusoidal_encoding(double position, TensorView<T, 1> out,
 
 /// \brief The table out[r] = PE(first_position + r), r in [0, num_positions).
 /// out: [num_positions, d_model]
-/// Throws std::invalid_argument for bad d_model/base, zero rows, negative first_position or
-/// first_position + num_positions - 1 beyond 2^53 (where double stops counting exactly).
+/// Throws std::invalid_argument when out's d_model differs from the plan's, for zero rows, a
+/// negative first_position or first_position + num_positions - 1 beyond 2^53 (where double
+/// stops counting exactly).
 template <typename T>
-void sinusoidal_table(TensorView<T, 2> out, const SinusoidalParams& params = {},
+void sinusoidal_table(TensorView<T, 2> out, const SinusoidalPlan& plan,
                       std::int64_t first_position = 0) {
   static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
                                               "Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "sinusoidal_table";
   const Eigen::Index rows = out.dimension(0);
   const Eigen::Index d = out.dimension(1);
-  detail::validate_sinusoidal(fn, d, params);
+  detail::require(d == plan.d_model(), fn, "out d_model = ", d,
+                  " must equal the plan's d_model (", plan.d_model(), ")");
   detail::require(rows > 0, fn, "num_positions = ", rows, " must be > 0");
   constexpr std::int64_t kMaxExact = std::int64_t{1} << 53;
   detail::require(first_position >= 0 && first_position <= kMaxExact - rows, fn,
                   "first_position = ", first_position, " must be in [0, 2^53 - num_positions]");
   T* data = out.data();
-  detail::sinusoidal_rows<T, false>(rows, d, params, [&](Eigen::Index r) {
+  detail::sinusoidal_rows<T, false>(rows, plan, [&](Eigen::Index r) {
     return std::pair<std::int64_t, T*>{first_position + r, data + r * d};
   });
 }
 
-/// \brief embeddings[b, s, :] += PE(position_ids[b, s]), in place.
+/// \brief Convenience overload: plans for out's d_model, then builds the table.
+template <typename T>
+void sinusoidal_table(TensorView<T, 2> out, const SinusoidalParams& params = {},
+                      std::int64_t first_position = 0) {
+  detail::validate_sinusoidal("sinusoidal_table", out.dimension(1), params);
+  sinusoidal_table<T>(out, SinusoidalPlan(out.dimension(1), params), first_position);
+}
+
+/// \brief embeddings[b, s, :] += PE(position_ids[b, s]), in place; no allocation.
 /// embeddings: [batch, seq, d_model]; position_ids: [batch, seq], int64, >= 0.
-/// Contiguous runs of positions are advanced by the shift rotation (no sin/cos per element),
-/// so the kernel runs at memory speed; any jump in positions (left padding, packing) re-anchors
-/// with exact sin/cos.
-/// Throws std::invalid_argument for bad d_model/base, zero-size or mismatched shapes, and
-/// negative or > 2^53 positions — all checked before the first write.
+/// Consecutive positions are advanced by the shift rotation (no sin/cos per element), so the
+/// kernel runs near memory speed; any jump in positions (left padding, packing, a new batch
+/// row) re-anchors with exact sin/cos.
+/// Throws std::invalid_argument when embeddings' d_model differs from the plan's, for zero-size
+/// or mismatched shapes, and negative or > 2^53 positions — all checked before the first write.
 template <typename T>
 void add_sinusoidal_inplace(TensorView<T, 3> embeddings, PositionIdsView position_ids,
-                            const SinusoidalParams& params = {}) {
+                            const SinusoidalPlan& plan) {
   static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
                                               "Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "add_sinusoidal_inplace";
   const Eigen::Index batch = embeddings.dimension(0);
   const Eigen::Index seq = embeddings.dimension(1);
   const Eigen::Index d = embeddings.dimension(2);
-  detail::validate_sinusoidal(fn, d, params);
+  detail::require(d == plan.d_model(), fn, "embeddings d_model = ", d,
+                  " must equal the plan's d_model (", plan.d_model(), ")");
   detail::require(batch > 0 && seq > 0, fn, "embeddings shape [", batch, ", ", seq, ", ", d,
                   "] must have batch > 0 and seq > 0");
   detail::require(position_ids.dimension(0) == batch && position_ids.dimension(1) == seq, fn,
@@ -273,13 +393,22 @@ void add_sinusoidal_inplace(TensorView<T, 3> embeddings, PositionIdsView positio
       }
     }
   }
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    T* rows = embeddings.data() + b * seq * d;
-    const std::int64_t* ids = position_ids.data() + b * seq;
-    detail::sinusoidal_rows<T, true>(seq, d, params, [&](Eigen::Index s) {
-      return std::pair<std::int64_t, T*>{ids[s], rows + s * d};
-    });
-  }
+  // Rows are contiguous across the batch; a batch boundary is a jump in position, which the
+  // kernel re-anchors like any other.
+  T* rows = embeddings.data();
+  const std::int64_t* ids = position_ids.data();
+  detail::sinusoidal_rows<T, true>(batch * seq, plan, [&](Eigen::Index r) {
+    return std::pair<std::int64_t, T*>{ids[r], rows + r * d};
+  });
+}
+
+/// \brief Convenience overload: plans for embeddings' d_model (one allocation), then adds.
+template <typename T>
+void add_sinusoidal_inplace(TensorView<T, 3> embeddings, PositionIdsView position_ids,
+                            const SinusoidalParams& params = {}) {
+  detail::validate_sinusoidal("add_sinusoidal_inplace", embeddings.dimension(2), params);
+  add_sinusoidal_inplace<T>(embeddings, position_ids,
+                            SinusoidalPlan(embeddings.dimension(2), params));
 }
 
 /// \brief Diffusion-model timestep embedding, [cos | sin] with w_i = max_period^(-i/(d/2)):

@@ -8,6 +8,17 @@
 
 #include <Eigen/Core>
 
+/// Marks a loop whose iterations write memory the compiler cannot prove disjoint (several
+/// caller rows, our stack state) but that posenc's callers guarantee is: without it GCC gives
+/// up on the alias checks and emits scalar code.
+#if defined(__clang__)
+#define POSENC_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define POSENC_IVDEP _Pragma("GCC ivdep")
+#else
+#define POSENC_IVDEP
+#endif
+
 namespace posenc::detail {
 
 /// The four storage types posenc kernels accept.

@@ -1,0 +1,161 @@
+// Learned absolute position tables: the seed's worked example, OPT's offset, the hard length
+// limit (std::out_of_range, nothing written), views vs owned copies, and extension policies.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/learned.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+
+TEST_CASE("learned: the seed's example h_i = e_i + p_i", "[learned][seed]") {
+  // Seed 000 §3.1: e0 = [0.2, 0.1], e1 = [0.7, 0.3]; p0 = [0.0, 0.4], p1 = [0.5, 0.1]
+  // -> h0 = [0.2, 0.5], h1 = [1.2, 0.4].
+  std::vector<double> emb{0.2, 0.1, 0.7, 0.3};
+  const std::vector<double> table{0.0, 0.4, 0.5, 0.1};
+  const std::vector<std::int64_t> ids{0, 1};
+  posenc::add_learned_positions_inplace<double>(posenc::TensorView<double, 3>(emb.data(), 1, 2, 2),
+                                                posenc::ConstTensorView<double, 2>(table.data(), 2, 2),
+                                                posenc::PositionIdsView(ids.data(), 1, 2));
+  CHECK_THAT(emb[0], WithinAbs(0.2, 1e-15));
+  CHECK_THAT(emb[1], WithinAbs(0.5, 1e-15));
+  CHECK_THAT(emb[2], WithinAbs(1.2, 1e-15));
+  CHECK_THAT(emb[3], WithinAbs(0.4, 1e-15));
+}
+
+TEMPLATE_TEST_CASE("learned: add and lookup pick row position + offset", "[learned]", float,
+                   double, Eigen::half, Eigen::bfloat16) {
+  using T = TestType;
+  const Eigen::Index max_positions = 10, d = 6, batch = 2, seq = 3;
+  std::vector<T> table(static_cast<std::size_t>(max_positions * d));
+  for (Eigen::Index r = 0; r < max_positions; ++r)
+    for (Eigen::Index k = 0; k < d; ++k)
+      table[static_cast<std::size_t>(r * d + k)] = T(static_cast<float>(r) + 0.125f * static_cast<float>(k));
+  // OPT-style: the model's position p lives in row p + 2 (rows 0, 1 are padding-era rows).
+  const std::vector<std::int64_t> ids{0, 1, 2, 5, 6, 7};
+  const std::int64_t offset = 2;
+  const posenc::ConstTensorView<T, 2> tv(table.data(), max_positions, d);
+  const posenc::PositionIdsView pv(ids.data(), batch, seq);
+
+  std::vector<T> out(static_cast<std::size_t>(batch * seq * d), T(-1.0f));
+  posenc::lookup_learned_positions<T>(tv, pv, posenc::TensorView<T, 3>(out.data(), batch, seq, d), offset);
+  std::vector<T> emb(out.size(), T(1.0f));
+  posenc::add_learned_positions_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d), tv, pv, offset);
+  for (std::size_t n = 0; n < ids.size(); ++n) {
+    for (Eigen::Index k = 0; k < d; ++k) {
+      const double want = static_cast<double>(ids[n] + offset) + 0.125 * static_cast<double>(k);
+      const auto idx = n * static_cast<std::size_t>(d) + static_cast<std::size_t>(k);
+      CHECK(static_cast<double>(out[idx]) == static_cast<double>(T(static_cast<float>(want))));
+      CHECK_THAT(static_cast<double>(emb[idx]), WithinAbs(1.0 + want, 1.0 * (1.0 + want) / 128));
+    }
+  }
+}
+
+TEST_CASE("learned: a position past the table throws out_of_range and writes nothing",
+          "[learned][errors]") {
+  const Eigen::Index max_positions = 4, d = 3;
+  const std::vector<float> table(static_cast<std::size_t>(max_positions * d), 1.0f);
+  std::vector<float> emb(2 * 3 * d, 0.5f);
+  const auto before = emb;
+  // The offending position is the very last one: everything before it is valid, so a kernel
+  // that wrote while validating would have modified emb.
+  std::vector<std::int64_t> ids{0, 1, 2, 0, 1, 4};
+  const auto add = [&](std::int64_t offset) {
+    posenc::add_learned_positions_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 3, d),
+                                                 posenc::ConstTensorView<float, 2>(table.data(), max_positions, d),
+                                                 posenc::PositionIdsView(ids.data(), 2, 3), offset);
+  };
+  REQUIRE_THROWS_MATCHES(
+      add(0), std::out_of_range,
+      Catch::Matchers::Message(
+          "posenc::add_learned_positions_inplace: position_ids[1, 2] = 4 (+ position_offset 0) "
+          "is outside the learned table of max_positions = 4 rows: valid positions are [0, 4)"));
+  CHECK(emb == before);
+
+  // With OPT's offset 2, position 2 is row 4: the first such position is [0, 2].
+  ids[5] = 0;
+  REQUIRE_THROWS_WITH(add(2), Contains("position_ids[0, 2] = 2") && Contains("[-2, 2)"));
+  CHECK(emb == before);
+
+  ids[5] = -1;
+  REQUIRE_THROWS_AS(add(0), std::out_of_range);
+  CHECK(emb == before);
+}
+
+TEST_CASE("learned: shape errors name the parameter", "[learned][errors]") {
+  const std::vector<float> table(4 * 3, 1.0f);
+  std::vector<float> emb(2 * 3 * 5, 0.5f);
+  const auto before = emb;
+  const std::vector<std::int64_t> ids{0, 1, 2, 0, 1, 2};
+  REQUIRE_THROWS_WITH(
+      posenc::add_learned_positions_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 3, 5),
+                                                   posenc::ConstTensorView<float, 2>(table.data(), 4, 3),
+                                                   posenc::PositionIdsView(ids.data(), 2, 3)),
+      Contains("d_model = 5 must equal the table's d_model (3)"));
+  REQUIRE_THROWS_WITH(
+      posenc::add_learned_positions_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 3, 3),
+                                                   posenc::ConstTensorView<float, 2>(table.data(), 4, 3),
+                                                   posenc::PositionIdsView(ids.data(), 1, 6)),
+      Contains("position_ids shape [1, 6]"));
+  REQUIRE_THROWS_AS(
+      posenc::add_learned_positions_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 2, 0, 3),
+                                                   posenc::ConstTensorView<float, 2>(table.data(), 4, 3),
+                                                   posenc::PositionIdsView(ids.data(), 2, 0)),
+      std::invalid_argument);
+  CHECK(emb == before);
+}
+
+TEST_CASE("learned: views alias the caller's weights, copies do not", "[learned][table]") {
+  std::vector<float> weights{1, 2, 3, 4, 5, 6};  // [3, 2]
+  const auto view = posenc::LearnedPositionTable<float>::view(
+      posenc::ConstTensorView<float, 2>(weights.data(), 3, 2));
+  const auto copy = posenc::LearnedPositionTable<float>::copy_of(
+      posenc::ConstTensorView<float, 2>(weights.data(), 3, 2));
+  weights[4] = 50.0f;  // the caller updates row 2 (e.g. reloads a checkpoint)
+  const std::vector<std::int64_t> ids{2};
+  std::vector<float> a(2), b(2);
+  view.lookup(posenc::PositionIdsView(ids.data(), 1, 1), posenc::TensorView<float, 3>(a.data(), 1, 1, 2));
+  copy.lookup(posenc::PositionIdsView(ids.data(), 1, 1), posenc::TensorView<float, 3>(b.data(), 1, 1, 2));
+  CHECK(a == std::vector<float>{50.0f, 6.0f});
+  CHECK(b == std::vector<float>{5.0f, 6.0f});
+  CHECK_FALSE(view.owns_storage());
+  CHECK(copy.owns_storage());
+
+  // A copied table keeps pointing at its own storage after copy and move.
+  auto copy2 = copy;
+  auto moved = std::move(copy2);
+  moved.lookup(posenc::PositionIdsView(ids.data(), 1, 1), posenc::TensorView<float, 3>(b.data(), 1, 1, 2));
+  CHECK(b == std::vector<float>{5.0f, 6.0f});
+  CHECK(moved.weights().data() != copy.weights().data());
+}
+
+TEST_CASE("learned: extend keeps trained rows and fills new ones by policy", "[learned][extend]") {
+  const std::vector<float> weights{1, 2, 3, 4, 5, 6};  // 3 trained rows of d = 2
+  const auto table = posenc::LearnedPositionTable<float>::view(
+      posenc::ConstTensorView<float, 2>(weights.data(), 3, 2));
+  const std::vector<std::int64_t> ids{0, 1, 2, 3, 4, 6};
+  const auto rows_of = [&](const posenc::LearnedPositionTable<float>& t) {
+    std::vector<float> out(12);
+    t.lookup(posenc::PositionIdsView(ids.data(), 1, 6), posenc::TensorView<float, 3>(out.data(), 1, 6, 2));
+    return out;
+  };
+  const auto zeros = table.extend(7, posenc::LearnedExtendInit::kZeros);
+  CHECK(zeros.max_positions() == 7);
+  CHECK(rows_of(zeros) == std::vector<float>{1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0});
+  CHECK(rows_of(table.extend(7, posenc::LearnedExtendInit::kRepeatLast)) ==
+        std::vector<float>{1, 2, 3, 4, 5, 6, 5, 6, 5, 6, 5, 6});
+  CHECK(rows_of(table.extend(7, posenc::LearnedExtendInit::kCyclic)) ==
+        std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 1, 2});  // rows 3, 4, 6 -> 0, 1, 0
+  // The original table's limit is unchanged: position 3 is still out of range there.
+  std::vector<float> out(2);
+  const std::vector<std::int64_t> three{3};
+  REQUIRE_THROWS_AS(table.lookup(posenc::PositionIdsView(three.data(), 1, 1),
+                                 posenc::TensorView<float, 3>(out.data(), 1, 1, 2)),
+                    std::out_of_range);
+  REQUIRE_THROWS_WITH(table.extend(2), Contains("new_max_positions = 2 must be >= the current max_positions (3)"));
+}
