@@ -1,0 +1,23 @@
+# cmake -DEXE=<example> -DSOURCE=<example.cpp> -P CheckExampleOutput.cmake
+# Runs the example; fails if it exits non-zero or misses any `// expect: <text>` of its source
+# (a literal substring match against standard output).
+execute_process(COMMAND "${EXE}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${EXE} exited with ${rc}\n${err}")
+endif()
+file(STRINGS "${SOURCE}" expectations REGEX "^// expect: ")
+set(missing 0)
+foreach(line IN LISTS expectations)
+  string(REGEX REPLACE "^// expect: " "" text "${line}")
+  string(FIND "${out}" "${text}" at)
+  if(at EQUAL -1)
+    message(SEND_ERROR "missing expected output: ${text}")
+    math(EXPR missing "${missing} + 1")
+  else()
+    message(STATUS "found: ${text}")
+  endif()
+endforeach()
+if(missing GREATER 0)
+  message(FATAL_ERROR "${missing} expected line(s) missing from ${EXE}")
+endif()
