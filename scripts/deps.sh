@@ -3,7 +3,7 @@
 # Idempotent: with everything present it does nothing (no apt-get update, no network).
 set -euo pipefail
 
-packages=(g++ cmake make libeigen3-dev catch2 libbenchmark-dev)
+packages=(g++ cmake make libeigen3-dev catch2 libbenchmark-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
