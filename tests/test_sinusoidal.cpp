@@ -153,6 +153,27 @@ TEMPLATE_TEST_CASE("sinusoidal: every layout matches the long-double reference",
   }
 }
 
+TEST_CASE("sinusoidal: the shift recurrence stays within 1e-12 over long contiguous runs",
+          "[sinusoidal][reference]") {
+  // 10000 consecutive positions cross two re-anchoring points; double storage exposes drift
+  // that float rounding would hide.
+  const Eigen::Index rows = 10000, d = 16;
+  for (const std::int64_t first : {std::int64_t{0}, std::int64_t{123457}}) {
+    const auto params = with_layout(SinusoidalLayout::kSinCos);
+    std::vector<double> table(static_cast<std::size_t>(rows * d));
+    posenc::sinusoidal_table<double>(posenc::TensorView<double, 2>(table.data(), rows, d), params,
+                                     first);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        table.size(), [&](std::size_t k) { return table[k]; },
+        [&](std::size_t k) {
+          const auto r = static_cast<Eigen::Index>(k) / d;
+          return static_cast<double>(posenc::reference::sinusoidal_value(
+              static_cast<long double>(first + r), static_cast<Eigen::Index>(k) % d, d, params));
+        },
+        1e-12 + static_cast<double>(first + rows) * 3e-16));
+  }
+}
+
 TEST_CASE("sinusoidal: float output within 2e-7 of long double at positions up to 10^6",
           "[sinusoidal][precision]") {
   // The accuracy bar: angles in double, one rounding to float. float(p) * w would miss
