@@ -33,3 +33,54 @@ inline void run_stream_rmw_baseline(benchmark::State& state, std::size_t bytes) 
 }
 
 }  // namespace posenc_bench
+
+#include <Eigen/Core>
+
+namespace posenc_bench {
+
+/// Sum of n floats with Eigen's vectorised reduction (several packet accumulators): the ceiling
+/// of any kernel that only reads its data, e.g. attention decode over a KV cache. (A plain C++
+/// loop is not vectorised without -ffast-math and would understate the ceiling 3x.)
+inline float stream_read(const float* x, std::size_t n) {
+  return Eigen::Map<const Eigen::ArrayXf>(x, static_cast<Eigen::Index>(n)).sum();
+}
+
+/// Reads `bytes` bytes per iteration (rounded down to floats); baseline "stream_read/<bytes>".
+/// Reported bytes: bytes per pass (read only).
+inline void run_stream_read_baseline(benchmark::State& state, std::size_t bytes) {
+  std::vector<float> x(bytes / sizeof(float), 1.0f);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(stream_read(x.data(), x.size()));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(x.size() * sizeof(float)));
+  state.SetLabel(baseline_label("stream_read/" + std::to_string(bytes)));
+}
+
+}  // namespace posenc_bench
+
+namespace posenc_bench {
+
+/// The in-place stream of run_stream_rmw_baseline, split across a caller's thread pool:
+/// parallel_for(n, fn) must call fn(begin, end) over disjoint ranges covering [0, n) (e.g. an
+/// Eigen::ThreadPoolDevice's parallelFor). Labelled as the baseline "stream_rmw_<tag>/<bytes>",
+/// so multi-threaded kernels are compared with the same pool moving the same bytes.
+template <typename ParallelFor>
+inline void run_stream_rmw_baseline_parallel(benchmark::State& state, std::size_t bytes,
+                                             const std::string& tag, ParallelFor&& parallel_for) {
+  std::vector<float> x(bytes / sizeof(float), 1.0f);
+  float* data = x.data();
+  for (auto _ : state) {
+    parallel_for(x.size(), [data](std::size_t begin, std::size_t end) {
+      stream_rmw(data + begin, end - begin);
+    });
+    benchmark::DoNotOptimize(x.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(2 * x.size() * sizeof(float)));
+  state.SetLabel(baseline_label("stream_rmw_" + tag + "/" + std::to_string(bytes)));
+}
+
+}  // namespace posenc_bench

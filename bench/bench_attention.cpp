@@ -1,0 +1,227 @@
+// Fused attention against in-run ceilings (issue 4 §4):
+//  - causal prefill GFLOP/s vs Eigen's GEMM on the same Q K^T shape (one head: a rate);
+//    causal flops = 2 * 2 * q_len * k_len * d * heads / 2;
+//  - ALiBi vs plain causal (same shape, same run); 2 threads vs 1 thread in wall-clock time;
+//  - decode (1 query vs 4096 cached keys) bytes/s over the K+V bytes vs a read-only stream over
+//    the same bytes; bfloat16 cache vs float cache in tokens/s.
+// The 8192 and 32768 shapes are heavy (seconds to minutes per iteration) and are registered only
+// when POSENC_BENCH_HEAVY=1 is set, so the default sweep stays affordable on 2 cores:
+//   POSENC_BENCH_HEAVY=1 posenc_bench --benchmark_filter='n:8192' --benchmark_min_time=0.1
+//   POSENC_BENCH_HEAVY=1 posenc_bench --benchmark_filter=LongContext
+
+#include <posenc/attention.hpp>
+#include <posenc/kv_cache.hpp>
+
+#include <sys/resource.h>
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "baselines.hpp"
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::string shape_id(Eigen::Index d, Eigen::Index n) {
+  return "d" + std::to_string(d) + "/n" + std::to_string(n);
+}
+
+std::vector<float> filled(std::size_t n, std::uint64_t seed) {
+  std::vector<float> x(n);
+  std::uint64_t s = seed;
+  for (auto& v : x) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ULL << 24)) * 2.0f - 1.0f;
+  }
+  return x;
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is KiB on Linux
+}
+
+// Eigen GEMM S = Q K^T for one head, [n, d] x [d, n]: the FLOP ceiling the kernel is judged by.
+void BM_Baseline_GemmQK(benchmark::State& state) {
+  const Eigen::Index d = state.range(0), n = state.range(1);
+  const auto qv = filled(static_cast<std::size_t>(n * d), 1), kv = filled(static_cast<std::size_t>(n * d), 2);
+  const Eigen::Map<const RowMatrix> q(qv.data(), n, d), k(kv.data(), n, d);
+  RowMatrix s(n, n);
+  for (auto _ : state) {
+    s.noalias() = q * k.transpose();
+    benchmark::DoNotOptimize(s.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(d) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(posenc_bench::baseline_label("gemm_qk/" + shape_id(d, n)));
+}
+BENCHMARK(BM_Baseline_GemmQK)
+    ->ArgNames({"d", "n"})
+    ->Args({64, 512})->Args({128, 512})->Args({64, 2048})->Args({128, 2048})
+    ->Unit(benchmark::kMillisecond);
+
+// Causal prefill, batch 1, 32 query heads.
+void BM_Attention_CausalPrefill(benchmark::State& state) {
+  const Eigen::Index kv_heads = state.range(0), d = state.range(1), n = state.range(2);
+  const bool alibi = state.range(3) != 0;
+  const int threads = static_cast<int>(state.range(4));
+  const bool scaling = state.range(5) != 0;  // thread-scaling pair (real time)
+  const Eigen::Index heads = 32;
+  const auto q = filled(static_cast<std::size_t>(n * heads * d), 3);
+  const auto k = filled(static_cast<std::size_t>(n * kv_heads * d), 4);
+  const auto v = filled(static_cast<std::size_t>(n * kv_heads * d), 5);
+  std::vector<float> out(q.size());
+  posenc::AttentionParams params;
+  params.mask = posenc::MaskMode::kCausal;
+  params.num_threads = threads;
+  if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
+  posenc::AttentionWorkspace ws;
+  for (auto _ : state) {
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, kv_heads, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, kv_heads, d),
+                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * 2.0 * double(n) * double(n) * double(d) * double(heads) / 2.0;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const std::string plain = "causal/kv" + std::to_string(kv_heads) + "/" + shape_id(d, n);
+  std::string label;
+  if (scaling) {
+    // scaling = 1: wall-clock rates, 2 threads >= 1.7x one thread (needs two idle cores).
+    // scaling = 2: rates per CPU-second of the whole process, i.e. parallel efficiency; the
+    // speedup on two idle cores is 2x this ratio, so its floor is 1.7 / 2.
+    const bool wall = state.range(5) == 1;
+    const std::string id = (wall ? "threads1/" : "threads1cpu/") + shape_id(d, n);
+    label = threads == 1 ? posenc_bench::baseline_label(id)
+                         : posenc_bench::ratio_label(id, wall ? 1.70 : 0.85, "GFLOP/s");
+  } else if (!alibi && threads == 1) {
+    // The plain single-thread run is itself the baseline of its ALiBi and 2-thread variants.
+    label = posenc_bench::baseline_label(plain) + " " +
+            posenc_bench::ratio_label("gemm_qk/" + shape_id(d, n), d == 128 ? 0.75 : 0.0, "GFLOP/s");
+  } else if (alibi && threads == 1) {
+    label = posenc_bench::ratio_label(plain, 0.90, "GFLOP/s");  // ALiBi costs <= 10%
+  }
+  state.SetLabel(label);
+}
+BENCHMARK(BM_Attention_CausalPrefill)
+    ->ArgNames({"kv", "d", "n", "alibi", "threads", "scaling"})
+    ->Args({32, 64, 512, 0, 1, 0})->Args({32, 128, 512, 0, 1, 0})->Args({32, 128, 512, 1, 1, 0})
+    ->Args({32, 64, 2048, 0, 1, 0})->Args({32, 64, 2048, 1, 1, 0})
+    ->Args({32, 128, 2048, 0, 1, 0})->Args({32, 128, 2048, 1, 1, 0})
+    ->Args({8, 128, 2048, 0, 1, 0})->Args({8, 128, 2048, 1, 1, 0})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention_CausalPrefill)
+    ->Name("BM_Attention_ThreadScaling")
+    ->ArgNames({"kv", "d", "n", "alibi", "threads", "scaling"})
+    ->Args({32, 128, 2048, 0, 1, 1})->Args({32, 128, 2048, 0, 2, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention_CausalPrefill)
+    ->Name("BM_Attention_ThreadEfficiency")
+    ->ArgNames({"kv", "d", "n", "alibi", "threads", "scaling"})
+    ->Args({32, 128, 2048, 0, 1, 2})->Args({32, 128, 2048, 0, 2, 2})
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Baseline_StreamRead(benchmark::State& state) {
+  posenc_bench::run_stream_read_baseline(state, static_cast<std::size_t>(state.range(0)));
+}
+// K+V bytes of the decode shapes: 4096 keys x kv_heads x 128 x {4, 2} bytes x 2.
+BENCHMARK(BM_Baseline_StreamRead)
+    ->ArgName("bytes")
+    ->Arg(2 * 4096 * 8 * 128 * 4)->Arg(2 * 4096 * 8 * 128 * 2)
+    ->Arg(2 * 4096 * 32 * 128 * 4)->Arg(2 * 4096 * 32 * 128 * 2);
+
+// One decode step: 1 query (32 heads) against 4096 cached keys, through KvCache::attend.
+template <typename T>
+void BM_Attention_Decode(benchmark::State& state) {
+  const Eigen::Index kv_heads = state.range(0), d = 128, ctx = 4096, heads = 32;
+  const bool alibi = state.range(1) != 0;
+  posenc::KvCache<T> cache(1, ctx, kv_heads, d);
+  const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
+  for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::PositionIdsView(pos.data(), 1, ctx));
+  const auto q = filled(static_cast<std::size_t>(heads * d), 7);
+  std::vector<float> out(q.size());
+  posenc::AttentionParams params;
+  if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
+  for (auto _ : state) {
+    cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, heads, d),
+                 posenc::TensorView<float, 4>(out.data(), 1, 1, heads, d), params);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const std::int64_t bytes = 2 * ctx * kv_heads * d * static_cast<std::int64_t>(sizeof(T));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));  // tokens
+  const std::string id = "decode/kv" + std::to_string(kv_heads);
+  if constexpr (std::is_same_v<T, float>) {
+    state.SetLabel(alibi ? posenc_bench::ratio_label(id, 0.90, "items_per_second")  // ALiBi <= 10%
+                         : posenc_bench::baseline_label(id) + " " +
+                               posenc_bench::ratio_label("stream_read/" + std::to_string(bytes), 0.85));
+  } else {
+    // bf16 reads half the bytes: tokens/s vs the float cache (floor 1.6x); half is reported
+    // without a floor.
+    state.SetLabel(alibi ? "" : posenc_bench::ratio_label(id, std::is_same_v<T, Eigen::bfloat16> ? 1.6 : 0.0,
+                                                          "items_per_second"));
+  }
+}
+BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0});
+BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0});
+BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})->Args({8, 0});
+
+// q_len = k_len = 32768, 32 heads, d = 128: memory stays inputs (2 GiB) + O(tile) workspace.
+// One iteration (~minutes); reports the process's peak RSS. Run it filtered.
+void BM_Attention_LongContext(benchmark::State& state) {
+  const Eigen::Index n = state.range(0), heads = 32, d = 128;
+  const int threads = static_cast<int>(state.range(1));
+  const auto q = filled(static_cast<std::size_t>(n * heads * d), 8);
+  const auto k = filled(static_cast<std::size_t>(n * heads * d), 9);
+  const auto v = filled(static_cast<std::size_t>(n * heads * d), 10);
+  std::vector<float> out(q.size());
+  posenc::AttentionParams params;
+  params.num_threads = threads;
+  posenc::AttentionWorkspace ws;
+  for (auto _ : state) {
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, heads, d),
+                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 2.0 * double(n) * double(n) * double(d) * double(heads);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["inputs_MiB"] = double(4 * q.size() * sizeof(float)) / (1024.0 * 1024.0);
+  state.counters["workspace_KiB"] = double(ws.size() * sizeof(float)) / 1024.0;
+  state.counters["peak_RSS_MiB"] = peak_rss_mib();
+}
+// Heavy shapes, opt-in (see the file comment).
+const bool kHeavyRegistered = [] {
+  const char* heavy = std::getenv("POSENC_BENCH_HEAVY");
+  if (heavy == nullptr || std::string(heavy) != "1") return false;
+  benchmark::RegisterBenchmark("BM_Baseline_GemmQK", BM_Baseline_GemmQK)
+      ->ArgNames({"d", "n"})->Args({128, 8192})->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Attention_CausalPrefill", BM_Attention_CausalPrefill)
+      ->ArgNames({"kv", "d", "n", "alibi", "threads", "scaling"})
+      ->Args({32, 128, 8192, 0, 1, 0})->Args({32, 128, 8192, 1, 1, 0})
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_Attention_LongContext", BM_Attention_LongContext)
+      ->ArgNames({"n", "threads"})->Args({32768, 2})->Iterations(1)->UseRealTime()
+      ->Unit(benchmark::kSecond);
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,341 @@
+// RoPE kernels against in-run baselines over the same bytes: the in-place stream (one read and
+// one write of every activation byte, the floor of any in-place kernel's traffic), the same
+// stream on 2 threads, and a naive Eigen tensor-expression RoPE written the obvious way (the
+// seed article's PyTorch code: float angles, cos/sin tensors, even/odd strided slices).
+//
+// Shapes: head_dim 128, Llama-7B Q (32 heads) and GQA Q 32 + K 8, tokens T in
+// {1, 16, 512, 4096, 32768}, rotary_dim 128 (and 32), both pair layouts, float and bfloat16.
+// Run a subset with --benchmark_filter=Rope --benchmark_min_time=0.1.
+
+// The threaded benchmarks pass an Eigen::ThreadPoolDevice, which Eigen only defines with this.
+#define EIGEN_USE_THREADS
+
+#include <posenc/rope.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "baselines.hpp"
+
+namespace {
+
+constexpr Eigen::Index kHeadDim = 128;
+
+enum class Path { kCache, kOnTheFly };
+
+struct Config {
+  bool bf16 = false;
+  Path path = Path::kCache;
+  posenc::RopeLayout layout = posenc::RopeLayout::kHalfSplit;
+  Eigen::Index tokens = 1, q_heads = 32, kv_heads = 0, rotary_dim = 128;
+  int threads = 1;
+};
+
+/// The process-wide 2-thread pool of the threaded benchmarks (the library has no global state;
+/// the benchmark, as a caller, owns this one).
+Eigen::ThreadPoolDevice& device2() {
+  static Eigen::ThreadPool pool(2);
+  static Eigen::ThreadPoolDevice device(&pool, 2);
+  return device;
+}
+
+std::string stream_id(std::size_t bytes, int threads) {
+  return (threads == 1 ? std::string("stream_rmw/") : std::string("stream_rmw_2t/")) +
+         std::to_string(bytes);
+}
+
+template <typename T>
+std::size_t activation_bytes(const Config& c) {
+  return static_cast<std::size_t>(c.tokens * (c.q_heads + c.kv_heads) * kHeadDim) * sizeof(T);
+}
+
+/// The in-place stream over n floats at x, on 1 or 2 threads (one contiguous half per thread).
+void stream_pass(float* x, std::size_t n, int threads) {
+  if (threads == 1) {
+    posenc_bench::stream_rmw(x, n);
+    return;
+  }
+  device2().parallelFor(2, Eigen::TensorOpCost(1e9, 1e9, 1e9),
+                        [x, n](Eigen::Index first, Eigen::Index last) {
+                          for (Eigen::Index part = first; part < last; ++part) {
+                            const auto p = static_cast<std::size_t>(part);
+                            posenc_bench::stream_rmw(x + p * n / 2, (p + 1) * n / 2 - p * n / 2);
+                          }
+                        });
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Times the kernel (manual time = the kernel alone) and, right after each kernel pass, a
+/// reference pass: `paired_<name>` = best reference time / best kernel time. The machine is shared, so this back-to-back pairing of best times is the steadier of
+/// the two in-run ratios (the summary's label ratio compares separate benchmarks).
+template <typename Kernel, typename Reference>
+void run_paired(benchmark::State& state, const char* name, Kernel&& kernel, Reference&& reference) {
+  double best_kernel = 1e30, best_reference = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    kernel();
+    const double tk = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    reference();
+    const double tr = seconds_since(t1);
+    state.SetIterationTime(tk);
+    best_kernel = std::min(best_kernel, tk);
+    best_reference = std::min(best_reference, tr);
+  }
+  state.counters[std::string("paired_") + name] = best_reference / best_kernel;
+}
+
+template <typename T>
+void run_rope(benchmark::State& state, Config c) {
+  const Eigen::Index n_q = c.tokens * c.q_heads * kHeadDim;
+  const Eigen::Index n_k = c.tokens * c.kv_heads * kHeadDim;
+  std::vector<T> q(static_cast<std::size_t>(n_q)), k(static_cast<std::size_t>(n_k));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = T(static_cast<float>(i % 97) * 0.01f - 0.5f);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = T(static_cast<float>(i % 89) * 0.01f - 0.4f);
+  posenc::RopeParams params;
+  params.head_dim = kHeadDim;
+  params.rotary_dim = c.rotary_dim;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  // Decode (T = 1) sits at position 4095 of a 4096-token context; prefill starts at 0.
+  const std::int64_t start = c.tokens == 1 ? 4095 : 0;
+  const auto cache = posenc::make_rope_cos_sin_cache(freqs, start + c.tokens);
+  const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+  const auto positions = posenc::RopePositions::contiguous(1, c.tokens, start);
+  const auto hq = posenc::rope_heads<T>(posenc::TensorView<T, 4>(q.data(), 1, c.tokens, c.q_heads, kHeadDim));
+  const auto hk = posenc::rope_heads<T>(posenc::TensorView<T, 4>(k.data(), 1, c.tokens, c.kv_heads, kHeadDim));
+  posenc::RopeApplyOptions options;
+  if (c.threads == 2) options.set_device(device2());
+  const std::size_t bytes = activation_bytes<T>(c);
+  const auto kernel = [&] {
+    if (c.kv_heads > 0) {
+      if (c.path == Path::kCache) {
+        posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
+      } else {
+        posenc::apply_rope_qk_inplace<T>(hq, hk, positions, freqs, c.layout, options);
+      }
+    } else {
+      if (c.path == Path::kCache) {
+        posenc::apply_rope_inplace_cached<T>(hq, positions, cview, c.layout, 0, options);
+      } else {
+        posenc::apply_rope_inplace<T>(hq, positions, freqs, c.layout, options);
+      }
+    }
+    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(k.data());
+    benchmark::ClobberMemory();
+  };
+  // The paired reference streams over the kernel's own buffers (as floats: the same bytes and
+  // the same cache residency). It drives every float towards 1, so the rotated values stay
+  // normal numbers (no denormal slow paths) for both.
+  const auto reference = [&] {
+    stream_pass(reinterpret_cast<float*>(q.data()), q.size() * sizeof(T) / sizeof(float), c.threads);
+    stream_pass(reinterpret_cast<float*>(k.data()), k.size() * sizeof(T) / sizeof(float), c.threads);
+    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(k.data());
+    benchmark::ClobberMemory();
+  };
+  run_paired(state, c.threads == 2 ? "stream_2t" : "stream", kernel, reference);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
+                          static_cast<std::int64_t>(bytes));
+  double floor = c.path == Path::kCache ? 0.90 : 0.50;
+  if (c.bf16) floor = 0.70;
+  if (c.threads == 2) floor = 0.90;
+  state.SetLabel(posenc_bench::ratio_label(stream_id(bytes, c.threads), floor));
+}
+
+/// The seed's PyTorch apply_rope transcribed to Eigen tensor expressions: float angles, cos/sin
+/// tensors materialised per call, even/odd (or two halves) slices combined by broadcasting.
+void naive_eigen_rope(float* data, Eigen::Index tokens, Eigen::Index heads, Eigen::Index d,
+                      const Eigen::Tensor<float, 1, Eigen::RowMajor>& inv_freq,
+                      posenc::RopeLayout layout) {
+  using Idx = Eigen::Index;
+  posenc::TensorView<float, 3> x(data, tokens, heads, d);
+  const Idx half = d / 2;
+  Eigen::Tensor<float, 1, Eigen::RowMajor> pos(tokens);
+  for (Idx t = 0; t < tokens; ++t) pos(t) = static_cast<float>(t);
+  const Eigen::array<Idx, 2> col{tokens, 1}, row{1, half};
+  const Eigen::array<Idx, 2> bc_col{1, half}, bc_row{tokens, 1};
+  const Eigen::Tensor<float, 2, Eigen::RowMajor> angles =
+      pos.reshape(col).broadcast(bc_col) * inv_freq.reshape(row).broadcast(bc_row);
+  const Eigen::Tensor<float, 2, Eigen::RowMajor> cos = angles.unaryExpr([](float a) { return std::cos(a); });
+  const Eigen::Tensor<float, 2, Eigen::RowMajor> sin = angles.unaryExpr([](float a) { return std::sin(a); });
+  const Eigen::array<Idx, 3> per_token{tokens, 1, half}, over_heads{1, heads, 1};
+  const auto c3 = cos.reshape(per_token).broadcast(over_heads);
+  const auto s3 = sin.reshape(per_token).broadcast(over_heads);
+  const Eigen::array<Idx, 3> extent{tokens, heads, half};
+  if (layout == posenc::RopeLayout::kHalfSplit) {
+    const Eigen::array<Idx, 3> o1{0, 0, 0}, o2{0, 0, half};
+    const Eigen::Tensor<float, 3, Eigen::RowMajor> x1 = x.slice(o1, extent);
+    const Eigen::Tensor<float, 3, Eigen::RowMajor> x2 = x.slice(o2, extent);
+    x.slice(o1, extent) = x1 * c3 - x2 * s3;
+    x.slice(o2, extent) = x2 * c3 + x1 * s3;
+  } else {
+    const Eigen::array<Idx, 3> stride{1, 1, 2}, o0{0, 0, 0}, o1{0, 0, 1}, all{tokens, heads, d - 1};
+    const Eigen::Tensor<float, 3, Eigen::RowMajor> even = x.stride(stride);
+    const Eigen::Tensor<float, 3, Eigen::RowMajor> odd = x.slice(o1, all).stride(stride);
+    x.stride(stride) = even * c3 - odd * s3;
+    x.slice(o1, all).stride(stride) = even * s3 + odd * c3;
+    (void)o0;
+  }
+}
+
+std::string naive_id(posenc::RopeLayout layout, Eigen::Index tokens) {
+  return "naive_eigen/" + std::string(posenc::to_string(layout)) + "/" + std::to_string(tokens);
+}
+
+void run_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index tokens) {
+  const Eigen::Index heads = 32;
+  std::vector<float> q(static_cast<std::size_t>(tokens * heads * kHeadDim));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+  Eigen::Tensor<float, 1, Eigen::RowMajor> inv_freq(kHeadDim / 2);
+  for (Eigen::Index j = 0; j < kHeadDim / 2; ++j) {
+    inv_freq(j) = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j) / kHeadDim));
+  }
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    naive_eigen_rope(q.data(), tokens, heads, kHeadDim, inv_freq, layout);
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+    state.SetIterationTime(seconds_since(t0));
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
+                          static_cast<std::int64_t>(q.size() * sizeof(float)));
+  state.SetLabel(posenc_bench::baseline_label(naive_id(layout, tokens)));
+}
+
+/// The on-the-fly kernel paired with the naive version on a copy of the same tensor (floor 5x).
+void run_vs_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index tokens) {
+  const Eigen::Index heads = 32;
+  std::vector<float> q(static_cast<std::size_t>(tokens * heads * kHeadDim));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+  std::vector<float> q_naive = q;
+  Eigen::Tensor<float, 1, Eigen::RowMajor> inv_freq(kHeadDim / 2);
+  for (Eigen::Index j = 0; j < kHeadDim / 2; ++j) {
+    inv_freq(j) = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(j) / kHeadDim));
+  }
+  posenc::RopeParams params;
+  params.head_dim = kHeadDim;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const auto hq = posenc::rope_heads<float>(posenc::TensorView<float, 4>(q.data(), 1, tokens, heads, kHeadDim));
+  const auto positions = posenc::RopePositions::contiguous(1, tokens);
+  run_paired(
+      state, "naive",
+      [&] {
+        posenc::apply_rope_inplace<float>(hq, positions, freqs, layout);
+        benchmark::DoNotOptimize(q.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        naive_eigen_rope(q_naive.data(), tokens, heads, kHeadDim, inv_freq, layout);
+        benchmark::DoNotOptimize(q_naive.data());
+        benchmark::ClobberMemory();
+      });
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
+                          static_cast<std::int64_t>(q.size() * sizeof(float)));
+  state.SetLabel(posenc_bench::ratio_label(naive_id(layout, tokens), 5.0));
+}
+
+std::string config_name(const Config& c) {
+  return std::string("BM_Rope_") + (c.path == Path::kCache ? "Cache" : "OnTheFly") +
+         (c.threads == 2 ? "_2T" : "") + "/" + (c.bf16 ? "bf16" : "f32") + "/" +
+         std::string(posenc::to_string(c.layout)) + "/q" + std::to_string(c.q_heads) + "k" +
+         std::to_string(c.kv_heads) + "/rd" + std::to_string(c.rotary_dim) + "/T:" +
+         std::to_string(c.tokens);
+}
+
+void register_config(const Config& c, std::vector<std::pair<std::size_t, int>>& streams) {
+  const std::size_t bytes = c.bf16 ? activation_bytes<Eigen::bfloat16>(c) : activation_bytes<float>(c);
+  streams.emplace_back(bytes, c.threads);
+  if (c.bf16) {
+    benchmark::RegisterBenchmark(config_name(c).c_str(), run_rope<Eigen::bfloat16>, c)->UseManualTime();
+  } else {
+    // Manual (wall-clock) time of the kernel alone: also right for the threaded runs, whose
+    // work the main thread's CPU time would hide.
+    benchmark::RegisterBenchmark(config_name(c).c_str(), run_rope<float>, c)->UseManualTime();
+  }
+}
+
+const bool registered = [] {
+  std::vector<std::pair<std::size_t, int>> streams;
+  for (const bool bf16 : {false, true}) {
+    for (const Path path : {Path::kCache, Path::kOnTheFly}) {
+      for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+        for (const Eigen::Index kv : {0, 8}) {
+          for (const Eigen::Index tokens : {1, 16, 512, 4096, 32768}) {
+            Config c;
+            c.bf16 = bf16;
+            c.path = path;
+            c.layout = layout;
+            c.kv_heads = kv;
+            c.tokens = tokens;
+            register_config(c, streams);
+          }
+        }
+        for (const Eigen::Index tokens : {16, 512, 4096}) {  // a quarter of each head rotated
+          Config c;
+          c.bf16 = bf16;
+          c.path = path;
+          c.layout = layout;
+          c.rotary_dim = 32;
+          c.tokens = tokens;
+          register_config(c, streams);
+        }
+      }
+    }
+  }
+  for (const Path path : {Path::kCache, Path::kOnTheFly}) {
+    for (const Eigen::Index tokens : {4096, 32768}) {
+      Config c;
+      c.path = path;
+      c.kv_heads = 8;
+      c.tokens = tokens;
+      c.threads = 2;
+      register_config(c, streams);
+    }
+  }
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    for (const Eigen::Index tokens : {512, 4096}) {
+      const std::string suffix = std::string(posenc::to_string(layout)) + "/q32k0/rd128/T:" + std::to_string(tokens);
+      benchmark::RegisterBenchmark(("BM_Rope_NaiveEigen/f32/" + suffix).c_str(), run_naive, layout, tokens)
+          ->UseManualTime();
+      benchmark::RegisterBenchmark(("BM_Rope_OnTheFly_vsNaive/f32/" + suffix).c_str(), run_vs_naive, layout, tokens)
+          ->UseManualTime();
+    }
+  }
+  std::sort(streams.begin(), streams.end());
+  streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
+  for (const auto& [bytes, threads] : streams) {
+    const std::string name = std::string("BM_Rope_Baseline_Stream") + (threads == 2 ? "_2T" : "") +
+                             "/bytes:" + std::to_string(bytes);
+    if (threads == 1) {
+      benchmark::RegisterBenchmark(name.c_str(), [bytes = bytes](benchmark::State& state) {
+        posenc_bench::run_stream_rmw_baseline(state, bytes);
+      })->UseRealTime();  // wall clock, like the kernels' manual time
+    } else {
+      benchmark::RegisterBenchmark(name.c_str(), [bytes = bytes](benchmark::State& state) {
+        posenc_bench::run_stream_rmw_baseline_parallel(
+            state, bytes, "2t", [](std::size_t n, auto fn) {
+              // One contiguous half per thread: the best split a streaming loop can get.
+              device2().parallelFor(2, Eigen::TensorOpCost(1e9, 1e9, 1e9),
+                                    [&fn, n](Eigen::Index first, Eigen::Index last) {
+                                      for (Eigen::Index part = first; part < last; ++part) {
+                                        const auto p = static_cast<std::size_t>(part);
+                                        fn(p * n / 2, (p + 1) * n / 2);
+                                      }
+                                    });
+            });
+      })->UseRealTime();
+    }
+  }
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,520 @@
+// rope-inspect: what a Hugging Face config.json does to RoPE at a target context length.
+//
+//   rope-inspect config.json [--length N] [--json] [--svg plot.svg]
+//                            [--layout interleaved|half_split]
+//
+// Prints the plan (rope_type, layout, head_dim / rotary_dim, theta, attention factor, softmax
+// multiplier), then per frequency pair: inv_freq before and after scaling, wavelength
+// 2 pi / inv_freq in tokens, how many full periods the pre-training length L0 covers, what the
+// recipe does to the pair (kept / interpolated / blended) and whether its angles at the target
+// length were seen in pre-training. Then the three lengths of seed 000 §7 (accepted by the
+// config, computable, covered by training = L0 x factor) and plain warnings.
+// --json writes the same as one JSON object; --svg writes a log-scale plot of the per-pair
+// wavelength before and after scaling with L0 and the target marked (no plotting library).
+// Exit status: 0 ok, 1 config rejected / unreadable, 2 usage error.
+
+#include <posenc/diagnostics.hpp>
+#include <posenc/hf_config.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr double kPi = 3.141592653589793238462643383279502884;
+
+struct Args {
+  std::string config;
+  std::int64_t length = 0;  // 0 = max_position_embeddings
+  bool json = false;
+  std::string svg;
+  std::optional<posenc::RopeLayout> layout;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "rope-inspect: " << why << "\n"
+            << "usage: rope-inspect config.json [--length N] [--json] [--svg plot.svg]\n"
+            << "                    [--layout interleaved|half_split]\n";
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(s + " needs a value");
+      return argv[++i];
+    };
+    if (s == "--length") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 1) usage("--length must be an integer >= 1");
+      a.length = n;
+    } else if (s == "--json") {
+      a.json = true;
+    } else if (s == "--svg") {
+      a.svg = value();
+    } else if (s == "--layout") {
+      const std::string v = value();
+      if (v == "interleaved") a.layout = posenc::RopeLayout::kInterleaved;
+      else if (v == "half_split") a.layout = posenc::RopeLayout::kHalfSplit;
+      else usage("--layout must be interleaved or half_split");
+    } else if (s == "-h" || s == "--help") {
+      usage("help");
+    } else if (!s.empty() && s[0] == '-') {
+      usage("unknown option " + s);
+    } else if (a.config.empty()) {
+      a.config = s;
+    } else {
+      usage("more than one config file given");
+    }
+  }
+  if (a.config.empty()) usage("no config.json given");
+  return a;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string num(double v) { return fmt("%.6g", v); }
+
+/// Scaling parameters of a plan, in config words.
+std::string scaling_summary(const posenc::RopeParams& p) {
+  const auto& s = p.scaling;
+  std::ostringstream o;
+  o << posenc::to_string(s.type);
+  switch (s.type) {
+    case posenc::RopeScalingType::kDefault: break;
+    case posenc::RopeScalingType::kLinear:
+    case posenc::RopeScalingType::kNtk: o << " (factor " << num(s.factor) << ")"; break;
+    case posenc::RopeScalingType::kDynamic:
+      o << " (factor " << num(s.factor) << ", L0 "
+        << (s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings
+                                                   : p.max_position_embeddings)
+        << ")";
+      break;
+    case posenc::RopeScalingType::kYarn:
+      o << " (factor " << num(s.factor) << ", original " << s.original_max_position_embeddings
+        << ", beta_fast " << num(s.beta_fast) << ", beta_slow " << num(s.beta_slow);
+      if (s.mscale != 0.0 || s.mscale_all_dim != 0.0) {
+        o << ", mscale " << num(s.mscale) << ", mscale_all_dim " << num(s.mscale_all_dim);
+      }
+      o << ")";
+      break;
+    case posenc::RopeScalingType::kLlama3:
+      o << " (factor " << num(s.factor) << ", low_freq_factor " << num(s.low_freq_factor)
+        << ", high_freq_factor " << num(s.high_freq_factor) << ", original "
+        << s.original_max_position_embeddings << ")";
+      break;
+    case posenc::RopeScalingType::kLongRope:
+      o << " (" << s.short_factor.size() << "-entry short/long factor lists, original "
+        << s.original_max_position_embeddings << ")";
+      break;
+  }
+  return o.str();
+}
+
+// ---- text report --------------------------------------------------------------------------
+
+void print_layer(std::ostream& out, const posenc::HfModelConfig& c, const posenc::HfLayerRope& lr,
+                 const posenc::RopeLengthReport& rep) {
+  const auto& p = lr.params;
+  const auto& f = rep.plan;
+  out << "\n== layer type " << lr.layer_type;
+  if (lr.num_layers > 0) out << " (" << lr.num_layers << " layers)";
+  out << "\n";
+  out << "rope_type            " << scaling_summary(p) << "\n";
+  out << "layout               " << posenc::to_string(p.layout) << "  (" << c.layout_reason
+      << ")\n";
+  out << "head_dim             " << p.head_dim << "\n";
+  out << "rotary_dim           " << f.rotary_dim << " (" << f.inv_freq.size() << " pairs)\n";
+  out << "theta                " << num(p.theta) << "\n";
+  out << "attention factor     " << num(f.attention_factor) << "  (multiplies cos and sin)\n";
+  out << "softmax multiplier   " << num(f.softmax_scale_multiplier) << "\n";
+
+  out << "\nlengths\n";
+  out << "  accepted by config (max_position_embeddings)  "
+      << (rep.accepted_length > 0 ? std::to_string(rep.accepted_length) : "not given") << "\n";
+  out << "  computable (positions exact in double, 2^53)  " << rep.computable_length << "\n";
+  out << "  trained (L0)                                  " << rep.trained_length << "\n";
+  std::string covered = "  covered by training (L0 x factor " + num(rep.factor) + ")";
+  covered.resize(std::max<std::size_t>(covered.size() + 1, 48), ' ');
+  out << covered << num(rep.covered_length) << "\n";
+  out << "  target                                        " << rep.target_length << "\n";
+
+  out << "\npairs (wavelength = 2 pi / inv_freq in tokens; periods = L0 / wavelength before)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %4s  %12s  %12s  %12s  %12s  %10s  %-12s  %s\n", "j",
+                "inv_freq", "inv_freq", "wavelength", "wavelength", "periods", "scaling",
+                "at target");
+  out << line;
+  std::snprintf(line, sizeof line, "  %4s  %12s  %12s  %12s  %12s  %10s  %-12s  %s\n", "",
+                "before", "after", "before", "after", "in L0", "", "");
+  out << line;
+  int kept = 0, blended = 0, interp = 0;
+  for (const auto& pr : rep.pairs) {
+    std::snprintf(line, sizeof line, "  %4ld  %12.6g  %12.6g  %12.6g  %12.6g  %10.4g  %-12s  %s\n",
+                  static_cast<long>(pr.pair), pr.inv_freq_before, pr.inv_freq_after,
+                  pr.wavelength_before, pr.wavelength_after, pr.periods_in_training,
+                  std::string(posenc::to_string(pr.scaling)).c_str(),
+                  std::string(posenc::to_string(pr.range)).c_str());
+    out << line;
+    kept += pr.scaling == posenc::RopePairScaling::kKept;
+    blended += pr.scaling == posenc::RopePairScaling::kBlended;
+    interp += pr.scaling == posenc::RopePairScaling::kInterpolated;
+  }
+  out << "summary: " << kept << " kept, " << blended << " blended, " << interp
+      << " interpolated; " << rep.unseen_pairs << " of " << rep.pairs.size()
+      << " pairs reach angles never seen in training at length " << rep.target_length << "\n";
+  out << "\nwarnings\n";
+  if (rep.warnings.empty()) out << "  (none)\n";
+  for (const auto& w : rep.warnings) out << "  - " << w << "\n";
+}
+
+// ---- JSON report --------------------------------------------------------------------------
+
+nlohmann::json layer_json(const posenc::HfModelConfig& c, const posenc::HfLayerRope& lr,
+                          const posenc::RopeLengthReport& rep) {
+  const auto& p = lr.params;
+  nlohmann::json j;
+  j["layer_type"] = lr.layer_type;
+  j["num_layers"] = lr.num_layers;
+  j["rope_type"] = std::string(posenc::to_string(p.scaling.type));
+  j["layout"] = std::string(posenc::to_string(p.layout));
+  j["layout_reason"] = c.layout_reason;
+  j["head_dim"] = p.head_dim;
+  j["rotary_dim"] = rep.plan.rotary_dim;
+  j["theta"] = p.theta;
+  j["factor"] = rep.factor;
+  j["attention_factor"] = rep.plan.attention_factor;
+  j["softmax_scale_multiplier"] = rep.plan.softmax_scale_multiplier;
+  j["lengths"] = {{"accepted", rep.accepted_length},
+                  {"computable", rep.computable_length},
+                  {"trained", rep.trained_length},
+                  {"covered", rep.covered_length},
+                  {"target", rep.target_length}};
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& pr : rep.pairs) {
+    pairs.push_back({{"j", pr.pair},
+                     {"inv_freq_before", pr.inv_freq_before},
+                     {"inv_freq_after", pr.inv_freq_after},
+                     {"wavelength_before", pr.wavelength_before},
+                     {"wavelength_after", pr.wavelength_after},
+                     {"periods_in_training", pr.periods_in_training},
+                     {"scaling", std::string(posenc::to_string(pr.scaling))},
+                     {"at_target", std::string(posenc::to_string(pr.range))}});
+  }
+  j["pairs"] = std::move(pairs);
+  j["unseen_pairs"] = rep.unseen_pairs;
+  j["warnings"] = rep.warnings;
+  return j;
+}
+
+// ---- SVG plot -----------------------------------------------------------------------------
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+
+std::string tick_label(int e) {
+  static const char* small[] = {"1", "10", "100", "1k", "10k", "100k", "1M", "10M", "100M"};
+  if (e >= 0 && e <= 8) return small[e];
+  return "1e" + std::to_string(e);
+}
+
+/// Log-scale wavelength per pair, before (grey) and after (blue) scaling; horizontal lines at
+/// L0 (red), L0 x factor (orange) and the target (green); a strip of squares under the x axis
+/// colours each pair by where its angles at the target fall.
+std::string make_svg(const posenc::HfModelConfig& c, const posenc::HfLayerRope& lr,
+                     const posenc::RopeLengthReport& rep) {
+  const double W = 900, H = 600, left = 80, right = 190, top = 60, bottom = 90;
+  const double pw = W - left - right, ph = H - top - bottom;
+  double lo = 1e300, hi = 0;
+  for (const auto& p : rep.pairs) {
+    lo = std::min({lo, p.wavelength_before, p.wavelength_after});
+    hi = std::max({hi, p.wavelength_before, p.wavelength_after});
+  }
+  for (double v : {static_cast<double>(rep.trained_length), static_cast<double>(rep.target_length),
+                   rep.covered_length}) {
+    if (v > 0) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  const int e_lo = static_cast<int>(std::floor(std::log10(lo)));
+  const int e_hi = std::max(e_lo + 1, static_cast<int>(std::ceil(std::log10(hi))));
+  const auto n = static_cast<double>(rep.pairs.size());
+  const auto X = [&](double j) { return left + (n <= 1 ? 0.5 : j / (n - 1)) * pw; };
+  const auto Y = [&](double v) {
+    return top + ph - (std::log10(v) - e_lo) / static_cast<double>(e_hi - e_lo) * ph;
+  };
+  std::ostringstream s;
+  s.precision(6);
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  const std::string model = c.model_type.empty() ? std::string("model") : c.model_type;
+  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
+    << xml_escape(model + " - " + std::string(posenc::to_string(lr.params.scaling.type)) +
+                  " RoPE, layer type " + lr.layer_type)
+    << "</text>\n";
+  s << "<text x=\"" << left << "\" y=\"44\" fill=\"#444\">wavelength 2&#960;/inv_freq per pair "
+    << "(tokens, log scale), theta " << num(lr.params.theta) << ", rotary_dim "
+    << rep.plan.rotary_dim << ", target " << rep.target_length << "</text>\n";
+  // Grid and y labels.
+  for (int e = e_lo; e <= e_hi; ++e) {
+    const double y = Y(std::pow(10.0, e));
+    s << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << left + pw << "\" y2=\"" << y
+      << "\" stroke=\"#ddd\"/>\n";
+    s << "<text x=\"" << left - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
+      << tick_label(e) << "</text>\n";
+  }
+  s << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"none\" stroke=\"#333\"/>\n";
+  // x ticks every 8 pairs.
+  for (std::size_t j = 0; j < rep.pairs.size(); j += 8) {
+    const double x = X(static_cast<double>(j));
+    s << "<text x=\"" << x << "\" y=\"" << top + ph + 16 << "\" text-anchor=\"middle\">" << j
+      << "</text>\n";
+  }
+  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 20
+    << "\" text-anchor=\"middle\">frequency pair j (high frequency left, low right)</text>\n";
+  s << "<text transform=\"translate(18," << top + ph / 2
+    << ") rotate(-90)\" text-anchor=\"middle\">wavelength (tokens)</text>\n";
+  // Reference lengths.
+  struct Ref {
+    double v;
+    const char* color;
+    std::string label;
+  };
+  std::vector<Ref> refs;
+  if (rep.trained_length > 0) {
+    refs.push_back({static_cast<double>(rep.trained_length), "#d62728",
+                    "trained L0 = " + std::to_string(rep.trained_length)});
+  }
+  if (rep.factor > 1.0 && rep.trained_length > 0) {
+    refs.push_back({rep.covered_length, "#ff7f0e", "L0 x factor = " + num(rep.covered_length)});
+  }
+  refs.push_back({static_cast<double>(rep.target_length), "#2ca02c",
+                  "target = " + std::to_string(rep.target_length)});
+  double last_label_y = -100;
+  for (const auto& r : refs) {
+    const double y = Y(r.v);
+    s << "<line x1=\"" << left << "\" y1=\"" << y << "\" x2=\"" << left + pw << "\" y2=\"" << y
+      << "\" stroke=\"" << r.color << "\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n";
+    double ly = y + 4;
+    if (std::abs(ly - last_label_y) < 14) ly = last_label_y - 14;
+    s << "<text x=\"" << left + pw + 6 << "\" y=\"" << ly << "\" fill=\"" << r.color << "\">"
+      << xml_escape(r.label) << "</text>\n";
+    last_label_y = ly;
+  }
+  // Series.
+  const auto series = [&](bool after, const char* color, double radius) {
+    s << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+    for (const auto& p : rep.pairs) {
+      s << X(static_cast<double>(p.pair)) << ","
+        << Y(after ? p.wavelength_after : p.wavelength_before) << " ";
+    }
+    s << "\"/>\n";
+    for (const auto& p : rep.pairs) {
+      s << "<circle cx=\"" << X(static_cast<double>(p.pair)) << "\" cy=\""
+        << Y(after ? p.wavelength_after : p.wavelength_before) << "\" r=\"" << radius
+        << "\" fill=\"" << color << "\"/>\n";
+    }
+  };
+  series(false, "#999999", 2.5);
+  series(true, "#1f77b4", 2.5);
+  // Status strip.
+  const double strip_y = top + ph + 24;
+  const double cell = std::max(2.0, pw / std::max(1.0, n) - 1.0);
+  for (const auto& p : rep.pairs) {
+    const char* col = p.range == posenc::RopePairRange::kWithinTraining            ? "#2ca02c"
+                      : p.range == posenc::RopePairRange::kExtrapolatedSeenPhases ? "#f2c300"
+                                                                                   : "#d62728";
+    s << "<rect x=\"" << X(static_cast<double>(p.pair)) - cell / 2 << "\" y=\"" << strip_y
+      << "\" width=\"" << cell << "\" height=\"10\" fill=\"" << col << "\"/>\n";
+  }
+  // Legend.
+  const double lx = left + pw + 6;
+  double ly = top + ph - 110;
+  const auto legend = [&](const char* color, const std::string& text, bool box) {
+    if (box) {
+      s << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"12\" height=\"10\" fill=\""
+        << color << "\"/>\n";
+    } else {
+      s << "<line x1=\"" << lx << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 14 << "\" y2=\""
+        << ly - 4 << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
+    }
+    s << "<text x=\"" << lx + 18 << "\" y=\"" << ly << "\">" << xml_escape(text) << "</text>\n";
+    ly += 16;
+  };
+  legend("#999999", "before scaling", false);
+  legend("#1f77b4", "after scaling", false);
+  legend("#2ca02c", "within training", true);
+  legend("#f2c300", "beyond, phases seen", true);
+  legend("#d62728", "beyond, UNSEEN", true);
+  s << "<text x=\"" << left << "\" y=\"" << strip_y + 24 << "\" fill=\"#444\">strip: angles at "
+    << "the target vs. pre-training (" << rep.unseen_pairs << " of " << rep.pairs.size()
+    << " pairs unseen)</text>\n";
+  s << "</svg>\n";
+  return s.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  posenc::HfConfigOptions opts;
+  opts.layout = args.layout;
+  posenc::HfModelConfig c;
+  try {
+    c = posenc::load_hf_config(args.config, opts);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "rope-inspect: " << e.what() << "\n";
+    return 1;
+  }
+  std::int64_t length = args.length;
+  if (length == 0) length = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
+
+  std::vector<posenc::RopeLengthReport> reports;
+  if (c.scheme == posenc::HfPositionScheme::kRope) {
+    for (const auto& lr : c.layer_ropes) {
+      // Only layers typed sliding_attention are judged with the window: without layer_types the
+      // config does not say which layers slide (Mistral: all; Gemma-2: every other one).
+      const bool windowed = lr.layer_type == "sliding_attention";
+      reports.push_back(
+          posenc::analyze_rope_length(lr.params, length, windowed ? c.sliding_window : 0));
+      if (!windowed && lr.layer_type == "all" && c.sliding_window > 0 &&
+          c.sliding_window < length) {
+        reports.back().warnings.push_back(
+            "the config sets sliding_window = " + std::to_string(c.sliding_window) +
+            " without layer_types: layers that slide see distances below it only (not assumed "
+            "here)");
+      }
+    }
+  }
+  std::vector<std::string> alibi_warnings;
+  if (c.scheme == posenc::HfPositionScheme::kAlibi && c.max_position_embeddings > 0 &&
+      length > c.max_position_embeddings) {
+    alibi_warnings.push_back("target length " + std::to_string(length) +
+                             " exceeds the configured length " +
+                             std::to_string(c.max_position_embeddings) +
+                             ": ALiBi computes any distance, but biases beyond training were "
+                             "never seen (Press et al. report extrapolation, not a guarantee)");
+  }
+
+  if (args.json) {
+    nlohmann::json j;
+    j["source"] = c.source;
+    j["model_type"] = c.model_type;
+    j["architectures"] = c.architectures;
+    j["scheme"] = std::string(posenc::to_string(c.scheme));
+    j["target_length"] = length;
+    j["max_position_embeddings"] = c.max_position_embeddings;
+    j["num_attention_heads"] = c.num_attention_heads;
+    j["num_key_value_heads"] = c.num_key_value_heads;
+    j["attention_head_dim"] = c.attention_head_dim;
+    j["softmax_scale"] = c.softmax_scale;
+    j["layer_types_per_layer"] = c.layer_types;
+    j["layer_uses_rope"] = c.layer_uses_rope;
+    nlohmann::json layers = nlohmann::json::array();
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      layers.push_back(layer_json(c, c.layer_ropes[i], reports[i]));
+    }
+    j["layers"] = std::move(layers);
+    if (c.scheme == posenc::HfPositionScheme::kAlibi) {
+      j["alibi_slopes"] = c.alibi_slopes;
+      j["alibi_max_bias"] = c.alibi_max_bias;
+      j["warnings"] = alibi_warnings;
+    }
+    j["notes"] = c.notes;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "rope-inspect " << c.source << " at length " << length << "\n";
+    std::cout << "model_type           " << (c.model_type.empty() ? "(none)" : c.model_type);
+    if (!c.architectures.empty()) std::cout << "  (" << c.architectures.front() << ")";
+    std::cout << "\nposition scheme      " << posenc::to_string(c.scheme) << "\n";
+    if (c.num_attention_heads > 0) {
+      std::cout << "heads                " << c.num_attention_heads << " query, "
+                << c.num_key_value_heads << " key/value\n";
+    }
+    if (c.softmax_scale > 0) {
+      std::cout << "softmax scale        " << num(c.softmax_scale) << "  (q.k width "
+                << c.attention_head_dim << ")\n";
+    }
+    if (c.scheme == posenc::HfPositionScheme::kAlibi) {
+      std::cout << "alibi max bias       " << num(c.alibi_max_bias) << "\nalibi slopes        ";
+      for (double sl : c.alibi_slopes) std::cout << " " << num(sl);
+      std::cout << "\naccepted length      "
+                << (c.max_position_embeddings > 0 ? std::to_string(c.max_position_embeddings)
+                                                  : std::string("not given"))
+                << "\n\nwarnings\n";
+      if (alibi_warnings.empty()) std::cout << "  (none)\n";
+      for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
+    } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
+      std::cout << "no RoPE or ALiBi: absolute position embeddings (hard limit "
+                << c.max_position_embeddings << ")\n";
+    }
+    if (!c.layer_types.empty()) {
+      std::cout << "layer types          " << c.layer_types.size() << " layers:";
+      for (const auto& lr : c.layer_ropes) std::cout << " " << lr.num_layers << " " << lr.layer_type;
+      std::cout << "\n";
+    }
+    if (!c.layer_uses_rope.empty()) {
+      const auto nope = std::count(c.layer_uses_rope.begin(), c.layer_uses_rope.end(), false);
+      std::cout << "layers without RoPE  " << nope << " of " << c.layer_uses_rope.size()
+                << " (NoPE: no positional rotation at all)\n";
+    }
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      print_layer(std::cout, c, c.layer_ropes[i], reports[i]);
+    }
+    std::cout << "\nnotes\n";
+    if (c.notes.empty()) std::cout << "  (none)\n";
+    for (const auto& n : c.notes) std::cout << "  - " << n << "\n";
+  }
+
+  if (!args.svg.empty()) {
+    if (reports.empty()) {
+      std::cerr << "rope-inspect: --svg needs a RoPE model; " << c.source << " uses "
+                << posenc::to_string(c.scheme) << "\n";
+      return 1;
+    }
+    std::size_t main_index = 0;
+    for (std::size_t i = 0; i < c.layer_ropes.size(); ++i) {
+      if (c.layer_ropes[i].layer_type == "full_attention") main_index = i;
+    }
+    std::ofstream f(args.svg, std::ios::binary);
+    f << make_svg(c, c.layer_ropes[main_index], reports[main_index]);
+    if (!f) {
+      std::cerr << "rope-inspect: cannot write " << args.svg << "\n";
+      return 1;
+    }
+    if (!args.json) std::cout << "\nwrote " << args.svg << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,129 @@
+#pragma once
+/// \file posenc/attention.hpp
+/// Fused scaled-dot-product attention with the positional schemes that live inside it:
+///
+///   out = softmax(scale * Q K^T + bias + mask) V
+///
+/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim] (BSHD,
+/// row-major). See attention_types.hpp for the mask (causal bottom-right, key padding), the
+/// positions and GQA. Positional schemes:
+///   - none: plain content attention (permutation-equivariant without a mask);
+///   - ALiBi: AttentionParams::alibi_slopes, bias from absolute positions, added on the fly;
+///   - RoPE: rotate Q and K before the call (posenc/rope.hpp), or let KvCache store rotated keys.
+///
+/// The kernel (detail/attention_kernel.hpp) is FlashAttention-2's tiled online softmax: it
+/// never forms the [q_len, k_len] score matrix; each thread holds O(rows * head_dim) floats.
+/// Accumulation is float for float/half/bfloat16 storage and double for double storage. For
+/// the materialised scores and weights, see posenc/reference/attention.hpp.
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "posenc/alibi.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/attention_kernel.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// Per-thread tile buffers for the fused kernel, sized on first use and reused: keep one per
+/// model (or per layer loop) and the hot path allocates nothing. Not thread-safe: one call at a
+/// time per workspace.
+class AttentionWorkspace {
+ public:
+  /// Floats (or doubles) held, for reporting: O(threads * (rows * head_dim + tile)).
+  std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const auto& b : f_) n += b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();
+    for (const auto& b : d_) n += b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();
+    return n;
+  }
+
+  template <typename Acc>
+  std::vector<detail::AttentionTileBuffers<Acc>>& buffers() {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return d_;
+    } else {
+      return f_;
+    }
+  }
+
+ private:
+  std::vector<detail::AttentionTileBuffers<float>> f_;
+  std::vector<detail::AttentionTileBuffers<double>> d_;
+};
+
+namespace detail {
+
+/// Fills an AttentionProblem from validated views; K/V rows of batch b start at
+/// b * kv_batch_stride, metadata rows at b * meta_batch_stride.
+template <typename TQ, typename TKV, typename TO>
+void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen::Index batch,
+                         Eigen::Index q_len, Eigen::Index k_len, Eigen::Index heads,
+                         Eigen::Index kv_heads, Eigen::Index d, Eigen::Index kv_batch_stride,
+                         const AttentionParams& params, const std::int64_t* q_pos,
+                         const std::int64_t* k_pos, const std::int64_t* key_lengths,
+                         const std::uint8_t* key_mask, Eigen::Index meta_batch_stride,
+                         AttentionWorkspace& workspace) {
+  using Acc = compute_t<TQ>;
+  AttentionProblem<Acc, TQ, TKV, TO> p;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.batch = batch;
+  p.q_len = q_len;
+  p.k_len = k_len;
+  p.heads = heads;
+  p.kv_heads = kv_heads;
+  p.d = d;
+  p.kv_batch_stride = kv_batch_stride;
+  p.scale = static_cast<Acc>(params.scale ? *params.scale : 1.0 / std::sqrt(static_cast<double>(d)));
+  p.causal = params.mask == MaskMode::kCausal;
+  p.alibi = !params.alibi_slopes.empty();
+  p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
+  p.q_pos = q_pos;
+  p.k_pos = k_pos;
+  p.key_lengths = key_lengths;
+  p.key_mask = key_mask;
+  p.meta_batch_stride = meta_batch_stride;
+  run_attention(p, workspace.buffers<Acc>(), params.num_threads);
+}
+
+}  // namespace detail
+
+/// \brief Fused attention: out = softmax(scale Q K^T + ALiBi + mask) V, tiled with an online
+/// softmax (no [q_len, k_len] buffer).
+/// q: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
+/// out: [batch, q_len, heads, head_dim] (must not alias q, k or v).
+/// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
+/// bottom-right; metadata gives positions (ALiBi) and key padding. Rows with no visible key are
+/// written as zeros.
+/// Throws std::invalid_argument (shape mismatch, head_dim mismatch, heads not a multiple of
+/// kv_heads, slope count != heads, bad scale, positions outside [0, 2^53], key_lengths outside
+/// [0, k_len]) before writing anything.
+template <typename T>
+void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
+               TensorView<T, 4> out, const AttentionParams& params = {},
+               const AttentionMetadata& metadata = {}, AttentionWorkspace* workspace = nullptr) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  detail::validate_attention("attention", q, k, v, out, params, metadata);
+  AttentionWorkspace local;
+  AttentionWorkspace& ws = workspace ? *workspace : local;
+  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2), d = q.dimension(3);
+  detail::run_fused_attention(
+      q.data(), k.data(), v.data(), out.data(), q.dimension(0), q.dimension(1), k_len,
+      q.dimension(2), kv_heads, d, k_len * kv_heads * d, params,
+      metadata.query_positions ? metadata.query_positions->data() : nullptr,
+      metadata.key_positions ? metadata.key_positions->data() : nullptr,
+      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
+      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws);
+}
+
+}  // namespace posenc

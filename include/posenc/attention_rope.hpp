@@ -1,0 +1,143 @@
+#pragma once
+/// \file posenc/attention_rope.hpp
+/// Attention with RoPE applied inside the call: Q and K are rotated by their positions
+/// (RoFormer, Su et al. 2021; posenc/rope.hpp) into the workspace, then the fused kernel runs
+/// on the rotated copies. The caller's tensors are not modified.
+///
+/// Memory: the rotated Q and K (and V, when stored in a 16-bit type) are staged in float
+/// (double for double storage) in the workspace: O(input), reused across calls. Engines that
+/// keep a KV cache rotate each key once on append instead (KvCache::set_rope), so a decode step
+/// only rotates its query.
+///
+/// Scale: unless AttentionParams::scale is set, 1/sqrt(head_dim) times the plan's
+/// softmax_scale_multiplier (DeepSeek-V2/V3 YaRN's mscale(s, mscale_all_dim)^2; 1 otherwise).
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/rope.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/rope_params.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+namespace detail {
+
+inline void validate_attention_rope(std::string_view fn, const RopeFrequencies& freqs,
+                                    RopeLayout layout, Eigen::Index d) {
+  require(freqs.rotary_dim > 0 && freqs.rotary_dim % 2 == 0 &&
+              static_cast<Eigen::Index>(freqs.inv_freq.size()) * 2 == freqs.rotary_dim,
+          fn, "freqs.rotary_dim = ", freqs.rotary_dim, " must be even, > 0 and twice ",
+          "inv_freq.size() (", freqs.inv_freq.size(), ")");
+  require(freqs.rotary_offset >= 0 && freqs.rotary_offset + freqs.rotary_dim <= d, fn,
+          "rotary_offset + rotary_dim = ", freqs.rotary_offset + freqs.rotary_dim,
+          " must be <= head_dim = ", d);
+  require(layout == RopeLayout::kInterleaved || layout == RopeLayout::kHalfSplit, fn,
+          "layout = ", static_cast<int>(layout), " is not a RopeLayout");
+  require(std::isfinite(freqs.softmax_scale_multiplier) && freqs.softmax_scale_multiplier > 0.0,
+          fn, "freqs.softmax_scale_multiplier = ", freqs.softmax_scale_multiplier,
+          " must be finite and > 0");
+}
+
+/// Default scale with a RoPE plan: softmax_scale_multiplier / sqrt(head_dim).
+inline AttentionParams with_rope_scale(const AttentionParams& params, const RopeFrequencies& freqs,
+                                       Eigen::Index d) {
+  AttentionParams p = params;
+  if (!p.scale) p.scale = freqs.softmax_scale_multiplier / std::sqrt(static_cast<double>(d));
+  return p;
+}
+
+template <typename Acc, typename T>
+void stage_copy(const T* src, std::size_t n, std::vector<Acc>& dst) {
+  dst.resize(n);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<Acc>(to_compute(src[i]));
+}
+
+}  // namespace detail
+
+/// Reusable staging for attention_with_rope (rotated Q, K and a float V), plus the kernel's
+/// tile buffers. Grows to the largest call, then stays.
+class AttentionRopeWorkspace {
+ public:
+  AttentionWorkspace& kernel() noexcept { return kernel_; }
+  template <typename Acc>
+  std::vector<Acc>& staging(int which) {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return d_[which];
+    } else {
+      return f_[which];
+    }
+  }
+
+ private:
+  AttentionWorkspace kernel_;
+  std::vector<float> f_[3];
+  std::vector<double> d_[3];
+};
+
+/// \brief out = softmax(scale R(pq) Q (R(pk) K)^T + bias + mask) V: attention with RoPE applied
+/// to Q and K at their positions (metadata; defaults k_len - q_len + i and j).
+/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
+/// freqs: a plan from compute_rope_frequencies (rotary_offset + rotary_dim <= head_dim).
+/// Throws std::invalid_argument as posenc::attention, plus for a plan that does not fit
+/// head_dim, before anything is written.
+template <typename T>
+void attention_with_rope(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
+                         TensorView<T, 4> out, const RopeFrequencies& freqs, RopeLayout layout,
+                         const AttentionParams& params = {}, const AttentionMetadata& metadata = {},
+                         AttentionRopeWorkspace* workspace = nullptr) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "attention_with_rope";
+  detail::validate_attention(fn, q, k, v, out, params, metadata);
+  const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
+                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2);
+  detail::validate_attention_rope(fn, freqs, layout, d);
+
+  AttentionRopeWorkspace local;
+  AttentionRopeWorkspace& ws = workspace ? *workspace : local;
+  using Acc = detail::compute_t<T>;
+  auto& qs = ws.staging<Acc>(0);
+  auto& ks = ws.staging<Acc>(1);
+  auto& vs = ws.staging<Acc>(2);
+  detail::stage_copy(q.data(), static_cast<std::size_t>(q.size()), qs);
+  detail::stage_copy(k.data(), static_cast<std::size_t>(k.size()), ks);
+  detail::stage_copy(v.data(), static_cast<std::size_t>(v.size()), vs);
+
+  // Positions as the kernel sees them (bottom-right defaults), for the rotation.
+  std::vector<std::int64_t> qpos, kpos;
+  const std::int64_t* qp = metadata.query_positions ? metadata.query_positions->data() : nullptr;
+  const std::int64_t* kp = metadata.key_positions ? metadata.key_positions->data() : nullptr;
+  if (!qp) {
+    qpos.resize(static_cast<std::size_t>(batch * q_len));
+    for (Eigen::Index b = 0; b < batch; ++b)
+      for (Eigen::Index i = 0; i < q_len; ++i)
+        qpos[static_cast<std::size_t>(b * q_len + i)] = std::max<std::int64_t>(0, k_len - q_len + i);
+    qp = qpos.data();
+  }
+  if (!kp) {
+    kpos.resize(static_cast<std::size_t>(batch * k_len));
+    for (Eigen::Index b = 0; b < batch; ++b)
+      for (Eigen::Index j = 0; j < k_len; ++j) kpos[static_cast<std::size_t>(b * k_len + j)] = j;
+    kp = kpos.data();
+  }
+  apply_rope_inplace<Acc>(TensorView<Acc, 4>(qs.data(), batch, q_len, heads, d),
+                          PositionIdsView(qp, batch, q_len), freqs, layout);
+  apply_rope_inplace<Acc>(TensorView<Acc, 4>(ks.data(), batch, k_len, kv_heads, d),
+                          PositionIdsView(kp, batch, k_len), freqs, layout);
+  detail::run_fused_attention(
+      qs.data(), ks.data(), vs.data(), out.data(), batch, q_len, k_len, heads, kv_heads, d,
+      k_len * kv_heads * d, detail::with_rope_scale(params, freqs, d), qp, kp,
+      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
+      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws.kernel());
+}
+
+}  // namespace posenc

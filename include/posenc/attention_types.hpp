@@ -1,0 +1,164 @@
+#pragma once
+/// \file posenc/attention_types.hpp
+/// Parameters and per-call metadata shared by ALiBi, the attention kernels and the KV cache.
+///
+///   out = softmax(scale * Q K^T + bias + mask) V
+///
+/// Shapes (BSHD, head_dim innermost): Q [batch, q_len, heads, head_dim],
+/// K/V [batch, k_len, kv_heads, head_dim], heads a multiple of kv_heads (GQA; MQA when
+/// kv_heads = 1). Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv order).
+///
+/// Mask: causal attention aligns bottom-right (FlashAttention >= 2.1, TE causal_bottom_right):
+/// query i sees key j iff j <= i + (k_len - q_len), so a chunk of q_len new tokens at the end
+/// of k_len keys (chunked prefill, decode with q_len = 1) sees exactly its past. Key padding
+/// (per-sequence lengths or a key mask) removes keys for every query. A row with no visible key
+/// returns zeros, never NaN.
+///
+/// Positions (int64, >= 0) matter only to positional schemes: ALiBi adds
+/// -slope_h * (pos_q - pos_k) (causal) or -slope_h * |pos_q - pos_k| (bidirectional), always from
+/// the tokens' absolute positions, never from tensor columns — so it stays right at decode
+/// (one query at position t against cached keys) and under left padding.
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "posenc/error.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// Which keys a query may see (before key padding).
+enum class MaskMode : std::uint8_t {
+  kCausal = 0,         ///< key j visible to query i iff j <= i + k_len - q_len (bottom-right)
+  kBidirectional = 1,  ///< every key visible (encoders); ALiBi uses -m |pos_q - pos_k|
+};
+
+constexpr std::string_view to_string(MaskMode mode) noexcept {
+  switch (mode) {
+    case MaskMode::kCausal: return "causal";
+    case MaskMode::kBidirectional: return "bidirectional";
+  }
+  return "unknown";
+}
+
+/// Per-model attention configuration (plan once, reuse across layers and steps).
+struct AttentionParams {
+  MaskMode mask = MaskMode::kCausal;
+  /// Multiplies Q K^T; unset = 1 / sqrt(head_dim). DeepSeek YaRN multiplies it by mscale^2
+  /// (RopeFrequencies::softmax_scale_multiplier). Must be finite and > 0.
+  std::optional<double> scale;
+  /// ALiBi slopes, one per query head (alibi_slopes(heads) or a checkpoint's own); empty = no
+  /// ALiBi. Must be finite and >= 0.
+  std::vector<double> alibi_slopes;
+  /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
+  /// (batch, kv_head, query tile); results do not depend on the thread count.
+  int num_threads = 1;
+};
+
+/// Per-call positions and key padding. Every field is optional; all are views over the
+/// caller's memory, which must outlive the call.
+struct AttentionMetadata {
+  /// [batch, q_len]; default: q_pos[b, i] = k_len - q_len + i (bottom-right alignment).
+  std::optional<PositionIdsView> query_positions;
+  /// [batch, k_len]; default: k_pos[b, j] = j.
+  std::optional<PositionIdsView> key_positions;
+  /// [batch]; keys j >= key_lengths[b] are padding (right padding). In [0, k_len].
+  std::optional<ConstTensorView<std::int64_t, 1>> key_lengths;
+  /// [batch, k_len]; 0 marks a padding key (left padding, packed or ragged batches).
+  std::optional<ConstTensorView<std::uint8_t, 2>> key_mask;
+};
+
+namespace detail {
+
+/// Largest position posenc accepts (double counts exactly up to 2^53).
+inline constexpr std::int64_t kMaxAttentionPosition = std::int64_t{1} << 53;
+
+inline void validate_positions(std::string_view function, std::string_view name,
+                               PositionIdsView positions, Eigen::Index batch, Eigen::Index len) {
+  require(positions.dimension(0) == batch && positions.dimension(1) == len, function, name,
+          " shape [", positions.dimension(0), ", ", positions.dimension(1), "] must be [batch, ",
+          name == "query_positions" ? "q_len" : "k_len", "] = [", batch, ", ", len, "]");
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index s = 0; s < len; ++s) {
+      const std::int64_t p = positions(b, s);
+      if (p < 0 || p > kMaxAttentionPosition) {
+        throw_invalid_argument(function, name, "[", b, ", ", s, "] = ", p,
+                               " must be in [0, 2^53]");
+      }
+    }
+  }
+}
+
+inline void validate_slopes(std::string_view function, const std::vector<double>& slopes,
+                            Eigen::Index heads) {
+  require(static_cast<Eigen::Index>(slopes.size()) == heads, function, "alibi_slopes has ",
+          slopes.size(), " entries; it must have one per query head (heads = ", heads, ")");
+  for (std::size_t h = 0; h < slopes.size(); ++h) {
+    require(std::isfinite(slopes[h]) && slopes[h] >= 0.0, function, "alibi_slopes[", h,
+            "] = ", slopes[h], " must be finite and >= 0");
+  }
+}
+
+/// Checks every shape, parameter and metadata entry of an attention call; throws
+/// std::invalid_argument naming the first bad one. q/out: [batch, q_len, heads, d];
+/// k/v: [batch, k_len, kv_heads, d].
+template <typename Q, typename K, typename V, typename O>
+void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v, const O& out,
+                        const AttentionParams& params, const AttentionMetadata& meta) {
+  const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
+                     d = q.dimension(3);
+  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2);
+  require(batch > 0 && q_len > 0 && heads > 0 && d > 0, fn, "q shape [", batch, ", ", q_len,
+          ", ", heads, ", ", d, "] must have no zero dimension");
+  require(k.dimension(0) == batch, fn, "k batch = ", k.dimension(0), " must equal q batch (",
+          batch, ")");
+  require(k_len > 0 && kv_heads > 0, fn, "k shape [", k.dimension(0), ", ", k_len, ", ",
+          kv_heads, ", ", k.dimension(3), "] must have no zero dimension");
+  require(k.dimension(3) == d, fn, "k head_dim = ", k.dimension(3), " must equal q head_dim (",
+          d, ")");
+  for (int a = 0; a < 4; ++a) {
+    require(v.dimension(a) == k.dimension(a), fn, "v shape [", v.dimension(0), ", ",
+            v.dimension(1), ", ", v.dimension(2), ", ", v.dimension(3),
+            "] must equal k shape [", k.dimension(0), ", ", k_len, ", ", kv_heads, ", ",
+            k.dimension(3), "]");
+  }
+  for (int a = 0; a < 4; ++a) {
+    require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0), ", ",
+            out.dimension(1), ", ", out.dimension(2), ", ", out.dimension(3),
+            "] must equal q shape [", batch, ", ", q_len, ", ", heads, ", ", d, "]");
+  }
+  require(heads % kv_heads == 0, fn, "heads = ", heads, " must be a multiple of kv_heads = ",
+          kv_heads, " (GQA / MQA)");
+  require(params.mask == MaskMode::kCausal || params.mask == MaskMode::kBidirectional, fn,
+          "mask = ", static_cast<int>(params.mask), " is not a MaskMode");
+  if (params.scale) {
+    require(std::isfinite(*params.scale) && *params.scale > 0.0, fn, "scale = ", *params.scale,
+            " must be finite and > 0");
+  }
+  require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
+  if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
+  if (meta.query_positions) {
+    validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len);
+  }
+  if (meta.key_positions) validate_positions(fn, "key_positions", *meta.key_positions, batch, k_len);
+  if (meta.key_lengths) {
+    require(meta.key_lengths->dimension(0) == batch, fn, "key_lengths has ",
+            meta.key_lengths->dimension(0), " entries; it must have batch = ", batch);
+    for (Eigen::Index b = 0; b < batch; ++b) {
+      const std::int64_t len = (*meta.key_lengths)(b);
+      require(len >= 0 && len <= k_len, fn, "key_lengths[", b, "] = ", len, " must be in [0, ",
+              k_len, "]");
+    }
+  }
+  if (meta.key_mask) {
+    require(meta.key_mask->dimension(0) == batch && meta.key_mask->dimension(1) == k_len, fn,
+            "key_mask shape [", meta.key_mask->dimension(0), ", ", meta.key_mask->dimension(1),
+            "] must be [batch, k_len] = [", batch, ", ", k_len, "]");
+  }
+}
+
+}  // namespace detail
+}  // namespace posenc

@@ -1,0 +1,658 @@
+#pragma once
+/// \file posenc/detail/attention_kernel.hpp
+/// The fused attention kernel: tiled, online softmax (FlashAttention-2, Dao 2023, Alg. 1), no
+/// [q_len, k_len] buffer. One work item = (batch b, kv head g, a tile of query positions); the
+/// tile's rows are (query position, query head of group g) pairs, so the heads that share a kv
+/// head (GQA / MQA) read each K/V tile once.
+///
+/// Per K tile of Bc keys, for the R rows of the tile (all in Acc = float, or double for double
+/// storage):
+///   S^T[j, r] = scale * k_j . q_r (+ ALiBi) (-inf where masked)      [Bc, R]
+///   m'_r = max(m_r, max_j S^T[j, r]);  P^T[j, r] = exp(S^T[j, r] - m'_r)
+///   l_r  = exp(m_r - m'_r) l_r + sum_j P^T[j, r]
+///   O_r  = exp(m_r - m'_r) O_r + sum_j P^T[j, r] v_j
+/// and at the end out_r = O_r / l_r (0 when l_r = 0: no visible key).
+///
+/// Scores are kept transposed (keys x rows) so the softmax statistics vectorise across rows and
+/// no transpose happens in the inner loops: Q is packed transposed once per tile ([d, R], scale
+/// folded in), S^T = K Q^T broadcasts key elements against row vectors, and O += P V broadcasts
+/// P^T[j, r] against V row vectors. Both products are register-blocked 6 x 2 packets (12
+/// accumulators + 3 operands = 15 of the 16 AVX2 registers). Subtracting the running max keeps
+/// every exponent <= 0, so logits of 1e4 do not overflow.
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "posenc/detail/numeric.hpp"
+
+namespace posenc::detail {
+
+/// Packet of the accumulation type (Packet8f with AVX, Packet4f with SSE, scalar otherwise).
+template <typename Acc>
+using attn_packet_t = typename Eigen::internal::packet_traits<Acc>::type;
+template <typename Acc>
+inline constexpr int kAttnLanes = Eigen::internal::unpacket_traits<attn_packet_t<Acc>>::size;
+
+/// Register block: 6 broadcast operands x 2 packets of accumulators.
+inline constexpr int kAttnBlock = 6;
+/// Rows (query positions x group heads) a work item aims for, and keys per tile. 48 rows is a
+/// multiple of 6 and of 2 packets; with d = 128 the packed Q (24 KiB), O (24 KiB) and scores
+/// (12 KiB) stay in L2 while each K/V tile streams once per work item.
+inline constexpr Eigen::Index kAttnTargetRows = 48;
+inline constexpr Eigen::Index kAttnKeyTile = 64;
+
+template <typename T>
+using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
+
+/// Decode-shaped calls (q_len * group below a tile) put several kv heads in one work item so a
+/// K/V tile is read as one contiguous block of key rows (all those heads side by side), which
+/// the hardware prefetchers stream; the tile then holds about this many elements per K or V.
+inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
+/// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
+/// L1 sets.
+inline constexpr Eigen::Index kAttnRowPad = 16;
+
+/// One thread's buffers for a work item of `slots` kv heads with `rows` rows each:
+/// O(slots * rows * d + key_tile * (rows + slots * d)), independent of q_len and k_len.
+template <typename Acc>
+struct AttentionTileBuffers {
+  Eigen::Index rows = 0;  // row stride per slot (padded to whole packets)
+  Eigen::Index d = 0;
+  Eigen::Index key_tile = 0;
+  Eigen::Index slots = 0;
+  attn_vector<Acc> qt;                           // [slots][d][rows]    Q^T, scale folded in
+  attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (dot path)
+  attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output
+  attn_vector<Acc> st;                           // [key_tile][rows]    scores, then P^T
+  attn_vector<Acc> kf, vf;                       // [key_tile][slots * d + pad] packed K, V
+  attn_vector<Acc> m, l, alpha, q_rel, slope, limit;  // [slots][rows]
+  std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
+
+  /// Grows (never shrinks); allocation happens only when a shape grows.
+  void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_key_tile,
+               Eigen::Index need_slots) {
+    constexpr Eigen::Index lanes = kAttnLanes<Acc>;
+    need_rows = (need_rows + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
+    if (need_rows <= rows && need_d <= d && need_key_tile <= key_tile && need_slots <= slots) return;
+    rows = std::max(rows, need_rows);
+    d = std::max(d, need_d);
+    key_tile = std::max(key_tile, need_key_tile);
+    slots = std::max(slots, need_slots);
+    const auto r = static_cast<std::size_t>(rows), dd = static_cast<std::size_t>(d),
+               kt = static_cast<std::size_t>(key_tile), ns = static_cast<std::size_t>(slots);
+    qt.assign(ns * dd * r, Acc(0));
+    qr.assign(ns * r * dd, Acc(0));
+    o.assign(ns * r * dd, Acc(0));
+    st.assign(kt * r, Acc(0));
+    kf.assign(kt * (ns * dd + kAttnRowPad), Acc(0));
+    vf.assign(kf.size(), Acc(0));
+    for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &limit}) v->assign(ns * r, Acc(0));
+    row_q.assign(ns * r, 0);
+    row_h.assign(ns * r, 0);
+  }
+};
+
+/// Everything the kernel reads, as raw pointers and strides (validated by the caller).
+/// K/V element (b, j, g, c) sits at k[b * kv_batch_stride + (j * kv_heads + g) * d + c]; the
+/// KV cache passes its max_len-based stride, plain attention k_len * kv_heads * d.
+template <typename Acc, typename TQ, typename TKV, typename TO>
+struct AttentionProblem {
+  const TQ* q = nullptr;  // [batch, q_len, heads, d]
+  const TKV* k = nullptr;
+  const TKV* v = nullptr;
+  TO* out = nullptr;  // [batch, q_len, heads, d]
+  Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0;
+  Eigen::Index kv_batch_stride = 0;
+  Acc scale = Acc(1);
+  bool causal = true;
+  bool alibi = false;
+  const double* slopes = nullptr;          // [heads] when alibi
+  const std::int64_t* q_pos = nullptr;     // [batch, q_len] or null: k_len - q_len + i
+  const std::int64_t* k_pos = nullptr;     // row b at k_pos + b * meta_batch_stride, or null: j
+  const std::int64_t* key_lengths = nullptr;  // [batch] or null
+  const std::uint8_t* key_mask = nullptr;  // row b at key_mask + b * meta_batch_stride, or null
+  Eigen::Index meta_batch_stride = 0;
+};
+
+/// Called once per inner step of the micro-kernels; the prefill path does nothing.
+struct AttnNoTick {
+  void operator()() const noexcept {}
+};
+
+/// Decode is bound by reading K/V. Each tick requests one more cache line of the next tile's K
+/// and V rows, so the requests trickle out at about the rate memory delivers them while the
+/// current tile computes (a burst of hundreds of prefetches would just stall on the L1 miss
+/// buffers, serialising transfer and compute again).
+struct AttnPrefetchCursor {
+  const char* k = nullptr;
+  const char* v = nullptr;
+  Eigen::Index row_stride = 0, run_bytes = 0, rows = 0;  // bytes, bytes, count
+  Eigen::Index row = 0, byte = 0;
+
+  Eigen::Index lines_per_tick = 1;
+
+  EIGEN_STRONG_INLINE void operator()() noexcept {
+    for (Eigen::Index i = 0; i < lines_per_tick && row < rows; ++i) {
+#if defined(__GNUC__)
+      // Into L2 (T1): the lines are used a tile later; T0 would evict the current tile.
+      __builtin_prefetch(k + row * row_stride + byte, 0, 2);
+      __builtin_prefetch(v + row * row_stride + byte, 0, 2);
+#else
+      Eigen::internal::prefetch(k + row * row_stride + byte);
+      Eigen::internal::prefetch(v + row * row_stride + byte);
+#endif
+      byte += 64;
+      if (byte >= run_bytes) {
+        byte = 0;
+        ++row;
+      }
+    }
+  }
+};
+
+// ---- micro-kernels ---------------------------------------------------------------------------
+
+/// st[r * rs + i0 ..] = sum_c k[r][c] * qt[c * rs + i0 ..] for R keys, NP packets of rows.
+template <typename Acc, int R, int NP>
+inline void attn_qk_block(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const Acc* k,
+                          Eigen::Index k_stride, Eigen::Index d, Acc* st) {
+  using P = attn_packet_t<Acc>;
+  constexpr int L = kAttnLanes<Acc>;
+  namespace ei = Eigen::internal;
+  P acc[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NP; ++n) acc[r][n] = ei::pset1<P>(Acc(0));
+  const Acc* q = qt + i0;
+  for (Eigen::Index c = 0; c < d; ++c, q += rs) {
+    P a[NP];
+    for (int n = 0; n < NP; ++n) a[n] = ei::ploadu<P>(q + n * L);
+    for (int r = 0; r < R; ++r) {
+      const P b = ei::pset1<P>(k[r * k_stride + c]);
+      for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmadd(b, a[n], acc[r][n]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NP; ++n) ei::pstoreu(st + r * rs + i0 + n * L, acc[r][n]);
+}
+
+/// O[i0 + r][c0 ..] = alpha[i0 + r] O[..] + sum_j st[j * rs + i0 + r] v[j][c0 ..], R rows x NP
+/// packets of columns.
+template <typename Acc, int R, int NP, typename Tick>
+inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const Acc* alpha,
+                          const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
+                          Eigen::Index d, Eigen::Index c0, Tick& tick) {
+  using P = attn_packet_t<Acc>;
+  constexpr int L = kAttnLanes<Acc>;
+  namespace ei = Eigen::internal;
+  P acc[R][NP];
+  for (int r = 0; r < R; ++r) {
+    const P a = ei::pset1<P>(alpha[i0 + r]);
+    for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmul(a, ei::ploadu<P>(o + (i0 + r) * d + c0 + n * L));
+  }
+  const Acc* p = st + i0;
+  const Acc* vj = v + c0;
+  for (Eigen::Index j = 0; j < nk; ++j, p += rs, vj += v_stride) {
+    P b[NP];
+    for (int n = 0; n < NP; ++n) b[n] = ei::ploadu<P>(vj + n * L);
+    for (int r = 0; r < R; ++r) {
+      const P pr = ei::pset1<P>(p[r]);
+      for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmadd(pr, b[n], acc[r][n]);
+    }
+  }
+  tick();
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NP; ++n) ei::pstoreu(o + (i0 + r) * d + c0 + n * L, acc[r][n]);
+}
+
+/// Scalar column tail of the PV product (head_dim not a multiple of the packet size).
+template <typename Acc>
+inline void attn_pv_scalar(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
+                           const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
+                           Eigen::Index d, Eigen::Index c0) {
+  for (Eigen::Index r = 0; r < nrows; ++r) {
+    for (Eigen::Index c = c0; c < d; ++c) {
+      Acc acc = alpha[r] * o[r * d + c];
+      for (Eigen::Index j = 0; j < nk; ++j) acc += st[j * rs + r] * v[j * v_stride + c];
+      o[r * d + c] = acc;
+    }
+  }
+}
+
+/// Few-row variant of S^T = K Q^T (decode: 1 query x a GQA group of heads), where a packet of
+/// rows would be mostly padding: dot products along head_dim, two keys at a time so each Q load
+/// feeds two FMAs. q: R rows [R, d]; writes st[j * rs + r].
+template <typename Acc, int R, typename Tick>
+inline void attn_qk_dot(const Acc* q, Eigen::Index d, const Acc* k, Eigen::Index k_stride,
+                        Eigen::Index nk, Acc* st, Eigen::Index rs, Tick& tick) {
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  namespace ei = Eigen::internal;
+  Eigen::Index j = 0;
+  for (; j + 2 <= nk; j += 2) {
+    const Acc* k0 = k + j * k_stride;
+    const Acc* k1 = k0 + k_stride;
+    P a0[R], a1[R];
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = ei::pset1<P>(Acc(0));
+    Eigen::Index c = 0;
+    for (; c + L <= d; c += L) {
+      const P x0 = ei::ploadu<P>(k0 + c), x1 = ei::ploadu<P>(k1 + c);
+      for (int r = 0; r < R; ++r) {
+        const P qv = ei::ploadu<P>(q + r * d + c);
+        a0[r] = ei::pmadd(qv, x0, a0[r]);
+        a1[r] = ei::pmadd(qv, x1, a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      Acc s0 = ei::predux(a0[r]), s1 = ei::predux(a1[r]);
+      for (Eigen::Index cc = c; cc < d; ++cc) {
+        s0 += q[r * d + cc] * k0[cc];
+        s1 += q[r * d + cc] * k1[cc];
+      }
+      st[j * rs + r] = s0;
+      st[(j + 1) * rs + r] = s1;
+    }
+    tick();
+  }
+  for (; j < nk; ++j) {
+    const Acc* k0 = k + j * k_stride;
+    for (int r = 0; r < R; ++r) {
+      P a = ei::pset1<P>(Acc(0));
+      Eigen::Index c = 0;
+      for (; c + L <= d; c += L) a = ei::pmadd(ei::ploadu<P>(q + r * d + c), ei::ploadu<P>(k0 + c), a);
+      Acc s0 = ei::predux(a);
+      for (; c < d; ++c) s0 += q[r * d + c] * k0[c];
+      st[j * rs + r] = s0;
+    }
+  }
+}
+
+template <typename Acc, int NP>
+inline void attn_qk_rows(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const Acc* k,
+                         Eigen::Index k_stride, Eigen::Index d, Eigen::Index nk, Acc* st) {
+  Eigen::Index j = 0;
+  for (; j + kAttnBlock <= nk; j += kAttnBlock) {
+    attn_qk_block<Acc, kAttnBlock, NP>(qt, rs, i0, k + j * k_stride, k_stride, d, st + j * rs);
+  }
+  const Acc* kj = k + j * k_stride;
+  Acc* sj = st + j * rs;
+  switch (nk - j) {
+    case 5: attn_qk_block<Acc, 5, NP>(qt, rs, i0, kj, k_stride, d, sj); break;
+    case 4: attn_qk_block<Acc, 4, NP>(qt, rs, i0, kj, k_stride, d, sj); break;
+    case 3: attn_qk_block<Acc, 3, NP>(qt, rs, i0, kj, k_stride, d, sj); break;
+    case 2: attn_qk_block<Acc, 2, NP>(qt, rs, i0, kj, k_stride, d, sj); break;
+    case 1: attn_qk_block<Acc, 1, NP>(qt, rs, i0, kj, k_stride, d, sj); break;
+    default: break;
+  }
+}
+
+/// S^T [nk, rs] for the first `vec_rows` rows (a whole number of packets).
+template <typename Acc>
+inline void attn_qk(const Acc* qt, Eigen::Index rs, Eigen::Index vec_rows, const Acc* k,
+                    Eigen::Index k_stride, Eigen::Index d, Eigen::Index nk, Acc* st) {
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  Eigen::Index i0 = 0;
+  for (; i0 + 2 * L <= vec_rows; i0 += 2 * L) attn_qk_rows<Acc, 2>(qt, rs, i0, k, k_stride, d, nk, st);
+  if (i0 < vec_rows) attn_qk_rows<Acc, 1>(qt, rs, i0, k, k_stride, d, nk, st);
+}
+
+template <typename Acc, int NP, typename Tick>
+inline void attn_pv_cols(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
+                         const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
+                         Eigen::Index d, Eigen::Index c0, Tick& tick) {
+  Eigen::Index r = 0;
+  for (; r + kAttnBlock <= nrows; r += kAttnBlock) {
+    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick);
+  }
+  switch (nrows - r) {
+    case 5: attn_pv_block<Acc, 5, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    case 4: attn_pv_block<Acc, 4, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    case 3: attn_pv_block<Acc, 3, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    case 2: attn_pv_block<Acc, 2, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    case 1: attn_pv_block<Acc, 1, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    default: break;
+  }
+}
+
+/// O = alpha O + P V over all d columns for the first nrows rows.
+template <typename Acc, typename Tick = AttnNoTick>
+inline void attn_pv(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
+                    const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o, Eigen::Index d,
+                    Tick&& tick = Tick{}) {
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  Eigen::Index c0 = 0;
+  for (; c0 + 2 * L <= d; c0 += 2 * L) attn_pv_cols<Acc, 2>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0, tick);
+  if (c0 + L <= d) {
+    attn_pv_cols<Acc, 1>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0, tick);
+    c0 += L;
+  }
+  if (c0 < d) attn_pv_scalar<Acc>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
+}
+
+// ---- one work item ---------------------------------------------------------------------------
+
+/// Copies n key rows of `width` elements (stride `stride` in the caller's [.., kv_heads, d]
+/// layout) into a packed [n, dst_stride] tile of Acc. Even for float storage the copy pays: one
+/// kv head's rows are kv_heads * d elements apart (16 KiB for 32 x 128), and unpacked they all
+/// fall in the same L1 sets and evict each other on every pass of the micro-kernels.
+template <typename Acc, typename T>
+inline void attn_pack_rows(const T* src, Eigen::Index stride, Eigen::Index n, Eigen::Index width,
+                           Acc* dst, Eigen::Index dst_stride) {
+  for (Eigen::Index j = 0; j < n; ++j) {
+    const T* from = src + j * stride;
+    Acc* to = dst + j * dst_stride;
+    if constexpr (std::is_same_v<T, Acc>) {
+      std::copy(from, from + width, to);
+    } else if constexpr (std::is_same_v<T, Eigen::bfloat16> && std::is_same_v<Acc, float>) {
+      // bfloat16 is the top half of a float: widen the bits 8 at a time (memcpy keeps it free of
+      // aliasing questions; the compiler turns the block into a zero-extend + shift).
+      Eigen::Index c = 0;
+      for (; c + 8 <= width; c += 8) {
+        std::uint16_t h[8];
+        std::uint32_t w[8];
+        std::memcpy(h, from + c, sizeof(h));
+        for (int i = 0; i < 8; ++i) w[i] = static_cast<std::uint32_t>(h[i]) << 16;
+        std::memcpy(to + c, w, sizeof(w));
+      }
+      for (; c < width; ++c) to[c] = static_cast<Acc>(from[c]);
+    } else {
+      using In = Eigen::Array<T, Eigen::Dynamic, 1>;
+      using Out = Eigen::Array<Acc, Eigen::Dynamic, 1>;
+      Eigen::Map<Out>(to, width) = Eigen::Map<const In>(from, width).template cast<Acc>();
+    }
+  }
+}
+
+/// How the problem is cut into work items.
+struct AttentionSchedule {
+  Eigen::Index q_tile;     // query positions per item
+  Eigen::Index slots;      // kv heads per item
+  Eigen::Index key_tile;   // keys per K/V tile
+  Eigen::Index q_tiles, head_groups, items;
+};
+
+inline AttentionSchedule attention_schedule(Eigen::Index batch, Eigen::Index q_len,
+                                            Eigen::Index heads, Eigen::Index kv_heads,
+                                            Eigen::Index d, int threads) {
+  const Eigen::Index group = heads / kv_heads;
+  AttentionSchedule s{};
+  s.q_tile = std::max<Eigen::Index>(1, kAttnTargetRows / group);
+  s.slots = 1;
+  s.key_tile = kAttnKeyTile;
+  if (q_len * group < kAttnTargetRows && kv_heads > 1) {
+    // Decode shape: one head's rows cannot fill a tile; take several heads per item instead,
+    // keeping at least one item per thread.
+    s.q_tile = q_len;
+    s.slots = std::min(kv_heads, std::max<Eigen::Index>(1, kAttnTargetRows / (q_len * group)));
+    const Eigen::Index per_thread = (threads + batch - 1) / batch;
+    s.slots = std::min(s.slots, std::max<Eigen::Index>(1, (kv_heads + per_thread - 1) / per_thread));
+    s.key_tile = std::clamp<Eigen::Index>(kAttnMultiHeadTileElems / (s.slots * d), 8, kAttnKeyTile);
+  }
+  s.q_tiles = (q_len + s.q_tile - 1) / s.q_tile;
+  s.head_groups = (kv_heads + s.slots - 1) / s.slots;
+  s.items = batch * s.head_groups * s.q_tiles;
+  return s;
+}
+
+/// Computes the out rows of query positions [qi0, qi0 + nq) of batch b for every query head of
+/// kv heads [g0, g0 + ns).
+template <typename Acc, typename TQ, typename TKV, typename TO>
+void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
+                         Eigen::Index g0, Eigen::Index ns, Eigen::Index qi0, Eigen::Index nq,
+                         Eigen::Index key_tile, AttentionTileBuffers<Acc>& ws) {
+  namespace ei = Eigen::internal;
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
+  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
+  const Eigen::Index nrows = nq * group;
+  const Eigen::Index vec_rows = (nrows + L - 1) / L * L;
+  const Eigen::Index offset = p.k_len - p.q_len;  // bottom-right alignment
+  const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
+  const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
+  auto q_position = [&](Eigen::Index qi) -> std::int64_t {
+    return p.q_pos ? p.q_pos[b * p.q_len + qi] : static_cast<std::int64_t>(offset + qi);
+  };
+  // ALiBi differences are formed relative to the tile's first query position so they stay
+  // exact in Acc (|pos_q - pos_k| < 2^24 for float).
+  const std::int64_t base = q_position(qi0);
+  auto q_row = [&](Eigen::Index qi, Eigen::Index h) {
+    return p.q + ((b * p.q_len + qi) * p.heads + h) * d;
+  };
+
+  // The tile's Q rows sit heads * d elements apart (a page each for 32 x 128 floats): ask for
+  // all of them before packing so their misses overlap instead of queueing one by one.
+  for (Eigen::Index s = 0; s < ns; ++s) {
+    for (Eigen::Index r = 0; r < nrows; ++r) {
+      const char* row = reinterpret_cast<const char*>(q_row(qi0 + r / group, (g0 + s) * group + r % group));
+      for (Eigen::Index byte = 0; byte < d * static_cast<Eigen::Index>(sizeof(TQ)); byte += 64) {
+        ei::prefetch(row + byte);
+      }
+    }
+  }
+  // Per slot: row metadata, packed Q^T (scale folded in), zeroed padding rows and state.
+  for (Eigen::Index s = 0; s < ns; ++s) {
+    const Eigen::Index g = g0 + s;
+    const auto at = [&](Eigen::Index r) { return static_cast<std::size_t>(s * rs + r); };
+    Acc* qt = ws.qt.data() + s * d * rs;
+    for (Eigen::Index r = 0; r < vec_rows; ++r) {
+      const bool real = r < nrows;
+      const Eigen::Index qi = real ? qi0 + r / group : qi0;
+      const Eigen::Index h = g * group + (real ? r % group : 0);
+      ws.row_q[at(r)] = qi;
+      ws.row_h[at(r)] = h;
+      ws.q_rel[at(r)] = static_cast<Acc>(q_position(qi) - base);
+      ws.slope[at(r)] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
+      // Last visible key index (causal); padding rows see everything so they never go all -inf.
+      ws.limit[at(r)] = p.causal && real ? static_cast<Acc>(offset + qi) : static_cast<Acc>(p.k_len);
+      ws.m[at(r)] = kNegInf;
+      ws.l[at(r)] = Acc(0);
+      const TQ* qrow = q_row(qi, h);
+      Acc* qr = ws.qr.data() + (s * rs + r) * d;
+      for (Eigen::Index c = 0; c < d; ++c) {
+        qr[c] = qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
+      }
+      Acc* o = ws.o.data() + (s * rs + r) * d;
+      std::fill(o, o + d, Acc(0));
+    }
+  }
+
+  // Keys this tile can see at all.
+  Eigen::Index j_end = p.k_len;
+  if (p.causal) j_end = std::min(j_end, offset + qi0 + nq);  // last row's limit + 1
+  if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
+  const Eigen::Index first_limit = offset + qi0;  // keys <= this are causally visible to all rows
+
+  const Eigen::Index kv_row = p.kv_heads * d;
+  const Eigen::Index kstride = ns == 1 ? d : ns * d + kAttnRowPad;
+  const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
+  const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
+  Acc* st = ws.st.data();
+  if (nrows <= 4) {
+    // The dot-product QK path writes only the real rows' lanes; its padding lanes keep these
+    // zeros (and later finite softmax outputs), which the softmax reads and PV never uses.
+    for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + nrows, st + j * rs + vec_rows, Acc(0));
+  }
+  const P zero = ei::pset1<P>(Acc(0));
+  const P neg_inf = ei::pset1<P>(kNegInf);
+
+  for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
+    const Eigen::Index nk = std::min(key_tile, j_end - j0);
+    bool padded = false;
+    if (kmask) {
+      for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
+    }
+    const bool causal_cut = p.causal && j0 + nk - 1 > first_limit;
+    const bool masked = padded || causal_cut;
+    // Decode shapes read each K line once (dot products): float keys are read in place. V is
+    // always packed (and converted), one contiguous run of ns * d elements per key row: the PV
+    // kernel passes over the tile once per column block, and rows kv_heads * d apart would all
+    // share L1 sets.
+    const bool k_in_place = ns > 1 && nrows <= 4 && std::is_same_v<TKV, Acc>;
+    const Eigen::Index k_tile_stride = k_in_place ? kv_row : kstride;
+    if (!k_in_place) attn_pack_rows(kbase + j0 * kv_row, kv_row, nk, ns * d, ws.kf.data(), kstride);
+    attn_pack_rows(vbase + j0 * kv_row, kv_row, nk, ns * d, ws.vf.data(), kstride);
+
+    AttnPrefetchCursor cursor;
+    if (ns > 1) {
+      // Two tiles ahead: one tile of compute is shorter than DRAM latency x queue depth.
+      const Eigen::Index ahead = j0 == 0 ? nk : nk + key_tile;
+      cursor.k = reinterpret_cast<const char*>(kbase + (j0 + nk) * kv_row);
+      cursor.v = reinterpret_cast<const char*>(vbase + (j0 + nk) * kv_row);
+      cursor.row_stride = kv_row * static_cast<Eigen::Index>(sizeof(TKV));
+      cursor.run_bytes = ns * d * static_cast<Eigen::Index>(sizeof(TKV));
+      cursor.rows = std::max<Eigen::Index>(0, std::min(j0 + nk + 2 * key_tile, j_end) - (j0 + nk));
+      cursor.row = ahead - nk;  // rows [nk, ahead) were requested during the previous tile
+      // Ticks this tile: one per key pair (QK) and one per PV block, for every head.
+      const Eigen::Index ticks =
+          ns * ((nk + 1) / 2 + (d + 2 * L - 1) / (2 * L) * ((nrows + kAttnBlock - 1) / kAttnBlock));
+      const Eigen::Index lines = (cursor.rows - cursor.row) * ((cursor.run_bytes + 63) / 64);
+      cursor.lines_per_tick = std::max<Eigen::Index>(1, (lines + ticks - 1) / ticks);
+    }
+    for (Eigen::Index s = 0; s < ns; ++s) {
+      const Acc* kt = ws.kf.data() + s * d;
+      if constexpr (std::is_same_v<TKV, Acc>) {
+        if (k_in_place) kt = kbase + j0 * kv_row + s * d;
+      }
+      const Acc* vt = ws.vf.data() + s * d;
+      const Acc* q_rel = ws.q_rel.data() + s * rs;
+      const Acc* slope = ws.slope.data() + s * rs;
+      const Acc* limit = ws.limit.data() + s * rs;
+      Acc* m = ws.m.data() + s * rs;
+      Acc* l = ws.l.data() + s * rs;
+      Acc* alpha_out = ws.alpha.data() + s * rs;
+
+      if (nrows <= 4) {
+        const Acc* qr = ws.qr.data() + s * rs * d;
+        switch (nrows) {
+          case 1: attn_qk_dot<Acc, 1>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
+          case 2: attn_qk_dot<Acc, 2>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
+          case 3: attn_qk_dot<Acc, 3>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
+          default: attn_qk_dot<Acc, 4>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
+        }
+      } else {
+        attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt, k_tile_stride, d, nk, st);
+      }
+
+      if (p.alibi) {
+        for (Eigen::Index j = 0; j < nk; ++j) {
+          const std::int64_t kp = kpos ? kpos[j0 + j] : static_cast<std::int64_t>(j0 + j);
+          const P kr = ei::pset1<P>(static_cast<Acc>(kp - base));
+          Acc* srow = st + j * rs;
+          for (Eigen::Index i = 0; i < vec_rows; i += L) {
+            const P diff = ei::psub(kr, ei::ploadu<P>(q_rel + i));  // pos_k - pos_q
+            const P sl = ei::ploadu<P>(slope + i);
+            const P bias = p.causal ? ei::pmul(sl, diff) : ei::pnegate(ei::pmul(sl, ei::pabs(diff)));
+            ei::pstoreu(srow + i, ei::padd(ei::ploadu<P>(srow + i), bias));
+          }
+        }
+      }
+      if (masked) {
+        for (Eigen::Index j = 0; j < nk; ++j) {
+          Acc* srow = st + j * rs;
+          if (kmask && kmask[j0 + j] == 0) {
+            for (Eigen::Index i = 0; i < vec_rows; i += L) ei::pstoreu(srow + i, neg_inf);
+          } else if (causal_cut) {
+            const P jj = ei::pset1<P>(static_cast<Acc>(j0 + j));
+            for (Eigen::Index i = 0; i < vec_rows; i += L) {
+              const P visible = ei::pcmp_le(jj, ei::ploadu<P>(limit + i));
+              ei::pstoreu(srow + i, ei::pselect(visible, ei::ploadu<P>(srow + i), neg_inf));
+            }
+          }
+        }
+      }
+
+      // Online softmax update, vectorised across rows.
+      for (Eigen::Index i = 0; i < vec_rows; i += L) {
+        const P m_old = ei::ploadu<P>(m + i);
+        P m_new = m_old;
+        for (Eigen::Index j = 0; j < nk; ++j) m_new = ei::pmax(m_new, ei::ploadu<P>(st + j * rs + i));
+        // A row that has seen only masked keys keeps m = -inf; exponentiate against 0 instead
+        // so no -inf - (-inf) = NaN appears (its P entries are all zeroed below).
+        const P m_safe = ei::pselect(ei::pcmp_eq(m_new, neg_inf), zero, m_new);
+        const P alpha = ei::pexp(ei::psub(m_old, m_safe));
+        P sum = zero;
+        for (Eigen::Index j = 0; j < nk; ++j) {
+          Acc* sp = st + j * rs + i;
+          const P x = ei::ploadu<P>(sp);
+          P e = ei::pexp(ei::psub(x, m_safe));
+          // Eigen's pexp clamps its argument at -88.7, so exp(-inf) is ~1e-39, not 0: masked
+          // entries are zeroed explicitly (exactly zero weight, as a mask must give).
+          if (masked) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
+          ei::pstoreu(sp, e);
+          sum = ei::padd(sum, e);
+        }
+        ei::pstoreu(l + i, ei::pmadd(alpha, ei::ploadu<P>(l + i), sum));
+        ei::pstoreu(m + i, m_new);
+        ei::pstoreu(alpha_out + i, alpha);
+      }
+
+      if (ns > 1) {
+        attn_pv<Acc>(st, rs, nrows, alpha_out, vt, kstride, nk, ws.o.data() + s * rs * d, d, cursor);
+      } else {
+        attn_pv<Acc>(st, rs, nrows, alpha_out, vt, kstride, nk, ws.o.data() + s * rs * d, d);
+      }
+    }
+  }
+
+  // out = O / l; rows with no visible key (l = 0) give 0.
+  for (Eigen::Index s = 0; s < ns; ++s) {
+    for (Eigen::Index r = 0; r < nrows; ++r) {
+      const auto at = static_cast<std::size_t>(s * rs + r);
+      const Acc l = ws.l[at];
+      const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
+      TO* dst = p.out + ((b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at]) * d;
+      const Acc* o = ws.o.data() + (s * rs + r) * d;
+      for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[c] * inv);
+    }
+  }
+}
+
+/// Runs every work item over `threads` threads (the caller's thread included), handed out one
+/// at a time from an atomic counter so uneven causal tiles balance out.
+template <typename Acc, typename TQ, typename TKV, typename TO>
+void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
+                   std::vector<AttentionTileBuffers<Acc>>& buffers, int threads) {
+  const AttentionSchedule sched =
+      attention_schedule(p.batch, p.q_len, p.heads, p.kv_heads, p.d, threads);
+  const Eigen::Index group = p.heads / p.kv_heads;
+  threads = static_cast<int>(std::min<Eigen::Index>(threads, sched.items));
+  if (static_cast<int>(buffers.size()) < threads) buffers.resize(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    buffers[static_cast<std::size_t>(t)].reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots);
+  }
+  std::atomic<Eigen::Index> next{0};
+  auto worker = [&](int t) {
+    auto& ws = buffers[static_cast<std::size_t>(t)];
+    for (Eigen::Index item = next.fetch_add(1); item < sched.items; item = next.fetch_add(1)) {
+      // Tiles of one (batch, kv heads) run back to back, so its K/V stay in cache between them;
+      // within it the causal tiles with the most keys go first.
+      const Eigen::Index bh = item / sched.q_tiles;
+      const Eigen::Index tile = sched.q_tiles - 1 - item % sched.q_tiles;
+      const Eigen::Index b = bh / sched.head_groups;
+      const Eigen::Index g0 = (bh % sched.head_groups) * sched.slots;
+      const Eigen::Index qi0 = tile * sched.q_tile;
+      attention_work_item(p, b, g0, std::min(sched.slots, p.kv_heads - g0), qi0,
+                          std::min(sched.q_tile, p.q_len - qi0), sched.key_tile, ws);
+    }
+  };
+  if (threads <= 1) {
+    worker(0);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads - 1));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  worker(0);
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace posenc::detail

@@ -1,0 +1,385 @@
+#pragma once
+/// \file posenc/detail/rope_kernels.hpp
+/// Inner loops of the RoPE kernels: a vectorisable double-precision sin/cos with Cody-Waite
+/// range reduction, the two pair rotations, and storage <-> compute row conversions. Nothing
+/// here validates or allocates; rope.hpp does both before calling in.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+// POSENC_ROPE_FORCE_SIMD: compile the AVX2 kernels although the predefined ISA macros are off,
+// for a translation unit that raised its target with `#pragma GCC target("avx2,fma,f16c")`
+// (g++ does not update __AVX2__ in C++ then). posenc's own SIMD test does this.
+#if (defined(__F16C__) && defined(__AVX__)) || (defined(__AVX2__) && defined(__FMA__)) || \
+    defined(POSENC_ROPE_FORCE_SIMD)
+#include <immintrin.h>
+#endif
+
+#include "posenc/detail/numeric.hpp"
+
+namespace posenc::detail {
+
+/// |angle| below which rope_sincos is accurate to ~1 ulp of double. k = round(x 2/pi) stays
+/// below 2^30, so k * kPio2Hi (23 significant bits) and k * kPio2Mid (21 bits) are exact.
+inline constexpr double kRopeFastTrigLimit = 0x1p30;
+
+/// s[i] = sin(x[i]), c[i] = cos(x[i]) for |x[i]| <= kRopeFastTrigLimit, branch-free so that the
+/// compiler vectorises it (the per-token sin/cos of an anchor costs ~rotary_dim/2 of these).
+/// Reduction: x = k pi/2 + r, |r| <= pi/4, pi/2 split in three parts (Cody & Waite 1980; the
+/// fdlibm __ieee754_rem_pio2 idea with narrower high parts so that k may reach 2^30). sin and
+/// cos of r are their Taylor series to r^17 / r^16, whose truncation error at pi/4 is < 1e-17
+/// (kFullDouble), or to r^13 / r^12 (< 4e-13) when the results only feed float arithmetic.
+template <bool kFullDouble = true>
+inline void rope_sincos(const double* __restrict x, double* __restrict s, double* __restrict c,
+                        Eigen::Index n) {
+  constexpr double kTwoOverPi = 0x1.45f306dc9c883p-1;
+  constexpr double kPio2Hi = 0x1.921fb4p+0;               // pi/2 = Hi + Mid + Lo (+ 2^-100)
+  constexpr double kPio2Mid = 0x1.4442d0p-24;
+  constexpr double kPio2Lo = 0x1.8469898cc5170p-48;
+  constexpr double kShifter = 0x1.8p52;                   // (y + 1.5*2^52) - 1.5*2^52 = rint(y)
+  constexpr double s1 = -1.0 / 6.0, s2 = 1.0 / 120.0, s3 = -1.0 / 5040.0, s4 = 1.0 / 362880.0,
+                   s5 = -1.0 / 39916800.0, s6 = 1.0 / 6227020800.0, s7 = -1.0 / 1307674368000.0,
+                   s8 = 1.0 / 355687428096000.0;
+  constexpr double c2 = 1.0 / 24.0, c3 = -1.0 / 720.0, c4 = 1.0 / 40320.0,
+                   c5 = -1.0 / 3628800.0, c6 = 1.0 / 479001600.0, c7 = -1.0 / 87178291200.0,
+                   c8 = 1.0 / 20922789888000.0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double xi = x[i];
+    const double k = (xi * kTwoOverPi + kShifter) - kShifter;
+    const double r = ((xi - k * kPio2Hi) - k * kPio2Mid) - k * kPio2Lo;
+    // Quadrant k mod 4 in {0, 1, 2, 3}. floor(k/4) = rint(k/4 - 3/8) for integer k (no ties);
+    // std::floor would block vectorisation (it is not inlined under -ftrapping-math).
+    const double q = k - 4.0 * (((k * 0.25 - 0.375) + kShifter) - kShifter);
+    const double z = r * r;
+    double sr, cr;
+    if constexpr (kFullDouble) {
+      sr = r + r * z * (s1 + z * (s2 + z * (s3 + z * (s4 + z * (s5 + z * (s6 + z * (s7 + z * s8)))))));
+      cr = 1.0 - 0.5 * z + z * z * (c2 + z * (c3 + z * (c4 + z * (c5 + z * (c6 + z * (c7 + z * c8))))));
+    } else {
+      // For float outputs: Taylor to r^13 / r^12, truncation < 4e-13 at pi/4 (float ulp ~6e-8).
+      sr = r + r * z * (s1 + z * (s2 + z * (s3 + z * (s4 + z * (s5 + z * s6)))));
+      cr = 1.0 - 0.5 * z + z * z * (c2 + z * (c3 + z * (c4 + z * (c5 + z * c6))));
+    }
+    // sin(r + q pi/2), cos(r + q pi/2): swap on odd q, sin negated for q >= 2, cos for q in {1,2}.
+    const bool odd = (q == 1.0) | (q == 3.0);  // non-short-circuit: keeps the loop branch-free
+    const double sv = odd ? cr : sr;
+    const double cv = odd ? sr : cr;
+    s[i] = q >= 2.0 ? -sv : sv;
+    c[i] = ((q == 1.0) | (q == 2.0)) ? -cv : cv;
+  }
+}
+
+/// Half-split pairs (j, j + half), in place: x1' = x1 c - x2 s, x2' = x2 c + x1 s.
+template <typename C>
+inline void rope_rotate_half_split(C* x, const C* c, const C* s, Eigen::Index half) {
+  C* x2 = x + half;
+  for (Eigen::Index j = 0; j < half; ++j) {
+    const C a = x[j];
+    const C b = x2[j];
+    x[j] = a * c[j] - b * s[j];
+    x2[j] = b * c[j] + a * s[j];
+  }
+}
+
+/// Interleaved pairs (2j, 2j+1), in place, with cos/sin expanded to the row's width:
+/// cc = [c0 c0 c1 c1 ...], ss = [-s0 s0 -s1 s1 ...], so both lanes are one multiply-add.
+template <typename C>
+inline void rope_rotate_interleaved(C* x, const C* cc, const C* ss, Eigen::Index rd) {
+  for (Eigen::Index j = 0; j < rd; j += 2) {
+    const C a = x[j];
+    const C b = x[j + 1];
+    x[j] = a * cc[j] + b * ss[j];
+    x[j + 1] = b * cc[j + 1] + a * ss[j + 1];
+  }
+}
+
+/// Out-of-place versions; src and dst must not overlap.
+template <typename C>
+inline void rope_rotate_half_split(const C* __restrict src, C* __restrict dst, const C* c,
+                                   const C* s, Eigen::Index half) {
+  for (Eigen::Index j = 0; j < half; ++j) {
+    const C a = src[j];
+    const C b = src[j + half];
+    dst[j] = a * c[j] - b * s[j];
+    dst[j + half] = b * c[j] + a * s[j];
+  }
+}
+
+template <typename C>
+inline void rope_rotate_interleaved(const C* __restrict src, C* __restrict dst, const C* cc,
+                                    const C* ss, Eigen::Index rd) {
+  for (Eigen::Index j = 0; j < rd; j += 2) {
+    const C a = src[j];
+    const C b = src[j + 1];
+    dst[j] = a * cc[j] + b * ss[j];
+    dst[j + 1] = b * cc[j + 1] + a * ss[j + 1];
+  }
+}
+
+// --- 16-bit storage <-> float rows -------------------------------------------------------------
+// Eigen's scalar conversions do not vectorise; these loops on the raw bits do. bfloat16 is the
+// top half of a float, rounded to nearest-even (NaN kept quiet), exactly Eigen's rounding.
+
+inline void bf16_to_float(const Eigen::bfloat16* src, float* dst, Eigen::Index n) {
+  const auto* bits = reinterpret_cast<const std::uint16_t*>(src);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(bits[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    dst[i] = f;
+  }
+}
+
+inline void float_to_bf16(const float* src, Eigen::bfloat16* dst, Eigen::Index n) {
+  auto* bits = reinterpret_cast<std::uint16_t*>(dst);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &src[i], sizeof u);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    bits[i] = static_cast<std::uint16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+  }
+}
+
+inline void half_to_float(const Eigen::half* src, float* dst, Eigen::Index n) {
+  Eigen::Index i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+inline void float_to_half(const float* src, Eigen::half* dst, Eigen::Index n) {
+  Eigen::Index i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = Eigen::half(src[i]);
+}
+
+
+// --- AVX2 + FMA row kernels ---------------------------------------------------------------------
+// One pass per head row for every storage type: load 8 values, widen to float, rotate, round
+// back, store. The 16-bit types are converted in registers, with no scratch row. src == dst is
+// the in-place call (each iteration loads before it stores); otherwise they must not overlap.
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(POSENC_ROPE_FORCE_SIMD)
+#define POSENC_ROPE_SIMD 1
+
+/// Stack buffers of the bfloat16 kernels: rotary_dim / 2 <= kMaxRotaryDim / 2 (rope_params.hpp
+/// validates rotary_dim <= 1024 before any kernel runs).
+inline constexpr Eigen::Index kRopeSimdMaxHalf = 512;
+
+template <typename T>
+inline __m256 rope_load8(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(p);
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    static_assert(std::is_same_v<T, Eigen::half>, "rope_load8: float, bfloat16 or half");
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+template <typename T>
+inline void rope_store8(T* p, __m256 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(p, v);
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // Round to nearest even on the bits, (u + 0x7fff + lsb) >> 16. No NaN special case, unlike
+    // float_to_bf16: every value stored here is computed from bfloat16 inputs and finite cos /
+    // sin, so a NaN is either an input's (low 16 bits zero) or the default NaN 0xffc00000, and
+    // for both the addition cannot carry into the exponent: NaN stays NaN.
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+// bfloat16 without shuffles: a 32-bit lane holds bf16 elements (2i, 2i+1); as floats the even
+// one is lane << 16 and the odd one is lane & 0xffff0000. Rotating the even and odd elements
+// as two vectors and blending the rounded upper halves back needs no lane-crossing shuffle
+// (the shuffle port, not arithmetic, is what limits a widen / rotate / narrow loop on AVX2).
+inline void rope_bf16_split(const Eigen::bfloat16* p, __m256& even, __m256& odd) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+inline __m256i rope_bf16_round(__m256 v) {  // RNE, see rope_store8 for NaN
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  return _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+}
+
+inline void rope_bf16_join(Eigen::bfloat16* p, __m256 even, __m256 odd) {
+  const __m256i e = _mm256_srli_epi32(rope_bf16_round(even), 16);  // even result in the low word
+  const __m256i o = rope_bf16_round(odd);                          // odd result in the high word
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_blend_epi16(e, o, 0xAA));
+}
+
+/// bfloat16 half-split, half a multiple of 16: cos/sin are regrouped once per token into the
+/// even / odd order of rope_bf16_split (chunk k: c[16k + 2i], then c[16k + 2i + 1]).
+inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                      Eigen::Index heads, Eigen::Index src_hs,
+                                      Eigen::Index dst_hs, const float* c, const float* s,
+                                      Eigen::Index half) {
+  alignas(32) float cp[kRopeSimdMaxHalf];
+  alignas(32) float sp[kRopeSimdMaxHalf];
+  for (Eigen::Index j = 0; j < half; j += 16) {
+    for (Eigen::Index i = 0; i < 8; ++i) {
+      cp[j + i] = c[j + 2 * i];
+      cp[j + 8 + i] = c[j + 2 * i + 1];
+      sp[j + i] = s[j + 2 * i];
+      sp[j + 8 + i] = s[j + 2 * i + 1];
+    }
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const Eigen::bfloat16* x = src + h * src_hs;
+    Eigen::bfloat16* y = dst + h * dst_hs;
+    for (Eigen::Index j = 0; j < half; j += 16) {
+      const __m256 ce = _mm256_load_ps(cp + j), co = _mm256_load_ps(cp + j + 8);
+      const __m256 se = _mm256_load_ps(sp + j), so = _mm256_load_ps(sp + j + 8);
+      __m256 ae, ao, be, bo;
+      rope_bf16_split(x + j, ae, ao);
+      rope_bf16_split(x + half + j, be, bo);
+      rope_bf16_join(y + j, _mm256_fmsub_ps(ae, ce, _mm256_mul_ps(be, se)),
+                     _mm256_fmsub_ps(ao, co, _mm256_mul_ps(bo, so)));
+      rope_bf16_join(y + half + j, _mm256_fmadd_ps(be, ce, _mm256_mul_ps(ae, se)),
+                     _mm256_fmadd_ps(bo, co, _mm256_mul_ps(ao, so)));
+    }
+  }
+}
+
+/// bfloat16 interleaved, rd a multiple of 16: the even / odd split *is* the pair split, so the
+/// plain per-pair cos / sin (recovered from the expanded arrays) are used directly.
+inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                       Eigen::Index heads, Eigen::Index src_hs,
+                                       Eigen::Index dst_hs, const float* cc, const float* ss,
+                                       Eigen::Index rd) {
+  alignas(32) float cp[kRopeSimdMaxHalf];
+  alignas(32) float sp[kRopeSimdMaxHalf];
+  for (Eigen::Index k = 0; k < rd / 2; ++k) {
+    cp[k] = cc[2 * k];
+    sp[k] = ss[2 * k + 1];
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const Eigen::bfloat16* x = src + h * src_hs;
+    Eigen::bfloat16* y = dst + h * dst_hs;
+    for (Eigen::Index j = 0; j < rd; j += 16) {
+      const __m256 cv = _mm256_load_ps(cp + j / 2), sv = _mm256_load_ps(sp + j / 2);
+      __m256 e, o;
+      rope_bf16_split(x + j, e, o);
+      rope_bf16_join(y + j, _mm256_fmsub_ps(e, cv, _mm256_mul_ps(o, sv)),
+                     _mm256_fmadd_ps(o, cv, _mm256_mul_ps(e, sv)));
+    }
+  }
+}
+
+/// Half-split rotation of `heads` rows (row h at src + h * src_hs), rd / 2 a multiple of 8.
+/// Rows are walked in memory order, so hardware prefetch sees plain streams.
+template <typename T>
+inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
+                                 Eigen::Index dst_hs, const float* c, const float* s,
+                                 Eigen::Index half) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (half % 16 == 0) {
+      rope_simd_half_split_bf16(src, dst, heads, src_hs, dst_hs, c, s, half);
+      return;
+    }
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const T* x = src + h * src_hs;
+    T* y = dst + h * dst_hs;
+    for (Eigen::Index j = 0; j < half; j += 8) {
+      const __m256 cv = _mm256_loadu_ps(c + j);
+      const __m256 sv = _mm256_loadu_ps(s + j);
+      const __m256 a = rope_load8(x + j);
+      const __m256 b = rope_load8(x + half + j);
+      rope_store8(y + j, _mm256_fmsub_ps(a, cv, _mm256_mul_ps(b, sv)));
+      rope_store8(y + half + j, _mm256_fmadd_ps(b, cv, _mm256_mul_ps(a, sv)));
+    }
+  }
+}
+
+/// y = x * cc + swap_pairs(x) * ss for 4 interleaved pairs.
+inline __m256 rope_rotate_pairs8(__m256 v, __m256 cv, __m256 sv) {
+  const __m256 swapped = _mm256_permute_ps(v, 0xB1);  // (x1, x0, x3, x2, ...)
+  return _mm256_fmadd_ps(v, cv, _mm256_mul_ps(swapped, sv));
+}
+
+/// Interleaved rotation of `heads` rows, rd a multiple of 8: y = x * cc + swap_pairs(x) * ss
+/// with the expanded cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 -s1 s1 ..].
+template <typename T>
+inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
+                                  Eigen::Index dst_hs, const float* cc, const float* ss,
+                                  Eigen::Index rd) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (rd % 16 == 0) {
+      rope_simd_interleaved_bf16(src, dst, heads, src_hs, dst_hs, cc, ss, rd);
+      return;
+    }
+  }
+  // Two rows per sweep: each expanded cos/sin load then serves 16 values, which keeps the loop
+  // within the load ports (x, cc, ss per 8 values would be 3 loads to 1 store).
+  Eigen::Index h = 0;
+  for (; h + 2 <= heads; h += 2) {
+    const T* x0 = src + h * src_hs;
+    const T* x1 = x0 + src_hs;
+    T* y0 = dst + h * dst_hs;
+    T* y1 = y0 + dst_hs;
+    for (Eigen::Index j = 0; j < rd; j += 8) {
+      const __m256 cv = _mm256_loadu_ps(cc + j), sv = _mm256_loadu_ps(ss + j);
+      rope_store8(y0 + j, rope_rotate_pairs8(rope_load8(x0 + j), cv, sv));
+      rope_store8(y1 + j, rope_rotate_pairs8(rope_load8(x1 + j), cv, sv));
+    }
+  }
+  for (; h < heads; ++h) {
+    for (Eigen::Index j = 0; j < rd; j += 8) {
+      rope_store8(dst + h * dst_hs + j, rope_rotate_pairs8(rope_load8(src + h * src_hs + j),
+                                               _mm256_loadu_ps(cc + j), _mm256_loadu_ps(ss + j)));
+    }
+  }
+}
+#endif
+
+/// Row of storage T -> compute type (float for the 16-bit types).
+template <typename T>
+inline void load_row(const T* src, compute_t<T>* dst, Eigen::Index n) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    bf16_to_float(src, dst, n);
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    half_to_float(src, dst, n);
+  } else {
+    for (Eigen::Index i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
+template <typename T>
+inline void store_row(const compute_t<T>* src, T* dst, Eigen::Index n) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    float_to_bf16(src, dst, n);
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    float_to_half(src, dst, n);
+  } else {
+    for (Eigen::Index i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
+}  // namespace posenc::detail

@@ -1,0 +1,995 @@
+#pragma once
+/// \file posenc/hf_config.hpp
+/// Hugging Face `config.json` -> the positional-encoding parameters a model needs: RopeParams
+/// (per layer type when layers differ), or ALiBi slopes, plus the lengths and notes a
+/// long-context check needs. The only posenc header that needs nlohmann_json
+/// (`<nlohmann/json.hpp>`); the umbrella posenc.hpp does not include it.
+///
+/// What is read (transformers' semantics: `modeling_rope_utils.py`
+/// `RotaryEmbeddingConfigMixin.standardize_rope_params` / `_compute_*_parameters` and each
+/// model's configuration file), in order of priority:
+///
+///   geometry   head_dim, else hidden_size / num_attention_heads (integer division, HF); aliases
+///              n_embd / n_embed / d_model and n_head / n_heads (GPT-J, BLOOM, MPT).
+///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe).
+///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
+///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else transformers' default 10000.
+///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
+///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else 1.
+///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
+///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE).
+///   lengths    max_position_embeddings (aliases n_positions, max_seq_len, seq_length); L0 = the
+///              top-level original_max_position_embeddings (Phi-3: HF gives it priority), else
+///              rope_scaling's, else max_position_embeddings (standardize_rope_params).
+///   layers     layer_types, or Gemma-3's sliding_window_pattern (layer i is sliding iff
+///              (i + 1) % pattern != 0) with rope_local_base_freq for the sliding layers, or a
+///              rope_parameters dict keyed by layer type (transformers >= 5).
+///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
+///              position_embedding_type = "alibi" (JAIS), model_type "bloom".
+///   layout     caller's override, else the config key rope_interleave (DeepSeek-V3), else the
+///              model family table below, else half-split (HF rotate_half).
+///
+/// Pair layout by family, for weights as stored in HF checkpoints (posenc::RopeLayout):
+///
+///   interleaved (2j, 2j+1)  gptj, codegen (rotate_every_two); cohere, cohere2 (repeat_interleave
+///                           cos/sin); glm, glm4, chatglm (interleaved on the rotated half);
+///                           deepseek_v2, deepseek_v3 (view_as_complex / rope_interleave = true)
+///   half-split (j, j + r/2) everything else: llama, mistral, qwen2/3, phi, phi3, gemma*,
+///                           gpt_neox, falcon, stablelm, starcoder2, olmo, ... (HF rotate_half)
+///
+/// Llama is half-split here because HF's conversion script permutes Meta's Q/K weights so that
+/// rotate_half works; Meta's original consolidated.pth weights (and GGUF, which un-permutes)
+/// need kInterleaved — pass HfConfigOptions::layout for those.
+///
+/// Errors: malformed JSON, a wrong type, an unknown rope_type, a missing required key, a factor
+/// list of the wrong length, theta <= 1, a negative length... throw std::invalid_argument
+///   "posenc::load_hf_config: <file>: key \"rope_scaling.long_factor\" has 47 entries, ..."
+/// naming the file and the key. Nothing else escapes (no nlohmann exception, no crash).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/alibi.hpp"
+#include "posenc/error.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/rope_params.hpp"
+
+namespace posenc {
+
+/// How a model encodes positions, as far as its config says.
+enum class HfPositionScheme : std::uint8_t {
+  kRope = 0,      ///< rotary (RopeParams per layer type)
+  kAlibi = 1,     ///< linear attention biases (alibi_slopes)
+  kAbsolute = 2,  ///< learned / sinusoidal absolute embeddings (nothing for RoPE or ALiBi)
+};
+
+constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
+  switch (scheme) {
+    case HfPositionScheme::kRope: return "rope";
+    case HfPositionScheme::kAlibi: return "alibi";
+    case HfPositionScheme::kAbsolute: return "absolute";
+  }
+  return "unknown";
+}
+
+/// Caller choices that override what the config implies.
+struct HfConfigOptions {
+  /// Pair layout to use instead of the family table (e.g. kInterleaved for GGUF-converted or
+  /// Meta-original Llama weights).
+  std::optional<RopeLayout> layout;
+};
+
+/// RoPE of one attention layer type ("full_attention", "sliding_attention", ... or "all").
+struct HfLayerRope {
+  std::string layer_type;
+  RopeParams params;
+  Eigen::Index num_layers = 0;  ///< layers of this type (0 = unknown)
+};
+
+/// Everything posenc takes from one config.json.
+struct HfModelConfig {
+  std::string source;      ///< file path, or the name given to parse_hf_config
+  std::string model_type;  ///< "" when absent (text_config's when the model is multimodal)
+  std::vector<std::string> architectures;
+  HfPositionScheme scheme = HfPositionScheme::kRope;
+
+  /// The main RoPE (full-attention layers, or every layer). Valid when scheme == kRope.
+  RopeParams rope;
+  /// One entry per distinct layer type (a single "all" entry when every layer is the same).
+  std::vector<HfLayerRope> layer_ropes;
+  /// Per-layer type names [num_hidden_layers] when the config has them; empty otherwise.
+  std::vector<std::string> layer_types;
+  /// Per layer: false where the layer applies no RoPE at all (NoPE): no_rope_layers entries of
+  /// 0 (Llama-4, SmolLM3: 1 = RoPE), Cohere2's full-attention layers. Empty = every layer.
+  std::vector<bool> layer_uses_rope;
+  /// Why rope.layout is what it is ("caller override", "rope_interleave = true", "family ...").
+  std::string layout_reason;
+
+  Eigen::Index num_attention_heads = 0;
+  Eigen::Index num_key_value_heads = 0;  ///< = num_attention_heads when absent
+  Eigen::Index num_hidden_layers = 0;    ///< 0 when absent
+  Eigen::Index hidden_size = 0;          ///< 0 when absent (head_dim given directly)
+  /// Width of the q.k dot product, for the softmax scale: head_dim, or qk_nope_head_dim +
+  /// qk_rope_head_dim for DeepSeek MLA.
+  Eigen::Index attention_head_dim = 0;
+  Eigen::Index qk_nope_head_dim = 0;  ///< DeepSeek MLA: the un-rotated part of a q/k head
+  /// Attention softmax scale: query_pre_attn_scalar^-1/2 (Gemma) or attention_head_dim^-1/2,
+  /// times the RoPE plan's softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim).
+  double softmax_scale = 0.0;
+
+  /// Accepted by the config: max_position_embeddings (0 = absent).
+  std::int64_t max_position_embeddings = 0;
+  /// Pre-training context L0 (0 = absent; then max_position_embeddings is the trained length).
+  std::int64_t original_max_position_embeddings = 0;
+  /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false).
+  std::int64_t sliding_window = 0;
+
+  /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
+  std::vector<double> alibi_slopes;
+  double alibi_max_bias = 0.0;
+
+  /// Human-readable notes: legacy keys normalised, defaults taken, aliases used.
+  std::vector<std::string> notes;
+
+  /// The training length the loader believes in: L0 if given, else max_position_embeddings.
+  std::int64_t trained_length() const noexcept {
+    return original_max_position_embeddings > 0 ? original_max_position_embeddings
+                                                : max_position_embeddings;
+  }
+};
+
+namespace detail {
+
+/// Reads one config object, throwing invalid_argument that names the file and the key path.
+class HfConfigReader {
+ public:
+  using json = nlohmann::json;
+
+  explicit HfConfigReader(std::string source) : source_(std::move(source)) {}
+
+  const std::string& source() const noexcept { return source_; }
+
+  template <typename... Parts>
+  [[noreturn]] void fail(std::string_view key, const Parts&... parts) const {
+    throw_invalid_argument("load_hf_config", source_, ": key \"", key, "\" ", parts...);
+  }
+
+  /// The value at obj[key], or nullptr when absent or JSON null (HF treats both as unset).
+  static const json* find(const json& obj, std::string_view key) {
+    if (!obj.is_object()) return nullptr;
+    const auto it = obj.find(std::string(key));
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<double> number(const json& obj, std::string_view key,
+                               const std::string& path) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) fail(path, "must be a number, got ", v->type_name());
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) fail(path, "= ", d, " must be finite");
+    return d;
+  }
+
+  /// Integers; a float is accepted when it is integral (some exporters write 4096.0).
+  std::optional<std::int64_t> integer(const json& obj, std::string_view key,
+                                      const std::string& path) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    if (v->is_number_unsigned()) {
+      const auto u = v->get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        fail(path, "= ", u, " is out of the int64 range");
+      }
+      return static_cast<std::int64_t>(u);
+    }
+    if (v->is_number_integer()) return v->get<std::int64_t>();
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (!std::isfinite(d) || std::floor(d) != d || std::abs(d) > 9007199254740992.0) {
+        fail(path, "= ", d, " must be an integer");
+      }
+      return static_cast<std::int64_t>(d);
+    }
+    fail(path, "must be an integer, got ", v->type_name());
+  }
+
+  std::optional<std::string> string(const json& obj, std::string_view key,
+                                    const std::string& path) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail(path, "must be a string, got ", v->type_name());
+    return v->get<std::string>();
+  }
+
+  std::optional<bool> boolean(const json& obj, std::string_view key,
+                              const std::string& path) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) fail(path, "must be true or false, got ", v->type_name());
+    return v->get<bool>();
+  }
+
+  std::optional<std::vector<double>> number_list(const json& obj, std::string_view key,
+                                                 const std::string& path) const {
+    const json* v = find(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) fail(path, "must be a list of numbers, got ", v->type_name());
+    std::vector<double> out;
+    out.reserve(std::min<std::size_t>(v->size(), 4096));
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const json& e = (*v)[i];
+      if (!e.is_number()) fail(path, "[", i, "] must be a number, got ", e.type_name());
+      const double d = e.get<double>();
+      if (!std::isfinite(d)) fail(path, "[", i, "] = ", d, " must be finite");
+      out.push_back(d);
+    }
+    return out;
+  }
+
+  /// First present key of a list of aliases; records which one in `used`.
+  std::optional<std::int64_t> integer_alias(const json& obj,
+                                            std::initializer_list<std::string_view> keys,
+                                            const std::string& prefix, std::string* used) const {
+    for (std::string_view k : keys) {
+      if (auto v = integer(obj, k, prefix + std::string(k))) {
+        if (used) *used = std::string(k);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::string source_;
+};
+
+inline std::string hf_lower_alnum(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c >= 'A' && c <= 'Z') out.push_back(static_cast<char>(c - 'A' + 'a'));
+    else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) out.push_back(c);
+  }
+  return out;
+}
+
+/// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
+/// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
+inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
+  static constexpr std::string_view kInterleaved[] = {
+      "gptj", "codegen", "cohere2", "cohere", "glm4", "glm", "chatglm", "deepseekv2", "deepseekv3"};
+  const std::string n = hf_lower_alnum(name);
+  for (std::string_view fam : kInterleaved) {
+    if (n == fam) return true;
+    // Architecture names: the family followed by the task head, e.g. "GPTJForCausalLM".
+    if (prefix_match && n.size() > fam.size() && n.compare(0, fam.size(), fam) == 0 &&
+        n.compare(fam.size(), 3, "for") == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Limits that keep a hostile config from allocating without bound.
+inline constexpr std::int64_t kHfMaxHeads = std::int64_t{1} << 20;
+inline constexpr std::int64_t kHfMaxLayers = std::int64_t{1} << 16;
+inline constexpr std::int64_t kHfMaxDim = std::int64_t{1} << 30;
+inline constexpr std::int64_t kHfMaxPosition = std::int64_t{1} << 53;
+inline constexpr int kHfMaxDepth = 64;
+
+/// Normalises an HF rope_type / legacy type name; notes what it changed.
+inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
+                                    const std::string& path, std::vector<std::string>& notes) {
+  if (name == "su") {
+    notes.push_back(path + " = \"su\" is the old name of \"longrope\" (Phi-3 configs before "
+                           "transformers 4.42); read as longrope");
+    name = "longrope";
+  } else if (name == "mrope") {
+    notes.push_back(path + " = \"mrope\" (Qwen2-VL): transformers reads it as \"default\"; "
+                           "posenc plans the 1-D text RoPE, M-RoPE sections are not applied");
+    name = "default";
+  }
+  if (name == "default") return RopeScalingType::kDefault;
+  if (name == "linear") return RopeScalingType::kLinear;
+  if (name == "ntk") return RopeScalingType::kNtk;
+  if (name == "dynamic") return RopeScalingType::kDynamic;
+  if (name == "yarn") return RopeScalingType::kYarn;
+  if (name == "longrope") return RopeScalingType::kLongRope;
+  if (name == "llama3") return RopeScalingType::kLlama3;
+  r.fail(path, "= \"", name,
+         "\" is not a known rope_type (default, linear, ntk, dynamic, yarn, longrope/su, "
+         "llama3, mrope)");
+}
+
+/// Inputs shared by every layer type's RoPE.
+struct HfRopeContext {
+  Eigen::Index head_dim = 0;
+  std::int64_t max_position_embeddings = 0;
+  std::int64_t top_original = 0;  ///< top-level original_max_position_embeddings (0 = absent)
+  double top_theta = 10000.0;
+  std::optional<double> top_partial;  ///< partial_rotary_factor / rotary_pct
+  Eigen::Index top_rotary_dim = 0;    ///< rotary_dim / qk_rope_head_dim (absolute)
+  RopeLayout layout = RopeLayout::kHalfSplit;
+};
+
+/// Builds the RopeParams of one layer type from its scaling dict (nullptr = none).
+inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* dict,
+                                 const std::string& dpath, const HfRopeContext& ctx,
+                                 std::vector<std::string>& notes) {
+  RopeParams p;
+  p.head_dim = ctx.head_dim;
+  p.layout = ctx.layout;
+  p.theta = ctx.top_theta;
+  p.max_position_embeddings = ctx.max_position_embeddings;
+  p.rotary_dim = ctx.top_rotary_dim;
+  if (ctx.top_partial) p.partial_rotary_factor = *ctx.top_partial;
+  if (!dict) return p;
+  if (!dict->is_object()) r.fail(dpath, "must be an object, got ", dict->type_name());
+  const auto key = [&](std::string_view k) { return dpath + "." + std::string(k); };
+
+  if (auto t = r.number(*dict, "rope_theta", key("rope_theta"))) {
+    if (!(*t > 1.0)) r.fail(key("rope_theta"), "= ", *t, " must be > 1");
+    p.theta = *t;
+  }
+  if (auto f = r.number(*dict, "partial_rotary_factor", key("partial_rotary_factor"))) {
+    if (!(*f > 0.0 && *f <= 1.0)) {
+      r.fail(key("partial_rotary_factor"), "= ", *f, " must be in (0, 1]");
+    }
+    p.partial_rotary_factor = *f;
+    p.rotary_dim = 0;
+  }
+
+  std::string type_name = "default";
+  std::string type_path = key("rope_type");
+  if (auto t = r.string(*dict, "rope_type", key("rope_type"))) {
+    type_name = *t;
+  } else if (auto legacy = r.string(*dict, "type", key("type"))) {
+    type_name = *legacy;
+    type_path = key("type");
+    notes.push_back(key("type") + " = \"" + *legacy +
+                    "\": legacy key for rope_type (transformers copies it over)");
+  }
+  RopeScaling& sc = p.scaling;
+  sc.type = hf_rope_type(r, type_name, type_path, notes);
+
+  const auto factor = r.number(*dict, "factor", key("factor"));
+  const bool needs_factor = sc.type == RopeScalingType::kLinear ||
+                            sc.type == RopeScalingType::kNtk ||
+                            sc.type == RopeScalingType::kDynamic ||
+                            sc.type == RopeScalingType::kYarn || sc.type == RopeScalingType::kLlama3;
+  if (needs_factor && !factor) {
+    r.fail(key("factor"), "is missing; rope_type ", to_string(sc.type), " requires it");
+  }
+  if (factor) {
+    if (!(*factor >= 1.0)) r.fail(key("factor"), "= ", *factor, " must be >= 1");
+    sc.factor = *factor;
+  }
+
+  // L0: HF (standardize_rope_params) gives the top-level key priority for llama3/yarn/longrope.
+  const auto inner_original = r.integer(*dict, "original_max_position_embeddings",
+                                        key("original_max_position_embeddings"));
+  if (inner_original && *inner_original <= 0) {
+    r.fail(key("original_max_position_embeddings"), "= ", *inner_original, " must be > 0");
+  }
+  const bool needs_original = sc.type == RopeScalingType::kYarn ||
+                              sc.type == RopeScalingType::kLongRope ||
+                              sc.type == RopeScalingType::kLlama3 ||
+                              sc.type == RopeScalingType::kDynamic;
+  if (needs_original) {
+    std::int64_t l0 = 0;
+    if (ctx.top_original > 0 && sc.type != RopeScalingType::kDynamic) {
+      l0 = ctx.top_original;
+      if (inner_original && *inner_original != l0) {
+        notes.push_back("top-level original_max_position_embeddings = " + std::to_string(l0) +
+                        " overrides " + key("original_max_position_embeddings") + " = " +
+                        std::to_string(*inner_original) + " (transformers gives it priority)");
+      }
+    } else if (inner_original) {
+      l0 = *inner_original;
+    } else if (ctx.top_original > 0) {
+      l0 = ctx.top_original;
+    } else {
+      if (ctx.max_position_embeddings <= 0) {
+        r.fail(key("original_max_position_embeddings"),
+               "is missing and so is max_position_embeddings; rope_type ", to_string(sc.type),
+               " needs the pre-training length");
+      }
+      l0 = ctx.max_position_embeddings;
+      notes.push_back(key("original_max_position_embeddings") +
+                      " absent: L0 = max_position_embeddings = " + std::to_string(l0) +
+                      " (transformers' fallback)");
+    }
+    sc.original_max_position_embeddings = l0;
+  }
+
+  if (sc.type == RopeScalingType::kYarn) {
+    // HF: `rope_scaling.get("beta_fast") or 32` -- 0 and null both mean the default.
+    if (auto b = r.number(*dict, "beta_fast", key("beta_fast")); b && *b != 0.0) {
+      if (!(*b > 0.0)) r.fail(key("beta_fast"), "= ", *b, " must be > 0");
+      sc.beta_fast = *b;
+    }
+    if (auto b = r.number(*dict, "beta_slow", key("beta_slow")); b && *b != 0.0) {
+      if (!(*b > 0.0)) r.fail(key("beta_slow"), "= ", *b, " must be > 0");
+      sc.beta_slow = *b;
+    }
+    if (auto m = r.number(*dict, "mscale", key("mscale"))) sc.mscale = *m;
+    if (auto m = r.number(*dict, "mscale_all_dim", key("mscale_all_dim"))) sc.mscale_all_dim = *m;
+    if (auto t = r.boolean(*dict, "truncate", key("truncate"))) sc.truncate = *t;
+    if (ctx.max_position_embeddings > 0 && sc.original_max_position_embeddings > 0) {
+      const double implicit = static_cast<double>(ctx.max_position_embeddings) /
+                              static_cast<double>(sc.original_max_position_embeddings);
+      if (implicit != 1.0 && std::abs(implicit - sc.factor) > 1e-9 * sc.factor) {
+        std::ostringstream s;
+        s << key("factor") << " = " << sc.factor << " differs from max_position_embeddings / "
+          << "original_max_position_embeddings = " << implicit
+          << "; the explicit factor is used (transformers >= 4.53 warns the same way)";
+        notes.push_back(s.str());
+      }
+    }
+  }
+  if (sc.type == RopeScalingType::kLlama3) {
+    const auto lf = r.number(*dict, "low_freq_factor", key("low_freq_factor"));
+    const auto hf = r.number(*dict, "high_freq_factor", key("high_freq_factor"));
+    if (!lf) r.fail(key("low_freq_factor"), "is missing; rope_type llama3 requires it");
+    if (!hf) r.fail(key("high_freq_factor"), "is missing; rope_type llama3 requires it");
+    if (!(*lf > 0.0)) r.fail(key("low_freq_factor"), "= ", *lf, " must be > 0");
+    if (!(*hf >= *lf)) {
+      r.fail(key("high_freq_factor"), "= ", *hf, " must be >= low_freq_factor = ", *lf);
+    }
+    sc.low_freq_factor = *lf;
+    sc.high_freq_factor = *hf;
+  }
+  if (sc.type == RopeScalingType::kLongRope) {
+    auto sf = r.number_list(*dict, "short_factor", key("short_factor"));
+    auto lf = r.number_list(*dict, "long_factor", key("long_factor"));
+    if (!sf) r.fail(key("short_factor"), "is missing; rope_type longrope requires it");
+    if (!lf) r.fail(key("long_factor"), "is missing; rope_type longrope requires it");
+    sc.short_factor = std::move(*sf);
+    sc.long_factor = std::move(*lf);
+  }
+  if (auto a = r.number(*dict, "attention_factor", key("attention_factor"))) {
+    if (!(*a > 0.0)) r.fail(key("attention_factor"), "= ", *a, " must be > 0");
+    sc.attention_factor = *a;
+  }
+  if (sc.type == RopeScalingType::kLongRope && !sc.attention_factor && ctx.top_original <= 0 &&
+      factor && sc.original_max_position_embeddings > 0) {
+    // Without a top-level original, HF derives the default attention factor from `factor`,
+    // not from max/L0 (modeling_rope_utils `_compute_longrope_parameters`).
+    const double l0 = static_cast<double>(sc.original_max_position_embeddings);
+    sc.attention_factor =
+        sc.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(sc.factor) / std::log(l0));
+  }
+  return p;
+}
+
+/// Checks one layer type's params with the planner and re-throws naming the file and the key.
+inline void hf_check_rope(const HfConfigReader& r, const RopeParams& p, const std::string& dpath) {
+  Eigen::Index rd = 0;
+  try {
+    rd = resolved_rotary_dim(p);
+  } catch (const std::invalid_argument& e) {
+    r.fail("head_dim / partial_rotary_factor / rotary_dim", "give an unusable rotary width: ",
+           e.what());
+  }
+  const auto half = static_cast<std::size_t>(rd / 2);
+  if (p.scaling.type == RopeScalingType::kLongRope) {
+    if (p.scaling.short_factor.size() != half) {
+      r.fail(dpath + ".short_factor", "has ", p.scaling.short_factor.size(),
+             " entries; it must have rotary_dim / 2 = ", half);
+    }
+    if (p.scaling.long_factor.size() != half) {
+      r.fail(dpath + ".long_factor", "has ", p.scaling.long_factor.size(),
+             " entries; it must have rotary_dim / 2 = ", half);
+    }
+    for (const auto* list : {&p.scaling.short_factor, &p.scaling.long_factor}) {
+      for (std::size_t j = 0; j < list->size(); ++j) {
+        if (!((*list)[j] > 0.0)) {
+          r.fail(dpath + (list == &p.scaling.short_factor ? ".short_factor" : ".long_factor"),
+                 "[", j, "] = ", (*list)[j], " must be > 0");
+        }
+      }
+    }
+  }
+  try {
+    (void)compute_rope_frequencies(p, 0);
+  } catch (const std::invalid_argument& e) {
+    r.fail(dpath, "describes RoPE parameters posenc rejects: ", e.what());
+  }
+}
+
+/// Bounded nesting check before parsing: a hostile "[[[[..." must not reach recursive code.
+inline bool hf_nesting_within(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+/// \brief Reads a parsed config.json object. `source` names it in error messages.
+/// Throws std::invalid_argument naming source and key for anything it cannot use.
+inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string source,
+                                         const HfConfigOptions& options = {}) {
+  using json = nlohmann::json;
+  using detail::HfConfigReader;
+  HfConfigReader r(source);
+  HfModelConfig out;
+  out.source = source;
+  if (!root.is_object()) r.fail("<root>", "must be a JSON object, got ", root.type_name());
+
+  // Multimodal wrappers (Gemma-3 4B+, Llama-4, Mistral-3, Qwen2-VL in transformers >= 5) keep
+  // the language model's keys under text_config.
+  const json* cfg = &root;
+  std::string prefix;
+  if (const json* tc = HfConfigReader::find(root, "text_config");
+      tc && tc->is_object() && !HfConfigReader::find(root, "num_attention_heads") &&
+      !HfConfigReader::find(root, "hidden_size") && !HfConfigReader::find(root, "head_dim")) {
+    cfg = tc;
+    prefix = "text_config.";
+    out.notes.push_back("language-model keys read from text_config");
+  }
+  const json& c = *cfg;
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+
+  if (auto mt = r.string(c, "model_type", path("model_type"))) {
+    out.model_type = *mt;
+  } else if (auto outer = r.string(root, "model_type", "model_type")) {
+    out.model_type = *outer;
+  }
+  if (const json* arch = HfConfigReader::find(root, "architectures")) {
+    if (!arch->is_array()) r.fail("architectures", "must be a list of strings");
+    for (std::size_t i = 0; i < arch->size() && i < 64; ++i) {
+      if (!(*arch)[i].is_string()) r.fail("architectures", "[", i, "] must be a string");
+      out.architectures.push_back((*arch)[i].get<std::string>());
+    }
+  }
+
+  // ---- geometry -------------------------------------------------------------------------
+  std::string used;
+  const auto heads = r.integer_alias(c, {"num_attention_heads", "n_head", "n_heads", "num_heads"},
+                                     prefix, &used);
+  const json* attn_config = HfConfigReader::find(c, "attn_config");  // MPT
+  if (heads) {
+    if (*heads <= 0 || *heads > detail::kHfMaxHeads) {
+      r.fail(path(used), "= ", *heads, " must be in [1, ", detail::kHfMaxHeads, "]");
+    }
+    out.num_attention_heads = *heads;
+    if (used != "num_attention_heads") out.notes.push_back("heads read from " + used);
+  }
+  const auto hidden =
+      r.integer_alias(c, {"hidden_size", "n_embd", "n_embed", "d_model"}, prefix, &used);
+  if (hidden) {
+    if (*hidden <= 0 || *hidden > detail::kHfMaxDim) {
+      r.fail(path(used), "= ", *hidden, " must be in [1, ", detail::kHfMaxDim, "]");
+    }
+    out.hidden_size = *hidden;
+  }
+  if (auto kv = r.integer_alias(c, {"num_key_value_heads", "multi_query_group_num", "n_head_kv"},
+                                prefix, &used)) {
+    if (*kv <= 0 || *kv > detail::kHfMaxHeads) {
+      r.fail(path(used), "= ", *kv, " must be in [1, ", detail::kHfMaxHeads, "]");
+    }
+    out.num_key_value_heads = *kv;
+  } else {
+    out.num_key_value_heads = out.num_attention_heads;
+  }
+  if (auto layers =
+          r.integer_alias(c, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, prefix,
+                          &used)) {
+    if (*layers < 0 || *layers > detail::kHfMaxLayers) {
+      r.fail(path(used), "= ", *layers, " must be in [0, ", detail::kHfMaxLayers, "]");
+    }
+    out.num_hidden_layers = *layers;
+  }
+  if (auto mp = r.integer_alias(c, {"max_position_embeddings", "n_positions", "max_seq_len",
+                                    "seq_length", "max_sequence_length"},
+                                prefix, &used)) {
+    if (*mp < 0 || *mp > detail::kHfMaxPosition) {
+      r.fail(path(used), "= ", *mp, " must be in [0, 2^53]");
+    }
+    out.max_position_embeddings = *mp;
+    if (used != "max_position_embeddings") {
+      out.notes.push_back("max_position_embeddings read from " + used);
+    }
+  }
+  if (auto o = r.integer(c, "original_max_position_embeddings",
+                         path("original_max_position_embeddings"))) {
+    if (*o <= 0 || *o > detail::kHfMaxPosition) {
+      r.fail(path("original_max_position_embeddings"), "= ", *o, " must be in [1, 2^53]");
+    }
+    out.original_max_position_embeddings = *o;
+  }
+
+  if (auto sw = r.integer(c, "sliding_window", path("sliding_window"))) {
+    if (*sw < 0 || *sw > detail::kHfMaxPosition) {
+      r.fail(path("sliding_window"), "= ", *sw, " must be in [0, 2^53]");
+    }
+    const auto use = r.boolean(c, "use_sliding_window", path("use_sliding_window"));
+    if (use && !*use) {
+      out.notes.push_back("sliding_window = " + std::to_string(*sw) +
+                          " ignored: use_sliding_window = false");
+    } else {
+      out.sliding_window = *sw;
+    }
+  }
+
+  // ---- ALiBi -----------------------------------------------------------------------------
+  double alibi_bias = 0.0;
+  bool alibi = false;
+  if (attn_config) {
+    if (!attn_config->is_object()) r.fail(path("attn_config"), "must be an object");
+    if (auto a = r.boolean(*attn_config, "alibi", path("attn_config.alibi")); a && *a) {
+      alibi = true;
+      alibi_bias = r.number(*attn_config, "alibi_bias_max", path("attn_config.alibi_bias_max"))
+                       .value_or(8.0);
+      if (!(alibi_bias > 0.0)) {
+        r.fail(path("attn_config.alibi_bias_max"), "= ", alibi_bias, " must be > 0");
+      }
+    }
+  }
+  if (auto a = r.boolean(c, "alibi", path("alibi")); a && *a) alibi = true;
+  if (auto pe = r.string(c, "position_embedding_type", path("position_embedding_type"))) {
+    if (*pe == "alibi") alibi = true;
+    if (*pe == "absolute" || *pe == "learned" || *pe == "sinusoidal") {
+      out.scheme = HfPositionScheme::kAbsolute;
+      out.notes.push_back("position_embedding_type = \"" + *pe + "\": no RoPE, no ALiBi");
+      return out;
+    }
+  }
+  if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
+  if (alibi) {
+    if (out.num_attention_heads <= 0) {
+      r.fail(path("num_attention_heads"), "is missing; ALiBi needs one slope per head");
+    }
+    if (alibi_bias == 0.0) alibi_bias = 8.0;  // Press et al. 2022; BLOOM hard-codes 8
+    out.scheme = HfPositionScheme::kAlibi;
+    out.alibi_max_bias = alibi_bias;
+    out.alibi_slopes = alibi_slopes(out.num_attention_heads, alibi_bias);
+    out.attention_head_dim = out.hidden_size > 0 ? out.hidden_size / out.num_attention_heads : 0;
+    if (out.attention_head_dim > 0) {
+      out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim));
+    }
+    return out;
+  }
+
+  // ---- RoPE geometry ---------------------------------------------------------------------
+  detail::HfRopeContext ctx;
+  ctx.max_position_embeddings = out.max_position_embeddings;
+  ctx.top_original = out.original_max_position_embeddings;
+  Eigen::Index head_dim = 0;
+  if (auto hd = r.integer(c, "head_dim", path("head_dim"))) {
+    if (*hd <= 0 || *hd > detail::kHfMaxDim) {
+      r.fail(path("head_dim"), "= ", *hd, " must be in [1, ", detail::kHfMaxDim, "]");
+    }
+    head_dim = *hd;
+  } else if (auto kc = r.integer(c, "kv_channels", path("kv_channels"))) {  // ChatGLM
+    if (*kc <= 0 || *kc > detail::kHfMaxDim) {
+      r.fail(path("kv_channels"), "= ", *kc, " must be in [1, ", detail::kHfMaxDim, "]");
+    }
+    head_dim = *kc;
+    out.notes.push_back("head_dim read from kv_channels (ChatGLM)");
+  } else {
+    if (out.hidden_size <= 0) {
+      r.fail(path("hidden_size"), "is missing (and no head_dim): cannot size the heads");
+    }
+    if (out.num_attention_heads <= 0) {
+      r.fail(path("num_attention_heads"), "is missing (and no head_dim): cannot size the heads");
+    }
+    head_dim = out.hidden_size / out.num_attention_heads;  // HF: integer division
+    if (head_dim <= 0) {
+      r.fail(path("hidden_size"), "= ", out.hidden_size, " is smaller than num_attention_heads = ",
+             out.num_attention_heads);
+    }
+  }
+  out.attention_head_dim = head_dim;
+  if (auto rope_hd = r.integer(c, "qk_rope_head_dim", path("qk_rope_head_dim"))) {
+    if (*rope_hd <= 0 || *rope_hd > detail::kHfMaxDim) {
+      r.fail(path("qk_rope_head_dim"), "= ", *rope_hd, " must be in [1, ", detail::kHfMaxDim, "]");
+    }
+    const auto nope = r.integer(c, "qk_nope_head_dim", path("qk_nope_head_dim")).value_or(0);
+    if (nope < 0 || nope > detail::kHfMaxDim) {
+      r.fail(path("qk_nope_head_dim"), "= ", nope, " must be in [0, ", detail::kHfMaxDim, "]");
+    }
+    // MLA (DeepSeek-V2/V3): RoPE runs on the separate q_pe / k_pe heads of qk_rope_head_dim;
+    // the score uses the concatenated nope + rope head (HF DeepseekV3Attention.qk_head_dim).
+    head_dim = *rope_hd;
+    out.qk_nope_head_dim = nope;
+    out.attention_head_dim = nope + *rope_hd;
+    out.notes.push_back("MLA: RoPE head = qk_rope_head_dim = " + std::to_string(*rope_hd) +
+                        " (q_pe/k_pe); q.k width = qk_nope_head_dim + qk_rope_head_dim = " +
+                        std::to_string(out.attention_head_dim) +
+                        "; in a concatenated [nope, rope] head use rotary_offset = " +
+                        std::to_string(nope));
+  }
+  ctx.head_dim = head_dim;
+
+  if (auto t = r.number(c, "rope_theta", path("rope_theta"))) {
+    if (!(*t > 1.0)) r.fail(path("rope_theta"), "= ", *t, " must be > 1");
+    ctx.top_theta = *t;
+  } else if (auto b = r.number(c, "rotary_emb_base", path("rotary_emb_base"))) {
+    if (!(*b > 1.0)) r.fail(path("rotary_emb_base"), "= ", *b, " must be > 1");
+    ctx.top_theta = *b;
+    out.notes.push_back("theta read from rotary_emb_base (GPT-NeoX name for rope_theta)");
+  } else if (auto ratio = r.number(c, "rope_ratio", path("rope_ratio"))) {
+    if (!(*ratio > 0.0) || !(10000.0 * *ratio > 1.0)) {
+      r.fail(path("rope_ratio"), "= ", *ratio, " must make theta = 10000 * rope_ratio > 1");
+    }
+    ctx.top_theta = 10000.0 * *ratio;
+    out.notes.push_back("theta = 10000 * rope_ratio (ChatGLM)");
+  } else {
+    bool nested_theta = false;
+    if (const json* rp = HfConfigReader::find(c, "rope_parameters"); rp && rp->is_object()) {
+      nested_theta = true;  // transformers >= 5 keeps rope_theta inside; checked per dict
+    }
+    if (!nested_theta) out.notes.push_back("rope_theta absent: transformers' default 10000");
+  }
+
+  if (auto f = r.number(c, "partial_rotary_factor", path("partial_rotary_factor"))) {
+    if (!(*f > 0.0 && *f <= 1.0)) {
+      r.fail(path("partial_rotary_factor"), "= ", *f, " must be in (0, 1]");
+    }
+    ctx.top_partial = *f;
+  } else if (auto pct = r.number(c, "rotary_pct", path("rotary_pct"))) {
+    if (!(*pct > 0.0 && *pct <= 1.0)) r.fail(path("rotary_pct"), "= ", *pct, " must be in (0, 1]");
+    ctx.top_partial = *pct;
+    out.notes.push_back("partial_rotary_factor read from rotary_pct (GPT-NeoX)");
+  }
+  if (!ctx.top_partial && detail::hf_lower_alnum(out.model_type) == "chatglm") {
+    // THUDM ChatGLM2/3 modeling code: RotaryEmbedding(kv_channels // 2) on the first half of
+    // each head; the config has no key for it.
+    ctx.top_partial = 0.5;
+    out.notes.push_back("chatglm: RoPE on the first half of each head (partial_rotary_factor "
+                        "0.5, from ChatGLM's modeling code; not a config key)");
+  }
+  if (out.qk_nope_head_dim > 0 || HfConfigReader::find(c, "qk_rope_head_dim")) {
+    ctx.top_rotary_dim = head_dim;
+  } else if (auto rd = r.integer(c, "rotary_dim", path("rotary_dim"))) {
+    if (*rd <= 0 || *rd > head_dim || *rd % 2 != 0) {
+      r.fail(path("rotary_dim"), "= ", *rd, " must be even and in [2, head_dim = ", head_dim, "]");
+    }
+    ctx.top_rotary_dim = *rd;
+  }
+
+  // ---- layout ----------------------------------------------------------------------------
+  if (options.layout) {
+    ctx.layout = *options.layout;
+    out.layout_reason = "caller override";
+  } else if (auto il = r.boolean(c, "rope_interleave", path("rope_interleave"))) {
+    ctx.layout = *il ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+    out.layout_reason = std::string("config key rope_interleave = ") + (*il ? "true" : "false");
+  } else {
+    bool inter = !out.model_type.empty() && detail::hf_family_is_interleaved(out.model_type, false);
+    std::string by = "model_type \"" + out.model_type + "\"";
+    if (out.model_type.empty()) {
+      for (const auto& a : out.architectures) {
+        if (detail::hf_family_is_interleaved(a, true)) {
+          inter = true;
+          by = "architecture \"" + a + "\"";
+          break;
+        }
+      }
+      if (!inter) by = "no model_type";
+    }
+    ctx.layout = inter ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+    out.layout_reason = by + (inter ? ": interleaved family (rotate_every_two / interleave)"
+                                    : ": HF rotate_half (half-split) default");
+  }
+
+  // ---- layer types -----------------------------------------------------------------------
+  if (const json* lt = HfConfigReader::find(c, "layer_types")) {
+    if (!lt->is_array()) r.fail(path("layer_types"), "must be a list of strings");
+    if (static_cast<std::int64_t>(lt->size()) > detail::kHfMaxLayers) {
+      r.fail(path("layer_types"), "has ", lt->size(), " entries, more than ", detail::kHfMaxLayers);
+    }
+    for (std::size_t i = 0; i < lt->size(); ++i) {
+      if (!(*lt)[i].is_string()) r.fail(path("layer_types"), "[", i, "] must be a string");
+      out.layer_types.push_back((*lt)[i].get<std::string>());
+    }
+    if (out.num_hidden_layers > 0 &&
+        static_cast<Eigen::Index>(out.layer_types.size()) != out.num_hidden_layers) {
+      out.notes.push_back("layer_types has " + std::to_string(out.layer_types.size()) +
+                          " entries but num_hidden_layers = " +
+                          std::to_string(out.num_hidden_layers));
+    }
+  }
+  std::optional<double> local_theta;
+  std::string local_key;
+  for (std::string_view k : {"rope_local_base_freq", "local_rope_theta"}) {
+    if (auto t = r.number(c, k, path(k))) {
+      if (!(*t > 1.0)) r.fail(path(k), "= ", *t, " must be > 1");
+      local_theta = *t;
+      local_key = std::string(k);
+      break;
+    }
+  }
+  if (out.layer_types.empty() && local_theta) {
+    if (auto pat = r.integer(c, "sliding_window_pattern", path("sliding_window_pattern"))) {
+      if (*pat <= 0) r.fail(path("sliding_window_pattern"), "= ", *pat, " must be > 0");
+      // Gemma3Config: layer i is sliding iff (i + 1) % pattern != 0.
+      for (Eigen::Index i = 0; i < out.num_hidden_layers; ++i) {
+        out.layer_types.push_back((i + 1) % *pat != 0 ? "sliding_attention" : "full_attention");
+      }
+      out.notes.push_back("layer_types built from sliding_window_pattern = " +
+                          std::to_string(*pat) + " (every " + std::to_string(*pat) +
+                          "th layer full attention)");
+    }
+  }
+  if (const json* nr = HfConfigReader::find(c, "no_rope_layers")) {
+    if (!nr->is_array()) r.fail(path("no_rope_layers"), "must be a list of 0/1");
+    if (static_cast<std::int64_t>(nr->size()) > detail::kHfMaxLayers) {
+      r.fail(path("no_rope_layers"), "has ", nr->size(), " entries, more than ",
+             detail::kHfMaxLayers);
+    }
+    Eigen::Index nope = 0;
+    for (std::size_t i = 0; i < nr->size(); ++i) {
+      const json& e = (*nr)[i];
+      if (!e.is_boolean() && !e.is_number_integer() && !e.is_number_unsigned()) {
+        r.fail(path("no_rope_layers"), "[", i, "] must be 0/1 or a bool, got ", e.type_name());
+      }
+      const bool uses = e.is_boolean() ? e.get<bool>() : e.get<std::int64_t>() != 0;
+      out.layer_uses_rope.push_back(uses);
+      nope += !uses;
+    }
+    out.notes.push_back("no_rope_layers: " + std::to_string(nope) + " of " +
+                        std::to_string(nr->size()) +
+                        " layers apply no RoPE (NoPE; 1 = RoPE, as Llama-4 / SmolLM3 read it)");
+  } else if (detail::hf_lower_alnum(out.model_type) == "cohere2" && !out.layer_types.empty()) {
+    // HF Cohere2Attention applies RoPE only when the layer has a sliding window.
+    for (const auto& t : out.layer_types) out.layer_uses_rope.push_back(t != "full_attention");
+    out.notes.push_back("cohere2: full_attention layers apply no RoPE (NoPE)");
+  }
+  if (detail::hf_lower_alnum(out.model_type) == "llama" && !options.layout) {
+    out.notes.push_back("llama: half-split matches HF checkpoints (Q/K permuted at conversion); "
+                        "Meta's original or GGUF weights need layout interleaved");
+  }
+  const auto count_type = [&](const std::string& t) {
+    return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
+  };
+
+  // ---- scaling dicts ---------------------------------------------------------------------
+  const json* dict = nullptr;
+  std::string dpath;
+  if (const json* rp = HfConfigReader::find(c, "rope_parameters")) {
+    dict = rp;
+    dpath = path("rope_parameters");
+  } else if (const json* rs = HfConfigReader::find(c, "rope_scaling")) {
+    dict = rs;
+    dpath = path("rope_scaling");
+  }
+  if (dict && !dict->is_object()) r.fail(dpath, "must be an object, got ", dict->type_name());
+
+  // transformers >= 5: a dict keyed by layer type holds one RoPE dict per type.
+  bool nested = false;
+  if (dict && !dict->empty() && !out.layer_types.empty()) {
+    nested = true;
+    for (auto it = dict->begin(); it != dict->end(); ++it) {
+      if (std::find(out.layer_types.begin(), out.layer_types.end(), it.key()) ==
+          out.layer_types.end()) {
+        nested = false;
+      }
+    }
+  }
+  if (dict && !dict->empty() && out.layer_types.empty()) {
+    // No layer_types, but every entry is a dict named "<something>_attention": still per type.
+    bool all = true;
+    for (auto it = dict->begin(); it != dict->end(); ++it) {
+      const std::string& k = it.key();
+      const std::string_view suffix = "attention";
+      if (!it->is_object() || k.size() < suffix.size() ||
+          k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        all = false;
+      }
+    }
+    if (all) {
+      nested = true;
+      out.notes.push_back(dpath + " is keyed by layer type but the config has no layer_types");
+    }
+  }
+  if (nested) {
+    for (auto it = dict->begin(); it != dict->end(); ++it) {
+      const std::string sub = dpath + "." + it.key();
+      HfLayerRope lr;
+      lr.layer_type = it.key();
+      lr.params = detail::hf_rope_params(r, it->is_null() ? nullptr : &*it, sub, ctx, out.notes);
+      detail::hf_check_rope(r, lr.params, sub);
+      lr.num_layers = count_type(lr.layer_type);
+      out.layer_ropes.push_back(std::move(lr));
+    }
+  } else {
+    RopeParams main = detail::hf_rope_params(r, dict, dpath, ctx, out.notes);
+    detail::hf_check_rope(r, main, dpath.empty() ? path("rope_theta") : dpath);
+    if (local_theta && !out.layer_types.empty()) {
+      // Gemma-3: sliding layers use plain RoPE with the local base, full layers the main one
+      // (HF Gemma3TextModel.rotary_emb_local: rope_type "default", base rope_local_base_freq).
+      RopeParams local = main;
+      local.theta = *local_theta;
+      local.scaling = RopeScaling{};
+      detail::hf_check_rope(r, local, path(local_key));
+      out.layer_ropes.push_back({"full_attention", main, count_type("full_attention")});
+      out.layer_ropes.push_back({"sliding_attention", local, count_type("sliding_attention")});
+      out.notes.push_back("sliding_attention layers: default RoPE with theta = " + local_key +
+                          "; full_attention layers: rope_theta and " +
+                          (dpath.empty() ? std::string("no scaling") : dpath));
+    } else {
+      if (local_theta) {
+        out.notes.push_back(local_key + " given but no layer types: ignored");
+      }
+      out.layer_ropes.push_back({"all", main, out.num_hidden_layers});
+    }
+  }
+  out.rope = out.layer_ropes.front().params;
+  for (const auto& lr : out.layer_ropes) {
+    if (lr.layer_type == "full_attention") out.rope = lr.params;
+  }
+  // The main plan's RoPE lengths win over the top-level ones for reporting L0.
+  if (out.rope.scaling.original_max_position_embeddings > 0) {
+    out.original_max_position_embeddings = out.rope.scaling.original_max_position_embeddings;
+  }
+
+  const RopeFrequencies f = compute_rope_frequencies(out.rope, 0);
+  double base = 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim));
+  if (auto qs = r.number(c, "query_pre_attn_scalar", path("query_pre_attn_scalar"))) {
+    if (!(*qs > 0.0)) r.fail(path("query_pre_attn_scalar"), "= ", *qs, " must be > 0");
+    base = 1.0 / std::sqrt(*qs);  // Gemma 2/3: scaling = query_pre_attn_scalar ** -0.5
+  }
+  out.softmax_scale = base * f.softmax_scale_multiplier;
+  return out;
+}
+
+/// \brief Parses config.json text. `source` names it in error messages (a path, or a label).
+/// Throws std::invalid_argument for malformed JSON (with nlohmann's position) and everything
+/// hf_config_from_json rejects.
+inline HfModelConfig parse_hf_config(std::string_view text, std::string source = "<string>",
+                                     const HfConfigOptions& options = {}) {
+  if (!detail::hf_nesting_within(text, detail::kHfMaxDepth)) {
+    detail::throw_invalid_argument("load_hf_config", source, ": JSON nested deeper than ",
+                                   detail::kHfMaxDepth, " levels");
+  }
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    detail::throw_invalid_argument("load_hf_config", source, ": malformed JSON: ", e.what());
+  }
+  return hf_config_from_json(root, std::move(source), options);
+}
+
+/// \brief Reads and parses a config.json file.
+/// Throws std::invalid_argument naming the file when it cannot be read or is rejected.
+inline HfModelConfig load_hf_config(const std::string& path, const HfConfigOptions& options = {}) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::throw_invalid_argument("load_hf_config", path, ": cannot open the file");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) detail::throw_invalid_argument("load_hf_config", path, ": read error");
+  return parse_hf_config(buf.str(), path, options);
+}
+
+}  // namespace posenc

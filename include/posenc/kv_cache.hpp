@@ -1,0 +1,229 @@
+#pragma once
+/// \file posenc/kv_cache.hpp
+/// A per-layer KV cache for autoregressive decoding: keys and values of every token seen so
+/// far, with the positions and validity (padding) of each slot, so that a decode step attends
+/// with the right causal limit, the right ALiBi distances and without the padding.
+///
+/// Storage: [batch, max_len, kv_heads, head_dim] for K and for V, in T = float, Eigen::bfloat16
+/// or Eigen::half (double also accepted); [batch, max_len] int64 positions and uint8 validity.
+/// All sequences of a batch share the slot count (left padding keeps them aligned: a padding
+/// slot is stored with valid = 0 and never attended to).
+///
+/// With RoPE set (set_rope), append rotates the keys by their positions before storing them —
+/// keys are stored rotated, as every engine does, so a decode step only rotates its query.
+/// Rotation runs in float (double for double input) and the result is rounded once to T.
+///
+/// Flow per layer:  prefill  append(K, V, positions[, valid]) then attend(Q, out, params)
+///                  decode   append(k_t, v_t, {t}) then attend(q_t, out, params)
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_rope.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/rope.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/rope_params.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+template <typename T>
+class KvCache {
+  static_assert(detail::is_storage_type_v<T>, "posenc: KvCache storage must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+
+ public:
+  /// \brief An empty cache of max_len slots per sequence.
+  /// Throws std::invalid_argument when a dimension is <= 0.
+  KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim)
+      : batch_(batch), max_len_(max_len), kv_heads_(kv_heads), d_(head_dim) {
+    detail::require(batch > 0 && max_len > 0 && kv_heads > 0 && head_dim > 0, "KvCache",
+                    "shape [batch, max_len, kv_heads, head_dim] = [", batch, ", ", max_len, ", ",
+                    kv_heads, ", ", head_dim, "] must have no zero dimension");
+    const auto slots = static_cast<std::size_t>(batch * max_len);
+    k_.assign(slots * static_cast<std::size_t>(kv_heads * head_dim), T(0.0f));
+    v_.assign(k_.size(), T(0.0f));
+    pos_.assign(slots, 0);
+    valid_.assign(slots, 0);
+  }
+
+  Eigen::Index batch() const noexcept { return batch_; }
+  Eigen::Index max_len() const noexcept { return max_len_; }
+  Eigen::Index kv_heads() const noexcept { return kv_heads_; }
+  Eigen::Index head_dim() const noexcept { return d_; }
+  /// Slots filled so far (the same for every sequence of the batch).
+  Eigen::Index size() const noexcept { return size_; }
+
+  /// Whole storage [batch, max_len, kv_heads, head_dim]; slots >= size() are unspecified.
+  ConstTensorView<T, 4> keys() const { return {k_.data(), batch_, max_len_, kv_heads_, d_}; }
+  ConstTensorView<T, 4> values() const { return {v_.data(), batch_, max_len_, kv_heads_, d_}; }
+  /// [batch, max_len] positions of the stored tokens and 0/1 validity (0 = padding).
+  PositionIdsView positions() const { return {pos_.data(), batch_, max_len_}; }
+  ConstTensorView<std::uint8_t, 2> valid() const { return {valid_.data(), batch_, max_len_}; }
+
+  /// \brief Rotates keys on append and queries on attend with this plan from now on.
+  /// Keys already stored keep their rotation (a dynamic-NTK / LongRoPE plan change needs
+  /// rerotate_rope_inplace or a re-prefill). Throws std::invalid_argument when the plan does
+  /// not fit head_dim.
+  void set_rope(RopeFrequencies freqs, RopeLayout layout) {
+    detail::validate_attention_rope("KvCache::set_rope", freqs, layout, d_);
+    rope_ = std::move(freqs);
+    rope_layout_ = layout;
+  }
+  void clear_rope() { rope_.reset(); }
+  bool has_rope() const noexcept { return rope_.has_value(); }
+
+  /// Forgets every token (size() = 0); storage and the RoPE plan are kept.
+  void clear() noexcept { size_ = 0; }
+
+  /// \brief Appends n tokens per sequence: keys (rotated by their positions when RoPE is set),
+  /// values, positions and validity.
+  /// k, v: [batch, n, kv_heads, head_dim]; positions: [batch, n] in [0, 2^53];
+  /// valid (optional, default all 1): [batch, n], 0 marks a padding token.
+  /// Throws std::out_of_range when size() + n > max_len, std::invalid_argument for shape or
+  /// position errors; on any throw the cache is unchanged.
+  template <typename In>
+  void append(ConstTensorView<In, 4> k, ConstTensorView<In, 4> v, PositionIdsView positions,
+              std::optional<ConstTensorView<std::uint8_t, 2>> valid = std::nullopt) {
+    static_assert(detail::is_storage_type_v<In>, "posenc: input must be a storage type");
+    constexpr std::string_view fn = "KvCache::append";
+    const Eigen::Index n = k.dimension(1);
+    for (int a = 0; a < 4; ++a) {
+      const Eigen::Index want[4] = {batch_, n, kv_heads_, d_};
+      detail::require(k.dimension(a) == want[a] && v.dimension(a) == want[a], fn, "k shape [",
+                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2), ", ",
+                      k.dimension(3), "] and v shape [", v.dimension(0), ", ", v.dimension(1),
+                      ", ", v.dimension(2), ", ", v.dimension(3), "] must both be [batch, n, ",
+                      "kv_heads, head_dim] = [", batch_, ", ", n, ", ", kv_heads_, ", ", d_, "]");
+    }
+    detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
+    if (n > max_len_ - size_) {
+      detail::throw_out_of_range(fn, "appending n = ", n, " tokens to a cache holding ", size_,
+                                 " of max_len = ", max_len_, " slots would overflow it");
+    }
+    detail::validate_positions(fn, "positions", positions, batch_, n);
+    if (valid) {
+      detail::require(valid->dimension(0) == batch_ && valid->dimension(1) == n, fn,
+                      "valid shape [", valid->dimension(0), ", ", valid->dimension(1),
+                      "] must be [batch, n] = [", batch_, ", ", n, "]");
+    }
+
+    const Eigen::Index row = kv_heads_ * d_;
+    if (rope_) {
+      // Rotate a float (double) copy, then round once into the cache.
+      using Acc = detail::compute_t<In>;
+      auto& stage = staging<Acc>();
+      stage.resize(static_cast<std::size_t>(batch_ * n * row));
+      for (std::size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<Acc>(detail::to_compute(k.data()[i]));
+      apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
+                              *rope_, rope_layout_);
+      store(stage.data(), k_, n);
+    } else {
+      store(k.data(), k_, n);
+    }
+    store(v.data(), v_, n);
+    for (Eigen::Index b = 0; b < batch_; ++b) {
+      for (Eigen::Index s = 0; s < n; ++s) {
+        const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
+        pos_[slot] = positions(b, s);
+        valid_[slot] = valid ? static_cast<std::uint8_t>((*valid)(b, s) != 0) : std::uint8_t{1};
+      }
+    }
+    size_ += n;
+  }
+
+  /// \brief Attention of the last q_len appended tokens against every cached token:
+  /// out = softmax(scale q K^T + ALiBi + mask) V with causal bottom-right alignment (query i is
+  /// slot size() - q_len + i), padding slots masked, query positions = the stored positions of
+  /// those slots, and q rotated by them when RoPE is set (then the default scale also takes the
+  /// plan's softmax_scale_multiplier, as attention_with_rope).
+  /// q, out: [batch, q_len, heads, head_dim], 1 <= q_len <= size(), heads % kv_heads == 0.
+  /// Throws std::invalid_argument (shapes, q_len, slopes, scale) before writing anything.
+  template <typename TQ>
+  void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
+    static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
+    constexpr std::string_view fn = "KvCache::attend";
+    const Eigen::Index q_len = q.dimension(1);
+    detail::require(q.dimension(0) == batch_, fn, "q batch = ", q.dimension(0),
+                    " must equal the cache's batch (", batch_, ")");
+    detail::require(q_len >= 1 && q_len <= size_, fn, "q_len = ", q_len, " must be in [1, size = ",
+                    size_, "]: append the new tokens' keys and values first");
+    const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
+    detail::validate_attention(fn, q, k_shape, k_shape, out, params, {});
+
+    const std::int64_t* qpos = query_positions(q_len);
+    const Eigen::Index kv_stride = max_len_ * kv_heads_ * d_;
+    if (rope_) {
+      using Acc = detail::compute_t<TQ>;
+      auto& stage = staging<Acc>();
+      const Eigen::Index heads = q.dimension(2);
+      stage.resize(static_cast<std::size_t>(batch_ * q_len * heads * d_));
+      for (std::size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<Acc>(detail::to_compute(q.data()[i]));
+      apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
+                              PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
+      detail::run_fused_attention(stage.data(), k_.data(), v_.data(), out.data(), batch_, q_len,
+                                  size_, heads, kv_heads_, d_, kv_stride,
+                                  detail::with_rope_scale(params, *rope_, d_), qpos, pos_.data(),
+                                  nullptr, valid_.data(), max_len_, workspace_);
+    } else {
+      detail::run_fused_attention(q.data(), k_.data(), v_.data(), out.data(), batch_, q_len, size_,
+                                  q.dimension(2), kv_heads_, d_, kv_stride, params, qpos,
+                                  pos_.data(), nullptr, valid_.data(), max_len_, workspace_);
+    }
+  }
+
+ private:
+  template <typename Src>
+  void store(const Src* src, std::vector<T>& dst, Eigen::Index n) {
+    const Eigen::Index row = kv_heads_ * d_;
+    for (Eigen::Index b = 0; b < batch_; ++b) {
+      const Src* from = src + b * n * row;
+      T* to = dst.data() + (b * max_len_ + size_) * row;
+      for (Eigen::Index i = 0; i < n * row; ++i) to[i] = detail::from_value<T>(detail::to_compute(from[i]));
+    }
+  }
+
+  /// The query rows' positions, gathered contiguously ([batch, q_len]) from the cache slots.
+  const std::int64_t* query_positions(Eigen::Index q_len) {
+    qpos_.resize(static_cast<std::size_t>(batch_ * q_len));
+    for (Eigen::Index b = 0; b < batch_; ++b) {
+      for (Eigen::Index i = 0; i < q_len; ++i) {
+        qpos_[static_cast<std::size_t>(b * q_len + i)] =
+            pos_[static_cast<std::size_t>(b * max_len_ + size_ - q_len + i)];
+      }
+    }
+    return qpos_.data();
+  }
+
+  template <typename Acc>
+  std::vector<Acc>& staging() {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return stage_d_;
+    } else {
+      return stage_f_;
+    }
+  }
+
+  Eigen::Index batch_, max_len_, kv_heads_, d_;
+  Eigen::Index size_ = 0;
+  std::vector<T> k_, v_;
+  std::vector<std::int64_t> pos_;
+  std::vector<std::uint8_t> valid_;
+  std::optional<RopeFrequencies> rope_;
+  RopeLayout rope_layout_ = RopeLayout::kHalfSplit;
+  // Reused across steps: they grow to the largest append / query chunk, then stay.
+  std::vector<float> stage_f_;
+  std::vector<double> stage_d_;
+  std::vector<std::int64_t> qpos_;
+  AttentionWorkspace workspace_;
+};
+
+}  // namespace posenc

@@ -1,0 +1,105 @@
+#pragma once
+/// \file posenc/reference/attention.hpp
+/// Attention the textbook way, in double: materialise S = scale Q K^T with an Eigen matrix
+/// product, add the ALiBi bias and the mask, softmax each row (max-subtracted), then
+/// O = P V. O(q_len * k_len) memory per (batch, head): for checking the fused kernel and for
+/// inspecting the weights, not for long sequences.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include <Eigen/Core>
+
+#include "posenc/alibi.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc::reference {
+
+/// \brief out = softmax(scale Q K^T + bias + mask) V with every score materialised (double).
+/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
+/// weights (optional): [batch, heads, q_len, k_len], the softmax probabilities (exactly 0 where
+/// masked; an all-zero row when no key is visible).
+/// Same conventions, validation and exceptions as posenc::attention.
+template <typename T>
+void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
+               TensorView<T, 4> out, const AttentionParams& params = {},
+               const AttentionMetadata& metadata = {},
+               std::optional<TensorView<double, 4>> weights = std::nullopt) {
+  constexpr std::string_view fn = "reference::attention";
+  detail::validate_attention(fn, q, k, v, out, params, metadata);
+  const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
+                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2);
+  if (weights) {
+    detail::require(weights->dimension(0) == batch && weights->dimension(1) == heads &&
+                        weights->dimension(2) == q_len && weights->dimension(3) == k_len,
+                    fn, "weights shape [", weights->dimension(0), ", ", weights->dimension(1),
+                    ", ", weights->dimension(2), ", ", weights->dimension(3),
+                    "] must be [batch, heads, q_len, k_len] = [", batch, ", ", heads, ", ",
+                    q_len, ", ", k_len, "]");
+  }
+  const Eigen::Index group = heads / kv_heads;
+  const double scale = params.scale ? *params.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const bool causal = params.mask == MaskMode::kCausal;
+  const Eigen::Index offset = k_len - q_len;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+
+  // The contractions are 2-D, so they are Eigen matrix products (GEMM). (The Tensor module's
+  // contract() computes the same, but GCC 12 reports a false -Warray-bounds inside its
+  // evaluator under -O2 with sanitizers.)
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Matrix qh(q_len, d), kh(k_len, d), vh(k_len, d);
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index h = 0; h < heads; ++h) {
+      const Eigen::Index g = h / group;
+      for (Eigen::Index i = 0; i < q_len; ++i)
+        for (Eigen::Index c = 0; c < d; ++c) qh(i, c) = detail::to_double(q(b, i, h, c));
+      for (Eigen::Index j = 0; j < k_len; ++j) {
+        for (Eigen::Index c = 0; c < d; ++c) {
+          kh(j, c) = detail::to_double(k(b, j, g, c));
+          vh(j, c) = detail::to_double(v(b, j, g, c));
+        }
+      }
+      // S[i, j] = scale * sum_c Q[i, c] K[j, c]
+      Matrix s = scale * (qh * kh.transpose());
+      for (Eigen::Index i = 0; i < q_len; ++i) {
+        const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
+                                                         : static_cast<std::int64_t>(offset + i);
+        double row_max = neg_inf;
+        for (Eigen::Index j = 0; j < k_len; ++j) {
+          const std::int64_t pk =
+              metadata.key_positions ? (*metadata.key_positions)(b, j) : static_cast<std::int64_t>(j);
+          bool visible = !causal || j <= i + offset;
+          if (metadata.key_lengths && j >= (*metadata.key_lengths)(b)) visible = false;
+          if (metadata.key_mask && (*metadata.key_mask)(b, j) == 0) visible = false;
+          if (!params.alibi_slopes.empty()) {
+            s(i, j) += detail::alibi_value(params.alibi_slopes[static_cast<std::size_t>(h)], pq,
+                                           pk, params.mask);
+          }
+          if (!visible) s(i, j) = neg_inf;
+          row_max = std::max(row_max, s(i, j));
+        }
+        double sum = 0.0;
+        for (Eigen::Index j = 0; j < k_len; ++j) {
+          s(i, j) = s(i, j) == neg_inf ? 0.0 : std::exp(s(i, j) - row_max);
+          sum += s(i, j);
+        }
+        for (Eigen::Index j = 0; j < k_len; ++j) s(i, j) = sum > 0.0 ? s(i, j) / sum : 0.0;
+      }
+      if (weights) {
+        for (Eigen::Index i = 0; i < q_len; ++i)
+          for (Eigen::Index j = 0; j < k_len; ++j) (*weights)(b, h, i, j) = s(i, j);
+      }
+      // O[i, c] = sum_j P[i, j] V[j, c]
+      const Matrix o = s * vh;
+      for (Eigen::Index i = 0; i < q_len; ++i)
+        for (Eigen::Index c = 0; c < d; ++c) out(b, i, h, c) = detail::from_value<T>(o(i, c));
+    }
+  }
+}
+
+}  // namespace posenc::reference

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fuzzes the HF config loader (posenc/hf_config.hpp) with libFuzzer for a bounded time.
+#
+#   bash scripts/fuzz.sh [seconds]        # default 60 (or $FUZZ_SECONDS)
+#
+# Builds tests/fuzz/fuzz_hf_config.cpp with clang (-fsanitize=fuzzer,address,undefined) into
+# $FUZZ_BUILD_DIR (default build-fuzz/), seeds a working corpus from tests/data/hf-configs,
+# tests/data/bad-configs and tests/fuzz/corpus (the repo copies are never modified), and runs
+# one libFuzzer job. Exit status is libFuzzer's: 0 when the time ran out without a finding;
+# otherwise the crashing input is left in $FUZZ_BUILD_DIR as crash-*/leak-*/timeout-*.
+# Needs: clang (Debian clang-14), libeigen3-dev, nlohmann-json3-dev.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=${1:-${FUZZ_SECONDS:-60}}
+out=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+cxx=${FUZZ_CXX:-}
+if [[ -z $cxx ]]; then
+  for candidate in clang++-14 clang++; do
+    if command -v "$candidate" >/dev/null; then cxx=$candidate; break; fi
+  done
+fi
+[[ -n $cxx ]] || { echo "fuzz.sh: clang++ not found (apt-get install clang-14)" >&2; exit 2; }
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: seconds must be an integer" >&2; exit 2; }
+
+mkdir -p "$out/corpus"
+exe=$out/fuzz_hf_config
+echo "fuzz.sh: building $exe with $cxx"
+# -O1 -g: fast enough, readable stacks. UBSan findings abort (no recover) so libFuzzer keeps them.
+"$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer -I"$root/include" -I/usr/include/eigen3 \
+  "$root/tests/fuzz/fuzz_hf_config.cpp" -o "$exe"
+
+cp "$root"/tests/data/hf-configs/*.json "$root"/tests/data/bad-configs/*.json \
+  "$root"/tests/fuzz/corpus/*.json "$out/corpus/"
+
+echo "fuzz.sh: fuzzing for ${seconds}s"
+cd "$out"
+set +e
+"$exe" "$out/corpus" -dict="$root/tests/fuzz/hf_config.dict" -max_total_time="$seconds" \
+  -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tee "$out/fuzz.log"
+rc=${PIPESTATUS[0]}
+set -e
+execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$out/fuzz.log" | grep -Eo '[0-9]+$' || true)
+echo "fuzz.sh: exit $rc, ${execs:-?} executions in ${seconds}s (log: $out/fuzz.log)"
+exit "$rc"

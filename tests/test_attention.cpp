@@ -1,0 +1,541 @@
+// Attention: the fused online-softmax kernel against the materialising double reference, the
+// seed article's worked ALiBi numbers, closed-form softmax values, permutation equivariance
+// (seed 000 §1.2) and its breaking, causal structure, padding, GQA and the error paths.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/attention.hpp>
+#include <posenc/attention_rope.hpp>
+#include <posenc/reference/attention.hpp>
+#include <posenc/rope.hpp>
+#include <posenc/sinusoidal.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using posenc::AttentionMetadata;
+using posenc::AttentionParams;
+using posenc::MaskMode;
+
+namespace {
+
+/// Q [batch, q_len, heads, d], K/V [batch, k_len, kv_heads, d] filled from splitmix64.
+template <typename T>
+struct Problem {
+  Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
+  std::vector<T> q, k, v;
+
+  Problem(Eigen::Index b, Eigen::Index ql, Eigen::Index kl, Eigen::Index h, Eigen::Index kvh,
+          Eigen::Index dim, std::uint64_t seed, double amplitude = 1.0)
+      : batch(b), q_len(ql), k_len(kl), heads(h), kv_heads(kvh), d(dim) {
+    q = scaled(posenc_test::random_vector<float>(static_cast<std::size_t>(b * ql * h * dim), seed), amplitude);
+    k = scaled(posenc_test::random_vector<float>(static_cast<std::size_t>(b * kl * kvh * dim), seed + 1), amplitude);
+    v = scaled(posenc_test::random_vector<float>(static_cast<std::size_t>(b * kl * kvh * dim), seed + 2), 1.0);
+  }
+  static std::vector<T> scaled(const std::vector<float>& x, double a) {
+    std::vector<T> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = T(static_cast<float>(x[i] * a));
+    return out;
+  }
+  posenc::ConstTensorView<T, 4> Q() const { return {q.data(), batch, q_len, heads, d}; }
+  posenc::ConstTensorView<T, 4> K() const { return {k.data(), batch, k_len, kv_heads, d}; }
+  posenc::ConstTensorView<T, 4> V() const { return {v.data(), batch, k_len, kv_heads, d}; }
+  std::size_t out_size() const { return static_cast<std::size_t>(batch * q_len * heads * d); }
+  posenc::TensorView<T, 4> view(std::vector<T>& o) const { return {o.data(), batch, q_len, heads, d}; }
+};
+
+template <typename T>
+std::vector<T> fused(const Problem<T>& p, const AttentionParams& params,
+                     const AttentionMetadata& meta = {}) {
+  std::vector<T> out(p.out_size(), T(-7.0f));
+  posenc::attention<T>(p.Q(), p.K(), p.V(), p.view(out), params, meta);
+  return out;
+}
+
+template <typename T>
+std::vector<T> reference(const Problem<T>& p, const AttentionParams& params,
+                         const AttentionMetadata& meta = {}) {
+  std::vector<T> out(p.out_size(), T(-7.0f));
+  posenc::reference::attention<T>(p.Q(), p.K(), p.V(), p.view(out), params, meta);
+  return out;
+}
+
+template <typename A, typename B>
+posenc_test::CloseReport close(const std::vector<A>& a, const std::vector<B>& b, double tol) {
+  return posenc_test::compare(
+      a.size(), [&](std::size_t i) { return static_cast<double>(a[i]); },
+      [&](std::size_t i) { return static_cast<double>(b[i]); }, tol);
+}
+
+AttentionParams make_params(MaskMode mask, Eigen::Index alibi_heads = 0) {
+  AttentionParams p;
+  p.mask = mask;
+  if (alibi_heads > 0) p.alibi_slopes = posenc::alibi_slopes(alibi_heads);
+  return p;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("attention: the seed's ALiBi example, scores [1.0, 0.9, 0.8], slope 0.2, query at 2",
+          "[attention][alibi][seed]") {
+  // d = 3, scale = 1: q = e0, k_j = s_j e0, v_j = e_j, so out = the attention weights.
+  const std::vector<float> s = {1.0f, 0.9f, 0.8f};
+  std::vector<float> q = {1, 0, 0}, k(9, 0.0f), v(9, 0.0f);
+  for (int j = 0; j < 3; ++j) {
+    k[static_cast<std::size_t>(3 * j)] = s[static_cast<std::size_t>(j)];
+    v[static_cast<std::size_t>(4 * j)] = 1.0f;
+  }
+  AttentionParams params;
+  params.scale = 1.0;
+  const std::vector<std::int64_t> qpos = {2}, kpos = {0, 1, 2};
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(qpos.data(), 1, 1);
+  meta.key_positions = posenc::PositionIdsView(kpos.data(), 1, 3);
+  auto run = [&](bool fused_path, std::vector<double>* weights) {
+    std::vector<float> out(3, -1.0f);
+    posenc::ConstTensorView<float, 4> Q(q.data(), 1, 1, 1, 3), K(k.data(), 1, 3, 1, 3),
+        V(v.data(), 1, 3, 1, 3);
+    posenc::TensorView<float, 4> O(out.data(), 1, 1, 1, 3);
+    if (fused_path) {
+      posenc::attention<float>(Q, K, V, O, params, meta);
+    } else {
+      posenc::reference::attention<float>(Q, K, V, O, params, meta,
+                                          posenc::TensorView<double, 4>(weights->data(), 1, 1, 1, 3));
+    }
+    return out;
+  };
+
+  SECTION("without ALiBi: the seed's [0.367, 0.332, 0.301]") {
+    std::vector<double> w(3);
+    const auto ref = run(false, &w);
+    const auto out = run(true, nullptr);
+    const double seed[3] = {0.367, 0.332, 0.301};
+    const double z = std::exp(1.0) + std::exp(0.9) + std::exp(0.8);
+    for (int j = 0; j < 3; ++j) {
+      CHECK_THAT(w[static_cast<std::size_t>(j)], WithinAbs(seed[j], 5e-4));
+      CHECK_THAT(w[static_cast<std::size_t>(j)], WithinAbs(std::exp(double(s[static_cast<std::size_t>(j)])) / z, 1e-7));
+      CHECK_THAT(out[static_cast<std::size_t>(j)], WithinAbs(w[static_cast<std::size_t>(j)], 1e-6));
+      CHECK_THAT(ref[static_cast<std::size_t>(j)], WithinAbs(w[static_cast<std::size_t>(j)], 1e-6));
+    }
+  }
+  SECTION("with ALiBi: biased scores [0.6, 0.7, 0.8] and their softmax") {
+    params.alibi_slopes = {0.2};
+    std::vector<double> w(3);
+    run(false, &w);
+    const auto out = run(true, nullptr);
+    // Closed form: softmax([0.6, 0.7, 0.8]) = [0.30061, 0.33222, 0.36717]. The seed prints
+    // [0.269, 0.299, 0.332], which sums to 0.900 and so is not a softmax; its own biased scores
+    // [0.6, 0.7, 0.8] give the values below (the no-ALiBi weights reversed, by shift invariance).
+    const double z = std::exp(0.6) + std::exp(0.7) + std::exp(0.8);
+    const double expected[3] = {std::exp(0.6) / z, std::exp(0.7) / z, std::exp(0.8) / z};
+    CHECK_THAT(expected[0], WithinAbs(0.3006, 1e-4));
+    CHECK_THAT(expected[2], WithinAbs(0.3672, 1e-4));
+    CHECK_THAT(0.269 + 0.299 + 0.332, WithinAbs(0.900, 1e-12));  // the seed's erratum
+    for (int j = 0; j < 3; ++j) {
+      CHECK_THAT(w[static_cast<std::size_t>(j)], WithinAbs(expected[j], 1e-6));
+      CHECK_THAT(out[static_cast<std::size_t>(j)], WithinAbs(expected[j], 1e-6));
+    }
+    // ALiBi moves weight to the nearest key even though key 0 has the best content score.
+    CHECK(w[2] > w[1]);
+    CHECK(w[1] > w[0]);
+  }
+}
+
+TEST_CASE("attention: causal weights above the diagonal are exactly 0, bottom-right aligned",
+          "[attention][causal]") {
+  const Eigen::Index q_len = GENERATE(5, 9, 1);
+  const Eigen::Index k_len = 9;
+  CAPTURE(q_len, k_len);
+  const Problem<float> p(1, q_len, k_len, 2, 2, 8, 11);
+  std::vector<double> w(static_cast<std::size_t>(2 * q_len * k_len), -1.0);
+  std::vector<float> out(p.out_size());
+  posenc::reference::attention<float>(p.Q(), p.K(), p.V(), p.view(out), make_params(MaskMode::kCausal),
+                                      {}, posenc::TensorView<double, 4>(w.data(), 1, 2, q_len, k_len));
+  for (Eigen::Index h = 0; h < 2; ++h) {
+    for (Eigen::Index i = 0; i < q_len; ++i) {
+      double sum = 0.0;
+      for (Eigen::Index j = 0; j < k_len; ++j) {
+        const double wij = w[static_cast<std::size_t>((h * q_len + i) * k_len + j)];
+        sum += wij;
+        if (j > i + (k_len - q_len)) {
+          CHECK(wij == 0.0);
+        } else {
+          CHECK(wij > 0.0);
+        }
+      }
+      CHECK_THAT(sum, WithinAbs(1.0, 1e-12));
+    }
+  }
+  POSENC_REQUIRE_CLOSE(close(fused(p, make_params(MaskMode::kCausal)), out, 1e-5));
+  // The last query row sees every key: causal and bidirectional agree there.
+  const auto bidir = fused(p, make_params(MaskMode::kBidirectional));
+  const auto causal = fused(p, make_params(MaskMode::kCausal));
+  const std::size_t last = static_cast<std::size_t>((q_len - 1) * 2 * 8);
+  for (std::size_t c = last; c < causal.size(); ++c) CHECK_THAT(causal[c], WithinAbs(bidir[c], 1e-6));
+}
+
+TEST_CASE("attention: fused equals the reference over shapes, GQA ratios and positional modes",
+          "[attention][fused]") {
+  struct Shape {
+    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
+  };
+  // q_len = 1 (decode), lengths not a multiple of the 64-key tile or 48-row tile, head_dim
+  // 64/80/128/256, GQA ratios 1/4/8 (MQA), q_len < k_len (chunked prefill).
+  const Shape shape = GENERATE(Shape{1, 1, 77, 8, 2, 64}, Shape{2, 70, 70, 4, 4, 64},
+                               Shape{1, 33, 130, 8, 1, 80}, Shape{1, 65, 65, 4, 1, 128},
+                               Shape{1, 20, 150, 8, 8, 256}, Shape{2, 1, 200, 16, 2, 128},
+                               Shape{1, 50, 50, 3, 3, 12}, Shape{1, 17, 40, 2, 2, 7});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const bool alibi = GENERATE(false, true);
+  CAPTURE(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d,
+          posenc::to_string(mask), alibi);
+  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads,
+                         shape.d, 100 + static_cast<std::uint64_t>(shape.d), 2.0);
+  const AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
+  POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
+}
+
+TEST_CASE("attention: key padding by lengths and by mask, rows with no visible key are 0",
+          "[attention][padding]") {
+  const Problem<float> p(3, 6, 10, 4, 2, 16, 7);
+  const std::vector<std::int64_t> lengths = {10, 4, 0};
+  std::vector<std::uint8_t> mask(30, 1);
+  for (int j = 0; j < 6; ++j) mask[static_cast<std::size_t>(10 + j)] = 0;  // left-padded row 1
+  for (int j = 0; j < 10; ++j) mask[static_cast<std::size_t>(20 + j)] = static_cast<std::uint8_t>(j % 3 == 0);
+  for (const bool use_mask : {false, true}) {
+    for (const MaskMode mode : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+      CAPTURE(use_mask, posenc::to_string(mode));
+      AttentionMetadata meta;
+      if (use_mask) {
+        meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask.data(), 3, 10);
+      } else {
+        meta.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(lengths.data(), 3);
+      }
+      const AttentionParams params = make_params(mode, 4);
+      const auto out = fused(p, params, meta);
+      for (const float x : out) REQUIRE(std::isfinite(x));
+      POSENC_REQUIRE_CLOSE(close(out, reference(p, params, meta), 1e-5));
+      if (!use_mask) {
+        // Sequence 2 has no keys at all: every output is exactly 0.
+        for (std::size_t i = 2 * 6 * 4 * 16; i < out.size(); ++i) REQUIRE(out[i] == 0.0f);
+      } else if (mode == MaskMode::kCausal) {
+        // Sequence 1, left padding: query rows 0..1 (key limits 4, 5) see only padding keys.
+        for (std::size_t i = 6 * 4 * 16; i < 6 * 4 * 16 + 2 * 4 * 16; ++i) REQUIRE(out[i] == 0.0f);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: logits of 1e4 neither overflow nor lose the softmax",
+          "[attention][numerics]") {
+  // q . k * scale = 1e4 * (1, 0.999, 0.998...): exp(1e4) overflows any float; the max-subtracted
+  // softmax keeps exponents <= 0. Closed form: weights ~ exp(1e4 (s_j - 1)).
+  const Eigen::Index k_len = 5;
+  std::vector<float> q = {1.0f}, k(k_len), v(k_len);
+  for (Eigen::Index j = 0; j < k_len; ++j) {
+    k[static_cast<std::size_t>(j)] = 1.0f - 0.0001f * static_cast<float>(j);
+    v[static_cast<std::size_t>(j)] = static_cast<float>(j);
+  }
+  AttentionParams params;
+  params.mask = MaskMode::kBidirectional;
+  params.scale = 1e4;
+  std::vector<float> out(1);
+  posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, 1, 1),
+                           posenc::ConstTensorView<float, 4>(k.data(), 1, k_len, 1, 1),
+                           posenc::ConstTensorView<float, 4>(v.data(), 1, k_len, 1, 1),
+                           posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 1), params);
+  double num = 0.0, den = 0.0;
+  for (Eigen::Index j = 0; j < k_len; ++j) {
+    const double w = std::exp(1e4 * (double(k[static_cast<std::size_t>(j)]) - 1.0));
+    num += w * static_cast<double>(j);
+    den += w;
+  }
+  REQUIRE(std::isfinite(out[0]));
+  CHECK_THAT(out[0], WithinAbs(num / den, 1e-4));
+}
+
+TEST_CASE("attention: permutation equivariance without positions, broken by ALiBi and "
+          "absolute encodings", "[attention][seed][permutation]") {
+  // Seed 000 §1.2: Attention(PX, PX, PX) = P Attention(X, X, X) with no mask and no position.
+  const Eigen::Index n = 12, heads = 2, d = 8;
+  const Problem<float> p(1, n, n, heads, heads, d, 31);
+  std::vector<Eigen::Index> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  posenc_test::SplitMix64 rng(5);
+  for (Eigen::Index i = n - 1; i > 0; --i) {
+    std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(rng.integer(0, i))]);
+  }
+  const std::size_t row = static_cast<std::size_t>(heads * d);
+  auto permute = [&](const std::vector<float>& x) {
+    std::vector<float> y(x.size());
+    for (Eigen::Index i = 0; i < n; ++i) {
+      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(perm[static_cast<std::size_t>(i)]) * row),
+                  row, y.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(i) * row));
+    }
+    return y;
+  };
+  Problem<float> pp = p;
+  pp.q = permute(p.q);
+  pp.k = permute(p.k);
+  pp.v = permute(p.v);
+
+  SECTION("no positional information: outputs are permuted the same way") {
+    const auto params = make_params(MaskMode::kBidirectional);
+    POSENC_REQUIRE_CLOSE(close(fused(pp, params), permute(fused(p, params)), 1e-6));
+  }
+  SECTION("ALiBi breaks the identity") {
+    const auto params = make_params(MaskMode::kBidirectional, heads);
+    CHECK(max_abs_diff(fused(pp, params), permute(fused(p, params))) > 1e-2);
+  }
+  SECTION("RoPE breaks the identity") {
+    posenc::RopeParams rp;
+    rp.head_dim = d;
+    const auto freqs = posenc::compute_rope_frequencies(rp);
+    const auto params = make_params(MaskMode::kBidirectional);
+    auto run = [&](const Problem<float>& x) {
+      std::vector<float> out(x.out_size());
+      posenc::attention_with_rope<float>(x.Q(), x.K(), x.V(), x.view(out), freqs,
+                                         posenc::RopeLayout::kHalfSplit, params);
+      return out;
+    };
+    CHECK(max_abs_diff(run(pp), permute(run(p))) > 1e-2);
+  }
+  SECTION("absolute sinusoidal encodings added to Q and K break the identity") {
+    auto add_pe = [&](Problem<float>& x) {
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+      std::iota(ids.begin(), ids.end(), 0);
+      for (auto* buf : {&x.q, &x.k}) {
+        posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(buf->data(), 1, n, heads * d),
+                                              posenc::PositionIdsView(ids.data(), 1, n));
+      }
+    };
+    Problem<float> a = p, b = pp;
+    add_pe(a);
+    add_pe(b);
+    const auto params = make_params(MaskMode::kBidirectional);
+    CHECK(max_abs_diff(fused(b, params), permute(fused(a, params))) > 1e-2);
+  }
+}
+
+TEST_CASE("attention: ALiBi uses absolute positions, so left padding does not shift it",
+          "[attention][alibi][padding]") {
+  // Sequence A unpadded (positions 0..4); sequence B is A left-padded by 3 slots with the same
+  // positions for the real tokens: the real rows must produce the same outputs.
+  const Eigen::Index n = 5, pad = 3, heads = 4, d = 16;
+  const Problem<float> a(1, n, n, heads, heads, d, 77);
+  Problem<float> b(1, n + pad, n + pad, heads, heads, d, 78);
+  const std::size_t row = static_cast<std::size_t>(heads * d);
+  std::copy(a.q.begin(), a.q.end(), b.q.begin() + static_cast<std::ptrdiff_t>(pad * row));
+  std::copy(a.k.begin(), a.k.end(), b.k.begin() + static_cast<std::ptrdiff_t>(pad * row));
+  std::copy(a.v.begin(), a.v.end(), b.v.begin() + static_cast<std::ptrdiff_t>(pad * row));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(n + pad), 0);
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n + pad), 0);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    pos[static_cast<std::size_t>(pad + i)] = i;
+    mask[static_cast<std::size_t>(pad + i)] = 1;
+  }
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(pos.data(), 1, n + pad);
+  meta.key_positions = posenc::PositionIdsView(pos.data(), 1, n + pad);
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask.data(), 1, n + pad);
+  for (const MaskMode mode : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+    CAPTURE(posenc::to_string(mode));
+    const auto params = make_params(mode, heads);
+    const auto out_a = fused(a, params);
+    const auto out_b = fused(b, params, meta);
+    const std::vector<float> tail(out_b.begin() + static_cast<std::ptrdiff_t>(pad * row), out_b.end());
+    POSENC_REQUIRE_CLOSE(close(tail, out_a, 1e-6));
+  }
+}
+
+TEMPLATE_TEST_CASE("attention: 16-bit and double storage accumulate in float / double",
+                   "[attention][dtype]", float, double, Eigen::half, Eigen::bfloat16) {
+  const Problem<TestType> p(1, 40, 70, 4, 2, 32, 9);
+  const auto params = make_params(MaskMode::kCausal, 4);
+  const double tol = std::is_same_v<TestType, double> ? 1e-12
+                     : std::is_same_v<TestType, float> ? 1e-5
+                     : std::is_same_v<TestType, Eigen::half> ? 2e-3 : 1.6e-2;
+  // Both paths read the same rounded inputs; the tolerance is one rounding of the output.
+  POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), tol));
+}
+
+TEST_CASE("attention: results do not depend on the thread count", "[attention][threads]") {
+  const Problem<float> p(2, 100, 100, 8, 2, 64, 3);
+  AttentionParams one = make_params(MaskMode::kCausal, 8), two = one;
+  two.num_threads = 2;
+  posenc::AttentionWorkspace ws;
+  std::vector<float> a(p.out_size()), b(p.out_size());
+  posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(a), one, {}, &ws);
+  posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(b), two, {}, &ws);
+  CHECK(a == b);
+  // The workspace holds O(threads * tile * head_dim) values, not O(q_len * k_len).
+  CHECK(ws.size() < 2 * (48 * 64 * 3 + 64 * 48 + 2 * 64 * 64) + 1024);
+}
+
+TEST_CASE("attention: bad input throws before anything is written", "[attention][errors]") {
+  const Problem<float> p(1, 4, 6, 4, 2, 8, 1);
+  std::vector<float> out(p.out_size(), 3.0f);
+  auto unchanged = [&] { return std::all_of(out.begin(), out.end(), [](float x) { return x == 3.0f; }); };
+  auto run = [&](const Problem<float>& x, const AttentionParams& params, const AttentionMetadata& meta = {}) {
+    posenc::attention<float>(x.Q(), x.K(), x.V(), x.view(out), params, meta);
+  };
+  SECTION("head_dim mismatch") {
+    Problem<float> bad = p;
+    bad.k.resize(static_cast<std::size_t>(6 * 2 * 4));
+    auto K = posenc::ConstTensorView<float, 4>(bad.k.data(), 1, 6, 2, 4);
+    REQUIRE_THROWS_MATCHES(posenc::attention<float>(p.Q(), K, K, p.view(out), {}), std::invalid_argument,
+                           Catch::Matchers::Message("posenc::attention: k head_dim = 4 must equal q head_dim (8)"));
+    CHECK(unchanged());
+  }
+  SECTION("heads not a multiple of kv_heads") {
+    const Problem<float> bad(1, 4, 6, 4, 3, 8, 1);
+    REQUIRE_THROWS_WITH(run(bad, {}), Contains("heads = 4 must be a multiple of kv_heads = 3"));
+    CHECK(unchanged());
+  }
+  SECTION("slope count != heads") {
+    AttentionParams params;
+    params.alibi_slopes = posenc::alibi_slopes(3);
+    REQUIRE_THROWS_AS(run(p, params), std::invalid_argument);
+    REQUIRE_THROWS_WITH(run(p, params), Contains("alibi_slopes has 3 entries") && Contains("heads = 4"));
+    CHECK(unchanged());
+  }
+  SECTION("scale, threads, positions, key_lengths, mask shape") {
+    AttentionParams params;
+    params.scale = 0.0;
+    REQUIRE_THROWS_WITH(run(p, params), Contains("scale = 0 must be finite and > 0"));
+    params.scale.reset();
+    params.num_threads = 0;
+    REQUIRE_THROWS_WITH(run(p, params), Contains("num_threads = 0"));
+    std::vector<std::int64_t> pos = {0, 1, -2, 3};
+    AttentionMetadata meta;
+    meta.query_positions = posenc::PositionIdsView(pos.data(), 1, 4);
+    REQUIRE_THROWS_WITH(run(p, {}, meta), Contains("query_positions[0, 2] = -2"));
+    std::vector<std::int64_t> lens = {7};
+    AttentionMetadata meta2;
+    meta2.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(lens.data(), 1);
+    REQUIRE_THROWS_WITH(run(p, {}, meta2), Contains("key_lengths[0] = 7 must be in [0, 6]"));
+    std::vector<std::uint8_t> km(5, 1);
+    AttentionMetadata meta3;
+    meta3.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(km.data(), 1, 5);
+    REQUIRE_THROWS_WITH(run(p, {}, meta3), Contains("key_mask shape [1, 5] must be [batch, k_len] = [1, 6]"));
+    CHECK(unchanged());
+  }
+  SECTION("reference: the same checks plus the weights shape") {
+    std::vector<double> w(10);
+    REQUIRE_THROWS_WITH(posenc::reference::attention<float>(p.Q(), p.K(), p.V(), p.view(out), {}, {},
+                                                            posenc::TensorView<double, 4>(w.data(), 1, 1, 2, 5)),
+                        Contains("weights shape [1, 1, 2, 5] must be [batch, heads, q_len, k_len] = [1, 4, 4, 6]"));
+    CHECK(unchanged());
+  }
+}
+
+namespace {
+
+/// Rotates a copy of x ([batch, seq, heads, d]) by positions with the RoPE kernels.
+std::vector<float> rotated(const std::vector<float>& x, Eigen::Index batch, Eigen::Index seq,
+                           Eigen::Index heads, Eigen::Index d, const std::vector<std::int64_t>& pos,
+                           const posenc::RopeFrequencies& freqs, posenc::RopeLayout layout) {
+  std::vector<float> y = x;
+  posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(y.data(), batch, seq, heads, d),
+                                    posenc::PositionIdsView(pos.data(), batch, seq), freqs, layout);
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("attention: with RoPE equals the reference on rotated Q and K", "[attention][rope]") {
+  struct Shape {
+    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
+  };
+  const Shape shape = GENERATE(Shape{1, 1, 50, 8, 2, 64}, Shape{2, 33, 70, 4, 1, 80},
+                               Shape{1, 40, 40, 2, 2, 256}, Shape{1, 9, 9, 8, 1, 128});
+  const posenc::RopeLayout layout = GENERATE(posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved);
+  const bool alibi = GENERATE(false, true);
+  CAPTURE(shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d, posenc::to_string(layout), alibi);
+  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d, 55);
+  posenc::RopeParams rp;
+  rp.head_dim = shape.d;
+  rp.layout = layout;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  const auto params = make_params(MaskMode::kCausal, alibi ? shape.heads : 0);
+  std::vector<std::int64_t> qpos, kpos;
+  for (Eigen::Index b = 0; b < shape.batch; ++b) {
+    for (Eigen::Index i = 0; i < shape.q_len; ++i) qpos.push_back(shape.k_len - shape.q_len + i);
+    for (Eigen::Index j = 0; j < shape.k_len; ++j) kpos.push_back(j);
+  }
+  Problem<float> r = p;
+  r.q = rotated(p.q, shape.batch, shape.q_len, shape.heads, shape.d, qpos, freqs, layout);
+  r.k = rotated(p.k, shape.batch, shape.k_len, shape.kv_heads, shape.d, kpos, freqs, layout);
+  std::vector<float> out(p.out_size());
+  posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, layout, params);
+  POSENC_REQUIRE_CLOSE(close(out, reference(r, params), 1e-5));
+}
+
+TEST_CASE("attention: RoPE scores depend only on position differences", "[attention][rope]") {
+  // <R(m) q, R(n) k> = <q, R(n - m) k> (RoFormer §3.4.2): shifting every position by 1000 leaves
+  // the output unchanged (bidirectional, no ALiBi).
+  const Problem<float> p(1, 12, 12, 4, 2, 32, 91);
+  posenc::RopeParams rp;
+  rp.head_dim = 32;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  std::vector<std::int64_t> pos(12), shifted(12);
+  for (int i = 0; i < 12; ++i) {
+    pos[static_cast<std::size_t>(i)] = i;
+    shifted[static_cast<std::size_t>(i)] = 1000 + i;
+  }
+  auto run = [&](const std::vector<std::int64_t>& ids) {
+    AttentionMetadata meta;
+    meta.query_positions = posenc::PositionIdsView(ids.data(), 1, 12);
+    meta.key_positions = posenc::PositionIdsView(ids.data(), 1, 12);
+    std::vector<float> out(p.out_size());
+    posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, posenc::RopeLayout::kHalfSplit,
+                                       make_params(MaskMode::kBidirectional), meta);
+    return out;
+  };
+  const auto a = run(pos), b = run(shifted);
+  POSENC_REQUIRE_CLOSE(close(a, b, 2e-5));
+  CHECK(max_abs_diff(a, fused(p, make_params(MaskMode::kBidirectional))) > 1e-3);  // RoPE did act
+}
+
+TEST_CASE("attention: the RoPE plan's softmax_scale_multiplier scales the default scale",
+          "[attention][rope][yarn]") {
+  // DeepSeek-V3 YaRN: factor 40, mscale = mscale_all_dim = 1 -> cos/sin factor 1 and softmax
+  // multiplier (0.1 ln 40 + 1)^2 ~ 1.87 (field notes §4).
+  posenc::RopeParams rp;
+  rp.head_dim = 16;
+  rp.scaling.type = posenc::RopeScalingType::kYarn;
+  rp.scaling.factor = 40.0;
+  rp.scaling.original_max_position_embeddings = 4096;
+  rp.scaling.mscale = 1.0;
+  rp.scaling.mscale_all_dim = 1.0;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  const double multiplier = std::pow(0.1 * std::log(40.0) + 1.0, 2.0);
+  REQUIRE_THAT(freqs.softmax_scale_multiplier, Catch::Matchers::WithinRel(multiplier, 1e-12));
+  const Problem<float> p(1, 6, 6, 2, 2, 16, 17);
+  std::vector<float> out(p.out_size());
+  posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, posenc::RopeLayout::kHalfSplit,
+                                     make_params(MaskMode::kCausal));
+  std::vector<std::int64_t> pos = {0, 1, 2, 3, 4, 5};
+  Problem<float> r = p;
+  r.q = rotated(p.q, 1, 6, 2, 16, pos, freqs, posenc::RopeLayout::kHalfSplit);
+  r.k = rotated(p.k, 1, 6, 2, 16, pos, freqs, posenc::RopeLayout::kHalfSplit);
+  AttentionParams params = make_params(MaskMode::kCausal);
+  params.scale = multiplier / std::sqrt(16.0);
+  POSENC_REQUIRE_CLOSE(close(out, reference(r, params), 1e-5));
+}

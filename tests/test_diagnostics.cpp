@@ -1,0 +1,278 @@
+// Diagnostics: the long-context pair report against band edges computed by hand, HF's
+// left-padding position_ids, the position validator, and prefill vs token-by-token decode.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/diagnostics.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+using posenc::RopePairRange;
+using posenc::RopePairScaling;
+
+posenc::RopeParams llama31() {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 500000.0;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = posenc::RopeScalingType::kLlama3;
+  p.scaling.factor = 8.0;
+  p.scaling.low_freq_factor = 1.0;
+  p.scaling.high_freq_factor = 4.0;
+  p.scaling.original_max_position_embeddings = 8192;
+  return p;
+}
+
+bool any_contains(const std::vector<std::string>& v, const std::string& s) {
+  for (const auto& x : v) {
+    if (x.find(s) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// splitmix64 -> [-1, 1): reproducible across standard libraries.
+struct Rng {
+  std::uint64_t s;
+  float next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("diagnostics: Llama-3.1 bands at 131072 match the wavelength cut-offs",
+          "[diagnostics][length][llama3]") {
+  const auto rep = posenc::analyze_rope_length(llama31(), 131072);
+  REQUIRE(rep.pairs.size() == 64);
+  // Band edges by hand: lambda_j = 2 pi 500000^(j/64); kept while lambda < 8192/4 = 2048,
+  // i.e. j < 64 ln(2048/2pi)/ln(500000) = 28.2; interpolated once lambda > 8192, j > 34.98.
+  int kept = 0, blended = 0, interp = 0;
+  for (const auto& p : rep.pairs) {
+    CAPTURE(p.pair);
+    if (p.pair <= 28) REQUIRE(p.scaling == RopePairScaling::kKept);
+    if (p.pair >= 29 && p.pair <= 34) REQUIRE(p.scaling == RopePairScaling::kBlended);
+    if (p.pair >= 35) REQUIRE(p.scaling == RopePairScaling::kInterpolated);
+    kept += p.scaling == RopePairScaling::kKept;
+    blended += p.scaling == RopePairScaling::kBlended;
+    interp += p.scaling == RopePairScaling::kInterpolated;
+  }
+  REQUIRE(kept == 29);
+  REQUIRE(blended == 6);
+  REQUIRE(interp == 29);
+  const double pi = 3.14159265358979323846;
+  REQUIRE_THAT(rep.pairs[0].wavelength_before, WithinRel(2.0 * pi, 1e-15));
+  REQUIRE_THAT(rep.pairs[0].periods_in_training, WithinRel(8192.0 / (2.0 * pi), 1e-14));
+  REQUIRE_THAT(rep.pairs[63].wavelength_after,
+               WithinRel(8.0 * 2.0 * pi * std::pow(500000.0, 63.0 / 64.0), 1e-12));
+  // The three lengths: accepted 131072, covered 8192 x 8 = 65536 < 131072.
+  REQUIRE(rep.accepted_length == 131072);
+  REQUIRE(rep.trained_length == 8192);
+  REQUIRE(rep.covered_length == 65536.0);
+  REQUIRE(rep.computable_length == (std::int64_t{1} << 53));
+  REQUIRE(any_contains(rep.warnings, "65536"));
+  // Interpolated pairs (lambda > 8192, < 1 period in training) reach 131071/8 > 8191 radians
+  // per unit frequency: angles pre-training never produced.
+  REQUIRE(rep.unseen_pairs == 29);
+  REQUIRE(rep.pairs[63].range == RopePairRange::kExtrapolatedUnseen);
+  REQUIRE(rep.pairs[0].range == RopePairRange::kExtrapolatedSeenPhases);
+}
+
+TEST_CASE("diagnostics: at the training length nothing is unseen", "[diagnostics][length]") {
+  const auto rep = posenc::analyze_rope_length(llama31(), 8192);
+  REQUIRE(rep.unseen_pairs == 0);
+  for (const auto& p : rep.pairs) REQUIRE(p.range == RopePairRange::kWithinTraining);
+  REQUIRE(rep.warnings.empty());
+}
+
+TEST_CASE("diagnostics: unscaled Llama-2 at twice its length", "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.max_position_embeddings = 2048;
+  const auto rep = posenc::analyze_rope_length(p, 4096);
+  // lambda_j = 2 pi 10000^(j/64) > 2048 for j > 64 ln(2048/2pi)/ln(10000) = 40.2: 23 pairs.
+  REQUIRE(rep.unseen_pairs == 23);
+  REQUIRE(any_contains(rep.warnings, "exceeds max_position_embeddings = 2048"));
+  REQUIRE(any_contains(rep.warnings, "no rope_scaling"));
+}
+
+TEST_CASE("diagnostics: recipe warnings (dynamic, longrope, empty llama3 band)",
+          "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.max_position_embeddings = 4096;
+  SECTION("dynamic") {
+    p.scaling.type = posenc::RopeScalingType::kDynamic;
+    p.scaling.factor = 2.0;
+    REQUIRE(any_contains(posenc::analyze_rope_length(p, 8192).warnings, "stale base"));
+  }
+  SECTION("longrope") {
+    p.max_position_embeddings = 16384;
+    p.scaling.type = posenc::RopeScalingType::kLongRope;
+    p.scaling.original_max_position_embeddings = 4096;
+    p.scaling.short_factor = {1, 1, 1, 1};
+    p.scaling.long_factor = {1, 2, 4, 4};
+    const auto rep = posenc::analyze_rope_length(p, 8192);
+    REQUIRE(any_contains(rep.warnings, "short_factor to long_factor"));
+    REQUIRE(rep.factor == 4.0);  // 16384 / 4096
+    REQUIRE(rep.pairs[0].scaling == RopePairScaling::kKept);
+    REQUIRE(rep.pairs[1].scaling == RopePairScaling::kBlended);
+    REQUIRE(rep.pairs[3].scaling == RopePairScaling::kInterpolated);
+    // At 4096 the short table (all 1) is used: nothing scaled, no switch warning.
+    const auto short_rep = posenc::analyze_rope_length(p, 4096);
+    REQUIRE(short_rep.pairs[3].scaling == RopePairScaling::kKept);
+    REQUIRE(!any_contains(short_rep.warnings, "short_factor to long_factor"));
+  }
+  SECTION("llama3 with low_freq_factor == high_freq_factor") {
+    p.scaling.type = posenc::RopeScalingType::kLlama3;
+    p.scaling.factor = 8.0;
+    p.scaling.low_freq_factor = 2.0;
+    p.scaling.high_freq_factor = 2.0;
+    p.scaling.original_max_position_embeddings = 4096;
+    REQUIRE(any_contains(posenc::analyze_rope_length(p, 100).warnings, "band is empty"));
+  }
+  SECTION("bad target") {
+    REQUIRE_THROWS_WITH(posenc::analyze_rope_length(p, 0), Contains("target_length"));
+  }
+}
+
+TEST_CASE("diagnostics: position_ids from a left-padded mask", "[diagnostics][positions]") {
+  const std::vector<std::uint8_t> mask = {0, 0, 1, 1, 1,  //
+                                          1, 1, 1, 1, 1};
+  const posenc::ConstTensorView<std::uint8_t, 2> m(mask.data(), 2, 5);
+  const auto pos = posenc::position_ids_from_mask(m);
+  const std::int64_t want[2][5] = {{0, 0, 0, 1, 2}, {0, 1, 2, 3, 4}};
+  for (int b = 0; b < 2; ++b) {
+    for (int s = 0; s < 5; ++s) REQUIRE(pos(b, s) == want[b][s]);
+  }
+  const auto hf = posenc::position_ids_from_mask(m, 1);  // HF's masked_fill_(mask == 0, 1)
+  REQUIRE(hf(0, 0) == 1);
+  REQUIRE(hf(0, 1) == 1);
+  REQUIRE(hf(0, 2) == 0);
+  std::vector<std::int64_t> small(4);
+  REQUIRE_THROWS_WITH(posenc::position_ids_from_mask(
+                          m, posenc::TensorView<std::int64_t, 2>(small.data(), 2, 2)),
+                      Contains("out shape"));
+}
+
+TEST_CASE("diagnostics: validate_position_ids finds the seed's mistakes",
+          "[diagnostics][positions]") {
+  SECTION("non-monotonic and beyond length") {
+    const std::vector<std::int64_t> ids = {0, 1, 2, 2, 5};
+    posenc::PositionCheckOptions o;
+    o.max_length = 4;
+    const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(ids.data(), 1, 5), o);
+    REQUIRE(rep.issues.size() == 2);
+    REQUIRE(rep.issues[0].kind == posenc::PositionIssueKind::kNonMonotonic);
+    REQUIRE(rep.issues[0].index == 3);
+    REQUIRE(rep.issues[1].kind == posenc::PositionIssueKind::kBeyondLength);
+    REQUIRE(rep.issues[1].value == 5);
+  }
+  SECTION("a shared arange over a left-padded batch") {
+    const std::vector<std::int64_t> ids = {0, 1, 2, 3, 0, 1, 2, 3};
+    const std::vector<std::uint8_t> mask = {0, 1, 1, 1, 1, 1, 1, 1};
+    posenc::PositionCheckOptions o;
+    o.attention_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask.data(), 2, 4);
+    const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(ids.data(), 2, 4), o);
+    REQUIRE(rep.issues.size() == 1);
+    REQUIRE(rep.issues[0].kind == posenc::PositionIssueKind::kSharedRow);
+    REQUIRE_THAT(rep.issues[0].message, Contains("rows 0 and 1"));
+    // Built per row from the mask instead: no issue.
+    const auto fixed = posenc::position_ids_from_mask(*o.attention_mask);
+    REQUIRE(posenc::validate_position_ids(posenc::PositionIdsView(fixed.data(), 2, 4), o).ok());
+  }
+  SECTION("packed sequences may restart at zero when allowed") {
+    const std::vector<std::int64_t> ids = {0, 1, 2, 0, 1};
+    const posenc::PositionIdsView v(ids.data(), 1, 5);
+    REQUIRE(!posenc::validate_position_ids(v).ok());
+    posenc::PositionCheckOptions o;
+    o.allow_restart_at_zero = true;
+    REQUIRE(posenc::validate_position_ids(v, o).ok());
+  }
+  SECTION("max_issues bounds the report") {
+    const std::vector<std::int64_t> ids(10, 7);
+    posenc::PositionCheckOptions o;
+    o.max_issues = 3;
+    const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(ids.data(), 1, 10), o);
+    REQUIRE(rep.issues.size() == 3);
+    REQUIRE(rep.left_out == 6);
+  }
+}
+
+TEST_CASE("diagnostics: prefill and token-by-token decode agree", "[diagnostics][decode]") {
+  const Eigen::Index batch = 2, seq = 7, heads = 4, kv_heads = 2, d = 16;
+  Rng rng{42};
+  std::vector<float> q(static_cast<std::size_t>(batch * seq * heads * d));
+  std::vector<float> k(static_cast<std::size_t>(batch * seq * kv_heads * d)), v(k.size());
+  for (auto& x : q) x = rng.next();
+  for (auto& x : k) x = rng.next();
+  for (auto& x : v) x = rng.next();
+  const posenc::ConstTensorView<float, 4> qv(q.data(), batch, seq, heads, d);
+  const posenc::ConstTensorView<float, 4> kv(k.data(), batch, seq, kv_heads, d);
+  const posenc::ConstTensorView<float, 4> vv(v.data(), batch, seq, kv_heads, d);
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+
+  SECTION("RoPE, GQA, default positions") {
+    const auto rep = posenc::check_prefill_vs_decode<float>(qv, kv, vv, {}, freqs,
+                                                            posenc::RopeLayout::kHalfSplit);
+    REQUIRE(rep.max_abs_diff.size() == static_cast<std::size_t>(seq));
+    REQUIRE(rep.worst < 1e-5);
+  }
+  SECTION("ALiBi with left padding and positions from the mask") {
+    const std::vector<std::uint8_t> mask = {0, 0, 1, 1, 1, 1, 1,  //
+                                            1, 1, 1, 1, 1, 1, 1};
+    const posenc::ConstTensorView<std::uint8_t, 2> m(mask.data(), batch, seq);
+    const auto pos = posenc::position_ids_from_mask(m);
+    posenc::AttentionParams ap;
+    ap.alibi_slopes = posenc::alibi_slopes(heads);
+    const auto rep = posenc::check_prefill_vs_decode<float>(
+        qv, kv, vv, ap, std::nullopt, posenc::RopeLayout::kHalfSplit,
+        posenc::PositionIdsView(pos.data(), batch, seq), m);
+    REQUIRE(rep.worst < 1e-5);
+  }
+  SECTION("a bidirectional mask is rejected") {
+    posenc::AttentionParams ap;
+    ap.mask = posenc::MaskMode::kBidirectional;
+    REQUIRE_THROWS_WITH(posenc::check_prefill_vs_decode<float>(qv, kv, vv, ap, freqs),
+                        Contains("causal"));
+  }
+}
+
+TEST_CASE("diagnostics: a sliding window caps the judged distance", "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.max_position_embeddings = 2048;
+  // Unscaled at 8192 with a 1024-token window: distances < 1024 <= L0, all within training.
+  const auto rep = posenc::analyze_rope_length(p, 8192, 1024);
+  REQUIRE(rep.unseen_pairs == 0);
+  for (const auto& pr : rep.pairs) REQUIRE(pr.range == RopePairRange::kWithinTraining);
+  REQUIRE(any_contains(rep.warnings, "sliding window 1024"));
+  // Without the window the same call finds the 23 slow pairs of the Llama-2 case.
+  REQUIRE(posenc::analyze_rope_length(p, 8192).unseen_pairs == 23);
+  REQUIRE_THROWS_WITH(posenc::analyze_rope_length(p, 8192, -1), Contains("window"));
+}
+
+TEST_CASE("diagnostics: linear scaling without an original length says what it assumed",
+          "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = posenc::RopeScalingType::kLinear;
+  p.scaling.factor = 8.0;
+  const auto rep = posenc::analyze_rope_length(p, 32768);
+  REQUIRE(rep.trained_length == 131072);
+  REQUIRE(any_contains(rep.warnings, "pre-training was about 16384"));  // 131072 / 8
+}

@@ -1,0 +1,438 @@
+// HF config.json loader: the published configs in tests/data/hf-configs (expected numbers read
+// off the files and SOURCES.md, derived quantities from the formulas by hand), synthetic configs
+// for legacy keys / layer types / ALiBi variants, and every bad-input path.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/hf_config.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+using posenc::HfPositionScheme;
+using posenc::RopeLayout;
+using posenc::RopeScalingType;
+
+std::string config_path(const std::string& name) {
+  return std::string(POSENC_TEST_DATA_DIR) + "/hf-configs/" + name;
+}
+
+posenc::HfModelConfig load(const std::string& name) {
+  return posenc::load_hf_config(config_path(name));
+}
+
+bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
+  for (const auto& n : c.notes) {
+    if (n.find(fragment) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: Llama-3.1-8B reads llama3 scaling, theta 500000, half-split",
+          "[hf_config][llama3]") {
+  const auto c = load("Llama-3.1-8B.json");
+  REQUIRE(c.scheme == HfPositionScheme::kRope);
+  REQUIRE(c.model_type == "llama");
+  REQUIRE(c.rope.theta == 500000.0);
+  REQUIRE(c.rope.head_dim == 128);  // 4096 / 32
+  REQUIRE(posenc::resolved_rotary_dim(c.rope) == 128);
+  REQUIRE(c.rope.layout == RopeLayout::kHalfSplit);  // HF checkpoints: rotate_half
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kLlama3);
+  REQUIRE(c.rope.scaling.factor == 8.0);
+  REQUIRE(c.rope.scaling.low_freq_factor == 1.0);
+  REQUIRE(c.rope.scaling.high_freq_factor == 4.0);
+  REQUIRE(c.rope.scaling.original_max_position_embeddings == 8192);
+  REQUIRE(c.max_position_embeddings == 131072);
+  REQUIRE(c.original_max_position_embeddings == 8192);
+  REQUIRE(c.num_attention_heads == 32);
+  REQUIRE(c.num_key_value_heads == 8);
+  REQUIRE(c.num_hidden_layers == 32);
+  REQUIRE(c.layer_ropes.size() == 1);
+  REQUIRE(c.layer_ropes[0].layer_type == "all");
+  REQUIRE_THAT(c.softmax_scale, WithinRel(1.0 / std::sqrt(128.0), 1e-15));
+  REQUIRE(has_note(c, "Meta's original or GGUF weights need layout interleaved"));
+}
+
+TEST_CASE("hf_config: Llama-2-7b has no rope_theta and takes transformers' default",
+          "[hf_config][default]") {
+  const auto c = load("Llama-2-7b.json");
+  REQUIRE(c.rope.theta == 10000.0);
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);  // "rope_scaling": null
+  REQUIRE(c.max_position_embeddings == 2048);
+  REQUIRE(c.trained_length() == 2048);
+  REQUIRE(c.rope.head_dim == 128);
+  REQUIRE(has_note(c, "rope_theta absent"));
+}
+
+TEST_CASE("hf_config: DeepSeek-V3 MLA rope head, interleaved, yarn with mscale pair",
+          "[hf_config][yarn][deepseek]") {
+  const auto c = load("DeepSeek-V3.json");
+  REQUIRE(c.rope.head_dim == 64);  // qk_rope_head_dim
+  REQUIRE(posenc::resolved_rotary_dim(c.rope) == 64);
+  REQUIRE(c.qk_nope_head_dim == 128);
+  REQUIRE(c.attention_head_dim == 192);
+  REQUIRE(c.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE(c.rope.theta == 10000.0);
+  const auto& s = c.rope.scaling;
+  REQUIRE(s.type == RopeScalingType::kYarn);  // legacy "type": "yarn"
+  REQUIRE(s.factor == 40.0);
+  REQUIRE(s.mscale == 1.0);
+  REQUIRE(s.mscale_all_dim == 1.0);
+  REQUIRE(s.beta_fast == 32.0);
+  REQUIRE(s.beta_slow == 1.0);
+  REQUIRE(s.original_max_position_embeddings == 4096);
+  REQUIRE(c.max_position_embeddings == 163840);
+  // DeepSeek: cos/sin multiplier g(40,1)/g(40,1) = 1; softmax scale 192^-1/2 * g(40,1)^2 with
+  // g(s, m) = 0.1 m ln s + 1 (HF yarn_get_mscale).
+  const double g = 0.1 * std::log(40.0) + 1.0;
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  REQUIRE_THAT(f.attention_factor, WithinAbs(1.0, 1e-15));
+  REQUIRE_THAT(c.softmax_scale, WithinRel(g * g / std::sqrt(192.0), 1e-14));
+  REQUIRE(has_note(c, "legacy key for rope_type"));
+  REQUIRE(has_note(c, "rotary_offset = 128"));
+}
+
+TEST_CASE("hf_config: Phi-3.5-mini longrope with 48-entry lists and top-level original",
+          "[hf_config][longrope]") {
+  const auto c = load("Phi-3.5-mini-instruct.json");
+  REQUIRE(c.rope.head_dim == 96);  // 3072 / 32
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kLongRope);
+  REQUIRE(c.rope.scaling.short_factor.size() == 48);
+  REQUIRE(c.rope.scaling.long_factor.size() == 48);
+  REQUIRE(c.rope.scaling.short_factor[0] == 1.0);
+  REQUIRE(c.rope.scaling.long_factor[0] == 1.0800000429153442);
+  REQUIRE(c.rope.scaling.original_max_position_embeddings == 4096);
+  REQUIRE(c.max_position_embeddings == 131072);
+  REQUIRE(c.rope.layout == RopeLayout::kHalfSplit);
+  // Default attention factor sqrt(1 + ln(131072 / 4096) / ln 4096) = sqrt(1 + 5 / 12).
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  REQUIRE_THAT(f.attention_factor, WithinRel(std::sqrt(1.0 + 5.0 / 12.0), 1e-14));
+}
+
+TEST_CASE("hf_config: Qwen2.5 base and with the documented yarn block",
+          "[hf_config][yarn][qwen]") {
+  const auto base = load("Qwen2.5-7B.json");
+  REQUIRE(base.rope.theta == 1000000.0);
+  REQUIRE(base.rope.head_dim == 128);  // 3584 / 28
+  REQUIRE(base.rope.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(base.num_key_value_heads == 4);
+  REQUIRE(base.sliding_window == 0);  // "use_sliding_window": false
+  REQUIRE(has_note(base, "use_sliding_window = false"));
+  REQUIRE(load("Phi-3.5-mini-instruct.json").sliding_window == 262144);
+
+  const auto y = load("Qwen2.5-7B+qwen-doc-yarn.json");
+  REQUIRE(y.rope.scaling.type == RopeScalingType::kYarn);
+  REQUIRE(y.rope.scaling.factor == 4.0);
+  REQUIRE(y.rope.scaling.original_max_position_embeddings == 32768);
+  const auto f = posenc::compute_rope_frequencies(y.rope);
+  REQUIRE_THAT(f.attention_factor, WithinRel(0.1 * std::log(4.0) + 1.0, 1e-14));
+  REQUIRE_THAT(f.softmax_scale_multiplier, WithinAbs(1.0, 0.0));
+}
+
+TEST_CASE("hf_config: phi-2 partial rotary 0.4 of head 80 rotates 32 dims",
+          "[hf_config][partial]") {
+  const auto c = load("phi-2.json");
+  REQUIRE(c.rope.head_dim == 80);  // 2560 / 32
+  REQUIRE(c.rope.partial_rotary_factor == 0.4);
+  REQUIRE(posenc::resolved_rotary_dim(c.rope) == 32);  // int(80 * 0.4)
+  REQUIRE(c.rope.layout == RopeLayout::kHalfSplit);
+}
+
+TEST_CASE("hf_config: gpt-j rotary_dim 64 of head 256, interleaved, n_positions",
+          "[hf_config][gptj]") {
+  const auto c = load("gpt-j-6b.json");
+  REQUIRE(c.rope.head_dim == 256);  // n_embd 4096 / n_head 16
+  REQUIRE(c.rope.rotary_dim == 64);
+  REQUIRE(c.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE(c.max_position_embeddings == 2048);
+  REQUIRE(c.rope.theta == 10000.0);
+
+  SECTION("the caller overrides the family layout") {
+    posenc::HfConfigOptions o;
+    o.layout = RopeLayout::kHalfSplit;
+    const auto h = posenc::load_hf_config(config_path("gpt-j-6b.json"), o);
+    REQUIRE(h.rope.layout == RopeLayout::kHalfSplit);
+    REQUIRE(h.layout_reason == "caller override");
+  }
+}
+
+TEST_CASE("hf_config: bloom is ALiBi with the paper's slopes for its 16 heads",
+          "[hf_config][alibi]") {
+  const auto c = load("bloom.json");
+  REQUIRE(c.scheme == HfPositionScheme::kAlibi);
+  REQUIRE(c.alibi_slopes.size() == 16);
+  REQUIRE(c.alibi_max_bias == 8.0);
+  // Press et al.: m_h = 2^(-8 (h + 1) / 16) for a power-of-two head count.
+  for (int h = 0; h < 16; ++h) {
+    CAPTURE(h);
+    REQUIRE_THAT(c.alibi_slopes[static_cast<std::size_t>(h)],
+                 WithinRel(std::pow(2.0, -0.5 * (h + 1)), 1e-15));
+  }
+}
+
+TEST_CASE("hf_config: MPT attn_config alibi with alibi_bias_max and 12 heads",
+          "[hf_config][alibi][mpt]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
+      "n_heads": 12, "max_seq_len": 2048,
+      "attn_config": {"alibi": true, "alibi_bias_max": 8}})",
+                                         "mpt.json");
+  REQUIRE(c.scheme == HfPositionScheme::kAlibi);
+  REQUIRE(c.max_position_embeddings == 2048);
+  // MPT gen_slopes(12, 8): 2^-1 .. 2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+  const std::vector<double> want = {0.5,       0.25,      0.125,     0.0625,
+                                    0.03125,   0.015625,  0.0078125, 0.00390625,
+                                    std::pow(2.0, -0.5), std::pow(2.0, -1.5),
+                                    std::pow(2.0, -2.5), std::pow(2.0, -3.5)};
+  REQUIRE(c.alibi_slopes.size() == want.size());
+  for (std::size_t h = 0; h < want.size(); ++h) {
+    CAPTURE(h);
+    REQUIRE_THAT(c.alibi_slopes[h], WithinRel(want[h], 1e-15));
+  }
+  const auto b16 = posenc::parse_hf_config(
+      R"({"n_heads": 4, "d_model": 64, "attn_config": {"alibi": true, "alibi_bias_max": 16}})");
+  // 2^(-16 (h + 1) / 4): 1/16, 1/256, ...
+  REQUIRE_THAT(b16.alibi_slopes[0], WithinRel(1.0 / 16.0, 1e-15));
+  REQUIRE_THAT(b16.alibi_slopes[1], WithinRel(1.0 / 256.0, 1e-15));
+}
+
+TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][legacy]") {
+  SECTION("\"su\" is longrope") {
+    std::string sf = "[", lf = "[";
+    for (int i = 0; i < 4; ++i) {
+      sf += (i ? ", " : "") + std::string("1.0");
+      lf += (i ? ", " : "") + std::to_string(2 + i) + ".0";
+    }
+    sf += "]";
+    lf += "]";
+    const auto c = posenc::parse_hf_config(
+        R"({"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 131072,
+            "original_max_position_embeddings": 4096,
+            "rope_scaling": {"type": "su", "short_factor": )" +
+        sf + R"(, "long_factor": )" + lf + "}}");
+    REQUIRE(c.rope.scaling.type == RopeScalingType::kLongRope);
+    REQUIRE(c.rope.scaling.long_factor[3] == 5.0);
+    REQUIRE(has_note(c, "\"su\""));
+  }
+  SECTION("GPT-NeoX rotary_pct and rotary_emb_base") {
+    const auto c = posenc::parse_hf_config(
+        R"({"model_type": "gpt_neox", "hidden_size": 2048, "num_attention_heads": 16,
+            "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048})");
+    REQUIRE(posenc::resolved_rotary_dim(c.rope) == 32);  // int(128 * 0.25)
+    REQUIRE(c.rope.layout == RopeLayout::kHalfSplit);
+    REQUIRE(has_note(c, "rotary_pct"));
+    REQUIRE(has_note(c, "rotary_emb_base"));
+  }
+  SECTION("Qwen2-VL \"mrope\" plans the text RoPE") {
+    const auto c = posenc::parse_hf_config(
+        R"({"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1000000.0,
+            "rope_scaling": {"type": "mrope", "mrope_section": [16, 8, 8]}})");
+    REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
+    REQUIRE(has_note(c, "mrope"));
+  }
+  SECTION("a linear Llama-2 extension with the legacy type key") {
+    const auto c = posenc::parse_hf_config(
+        R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 4096,
+            "rope_scaling": {"type": "linear", "factor": 2.0}})");
+    REQUIRE(c.rope.scaling.type == RopeScalingType::kLinear);
+    REQUIRE(c.rope.scaling.factor == 2.0);
+  }
+}
+
+TEST_CASE("hf_config: Gemma-3 style sliding layers use the local base, full layers the scaled",
+          "[hf_config][layers]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+          "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
+          "head_dim": 256, "num_hidden_layers": 12, "rope_theta": 1000000.0,
+          "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+          "query_pre_attn_scalar": 256, "max_position_embeddings": 131072,
+          "rope_scaling": {"rope_type": "linear", "factor": 8.0}}})");
+  REQUIRE(c.model_type == "gemma3_text");
+  REQUIRE(c.layer_types.size() == 12);
+  REQUIRE(c.layer_types[4] == "sliding_attention");
+  REQUIRE(c.layer_types[5] == "full_attention");  // (5 + 1) % 6 == 0
+  REQUIRE(c.layer_types[11] == "full_attention");
+  REQUIRE(c.layer_ropes.size() == 2);
+  const auto& full = c.layer_ropes[0];
+  const auto& local = c.layer_ropes[1];
+  REQUIRE(full.layer_type == "full_attention");
+  REQUIRE(full.num_layers == 2);
+  REQUIRE(full.params.theta == 1000000.0);
+  REQUIRE(full.params.scaling.type == RopeScalingType::kLinear);
+  REQUIRE(local.layer_type == "sliding_attention");
+  REQUIRE(local.num_layers == 10);
+  REQUIRE(local.params.theta == 10000.0);
+  REQUIRE(local.params.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(c.rope.theta == 1000000.0);  // main = full attention
+  REQUIRE_THAT(c.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));  // 256^-1/2
+  REQUIRE(has_note(c, "text_config"));
+}
+
+TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer type",
+          "[hf_config][v5]") {
+  SECTION("flat dict carrying rope_theta") {
+    const auto c = posenc::parse_hf_config(
+        R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+            "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 8192}})");
+    REQUIRE(c.rope.theta == 500000.0);
+    REQUIRE(c.rope.scaling.type == RopeScalingType::kLlama3);
+    REQUIRE(!has_note(c, "rope_theta absent"));
+  }
+  SECTION("keyed by layer type") {
+    const auto c = posenc::parse_hf_config(
+        R"({"hidden_size": 1024, "num_attention_heads": 4, "head_dim": 256,
+            "max_position_embeddings": 32768,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+            "rope_parameters": {
+              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6}}})");
+    REQUIRE(c.layer_ropes.size() == 2);
+    REQUIRE(c.rope.theta == 1e6);
+    REQUIRE(c.rope.scaling.factor == 4.0);
+    for (const auto& lr : c.layer_ropes) {
+      if (lr.layer_type == "sliding_attention") {
+        REQUIRE(lr.params.theta == 10000.0);
+        REQUIRE(lr.num_layers == 2);
+      }
+    }
+  }
+}
+
+TEST_CASE("hf_config: NoPE layers are reported per layer", "[hf_config][layers][nope]") {
+  const auto smol = posenc::parse_hf_config(
+      R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,
+          "no_rope_layers": [1, 1, 1, 0]})");
+  REQUIRE(smol.layer_uses_rope == std::vector<bool>{true, true, true, false});
+  REQUIRE(has_note(smol, "1 of 4 layers apply no RoPE"));
+  const auto cohere2 = posenc::parse_hf_config(
+      R"({"model_type": "cohere2", "hidden_size": 64, "num_attention_heads": 2,
+          "num_hidden_layers": 4, "layer_types": ["sliding_attention", "sliding_attention",
+          "sliding_attention", "full_attention"]})");
+  REQUIRE(cohere2.layer_uses_rope == std::vector<bool>{true, true, true, false});
+  REQUIRE(cohere2.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 2,
+                      "no_rope_layers": ["yes"]})"),
+                      Contains("no_rope_layers"));
+}
+
+TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
+          "[hf_config][layout]") {
+  const auto off = posenc::parse_hf_config(
+      R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 2,
+          "rope_interleave": false})");
+  REQUIRE(off.rope.layout == RopeLayout::kHalfSplit);
+  const auto arch = posenc::parse_hf_config(
+      R"({"architectures": ["CohereForCausalLM"], "hidden_size": 64, "num_attention_heads": 2})");
+  REQUIRE(arch.rope.layout == RopeLayout::kInterleaved);
+  const auto other = posenc::parse_hf_config(
+      R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2})");
+  REQUIRE(other.rope.layout == RopeLayout::kHalfSplit);
+}
+
+TEST_CASE("hf_config: ChatGLM keys (kv_channels, rope_ratio, half-head interleaved RoPE)",
+          "[hf_config][chatglm]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32,
+          "kv_channels": 128, "multi_query_group_num": 2, "rope_ratio": 50,
+          "seq_length": 32768})");
+  REQUIRE(c.rope.head_dim == 128);
+  REQUIRE(posenc::resolved_rotary_dim(c.rope) == 64);  // RotaryEmbedding(kv_channels // 2)
+  REQUIRE(c.rope.theta == 500000.0);                    // 10000 * rope_ratio
+  REQUIRE(c.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE(c.num_key_value_heads == 2);
+  REQUIRE(c.max_position_embeddings == 32768);
+}
+
+TEST_CASE("hf_config: absolute-position models are recognised", "[hf_config][absolute]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+          "position_embedding_type": "absolute", "max_position_embeddings": 512})");
+  REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+}
+
+TEST_CASE("hf_config: bad input throws invalid_argument naming the key and the file",
+          "[hf_config][errors]") {
+  using posenc::parse_hf_config;
+  const std::string geo = R"("hidden_size": 64, "num_attention_heads": 2, )";
+  SECTION("malformed JSON") {
+    REQUIRE_THROWS_AS(parse_hf_config("{\"hidden_size\": 64,", "broken.json"),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(parse_hf_config("{\"hidden_size\": 64,", "broken.json"),
+                        Contains("broken.json") && Contains("malformed JSON"));
+  }
+  SECTION("not an object") {
+    REQUIRE_THROWS_WITH(parse_hf_config("[1, 2]", "a.json"), Contains("a.json") && Contains("object"));
+  }
+  SECTION("unknown rope_type") {
+    REQUIRE_THROWS_WITH(
+        parse_hf_config("{" + geo + R"("rope_scaling": {"rope_type": "magic", "factor": 2}})",
+                        "m.json"),
+        Contains("m.json") && Contains("rope_scaling.rope_type") && Contains("magic"));
+  }
+  SECTION("missing required factor") {
+    REQUIRE_THROWS_WITH(
+        parse_hf_config("{" + geo + R"("rope_scaling": {"rope_type": "linear"}})", "f.json"),
+        Contains("f.json") && Contains("rope_scaling.factor") && Contains("missing"));
+  }
+  SECTION("missing llama3 band keys") {
+    REQUIRE_THROWS_WITH(parse_hf_config("{" + geo + R"("rope_scaling": {"rope_type": "llama3",
+                        "factor": 8, "original_max_position_embeddings": 8192}})"),
+                        Contains("rope_scaling.low_freq_factor"));
+  }
+  SECTION("factor list of the wrong length") {
+    // head_dim 32 -> 16 pairs; 3 given.
+    REQUIRE_THROWS_WITH(
+        parse_hf_config("{" + geo + R"("original_max_position_embeddings": 4096,
+            "rope_scaling": {"rope_type": "longrope", "short_factor": [1, 1, 1],
+            "long_factor": [1, 1, 1]}})",
+                        "phi.json"),
+        Contains("phi.json") && Contains("rope_scaling.short_factor") && Contains("16"));
+  }
+  SECTION("negative theta") {
+    REQUIRE_THROWS_WITH(parse_hf_config("{" + geo + R"("rope_theta": -10000})", "t.json"),
+                        Contains("t.json") && Contains("rope_theta") && Contains("-10000"));
+  }
+  SECTION("missing geometry") {
+    REQUIRE_THROWS_WITH(parse_hf_config(R"({"num_attention_heads": 2})", "g.json"),
+                        Contains("g.json") && Contains("hidden_size") && Contains("missing"));
+  }
+  SECTION("wrong types") {
+    REQUIRE_THROWS_WITH(parse_hf_config(R"({"hidden_size": "64", "num_attention_heads": 2})"),
+                        Contains("hidden_size") && Contains("integer"));
+    REQUIRE_THROWS_WITH(parse_hf_config("{" + geo + R"("rope_scaling": [1, 2]})"),
+                        Contains("rope_scaling") && Contains("object"));
+    REQUIRE_THROWS_WITH(parse_hf_config("{" + geo + R"("rope_scaling": {"rope_type": "linear",
+                        "factor": true}})"),
+                        Contains("rope_scaling.factor") && Contains("number"));
+  }
+  SECTION("factor below 1 and odd rotary width") {
+    REQUIRE_THROWS_WITH(parse_hf_config("{" + geo + R"("rope_scaling": {"rope_type": "linear",
+                        "factor": 0.5}})"),
+                        Contains("rope_scaling.factor"));
+    REQUIRE_THROWS_WITH(parse_hf_config(R"({"hidden_size": 60, "num_attention_heads": 4})"),
+                        Contains("rotary"));
+  }
+  SECTION("deep nesting and huge numbers") {
+    REQUIRE_THROWS_WITH(parse_hf_config(std::string(5000, '[')), Contains("nested"));
+    REQUIRE_THROWS_WITH(
+        parse_hf_config(R"({"hidden_size": 1e400, "num_attention_heads": 2})"),
+        Contains("1e400"));
+    REQUIRE_THROWS_WITH(
+        parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 99999999999999})"),
+        Contains("num_attention_heads"));
+  }
+  SECTION("missing file") {
+    REQUIRE_THROWS_WITH(posenc::load_hf_config(config_path("no-such-model.json")),
+                        Contains("no-such-model.json") && Contains("cannot open"));
+  }
+}

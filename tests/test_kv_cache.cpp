@@ -1,0 +1,261 @@
+// KV cache: prefill of n tokens then m single-token decode steps must equal one full causal
+// forward over n + m tokens (the materialising double reference), with a left-padded batch, for
+// no positional scheme, ALiBi and RoPE, for float / bfloat16 / half storage; overflow and bad
+// input leave the cache unchanged.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/alibi.hpp>
+#include <posenc/kv_cache.hpp>
+#include <posenc/reference/attention.hpp>
+#include <posenc/rope.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::AttentionMetadata;
+using posenc::AttentionParams;
+using posenc::MaskMode;
+
+namespace {
+
+enum class Positional { kNone, kAlibi, kRope };
+
+const char* name(Positional p) {
+  return p == Positional::kNone ? "none" : p == Positional::kAlibi ? "alibi" : "rope";
+}
+
+posenc::RopeFrequencies rope_plan(Eigen::Index d) {
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.theta = 10000.0;
+  return posenc::compute_rope_frequencies(rp);
+}
+
+template <typename T>
+std::vector<float> rounded(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(T(x[i]));
+  return y;
+}
+
+/// A batch of 2 sequences over N = n + m slots: sequence 0 is left-padded by `pad` slots.
+struct Batch {
+  static constexpr Eigen::Index B = 2, heads = 8, kv_heads = 2, d = 32, pad = 3;
+  Eigen::Index n, m, N;
+  std::vector<float> q, k, v;  // [B, N, heads | kv_heads, d]
+  std::vector<std::int64_t> pos;
+  std::vector<std::uint8_t> valid;
+
+  Batch(Eigen::Index n_, Eigen::Index m_) : n(n_), m(m_), N(n_ + m_) {
+    q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * N * heads * d), 21);
+    k = posenc_test::random_vector<float>(static_cast<std::size_t>(B * N * kv_heads * d), 22);
+    v = posenc_test::random_vector<float>(static_cast<std::size_t>(B * N * kv_heads * d), 23);
+    pos.assign(static_cast<std::size_t>(B * N), 0);
+    valid.assign(static_cast<std::size_t>(B * N), 1);
+    for (Eigen::Index s = 0; s < N; ++s) {
+      const bool is_pad = s < pad;
+      pos[static_cast<std::size_t>(s)] = is_pad ? 0 : s - pad;
+      valid[static_cast<std::size_t>(s)] = is_pad ? 0 : 1;
+      pos[static_cast<std::size_t>(N + s)] = s;
+    }
+  }
+};
+
+/// Copies slots [s0, s0 + len) of a [B, N, H, d] buffer.
+std::vector<float> slots(const std::vector<float>& x, Eigen::Index N, Eigen::Index H, Eigen::Index d,
+                         Eigen::Index s0, Eigen::Index len) {
+  std::vector<float> out;
+  for (Eigen::Index b = 0; b < Batch::B; ++b) {
+    const auto from = x.begin() + static_cast<std::ptrdiff_t>((b * N + s0) * H * d);
+    out.insert(out.end(), from, from + static_cast<std::ptrdiff_t>(len * H * d));
+  }
+  return out;
+}
+template <typename X>
+std::vector<X> slots_of(const std::vector<X>& x, Eigen::Index N, Eigen::Index s0, Eigen::Index len) {
+  std::vector<X> out;
+  for (Eigen::Index b = 0; b < Batch::B; ++b) {
+    const auto from = x.begin() + static_cast<std::ptrdiff_t>(b * N + s0);
+    out.insert(out.end(), from, from + static_cast<std::ptrdiff_t>(len));
+  }
+  return out;
+}
+
+template <typename T>
+void check_decode_equals_full_forward(Positional positional) {
+  const Eigen::Index n = 7, m = 5;
+  const Batch x(n, m);
+  constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
+  const Eigen::Index N = x.N;
+  AttentionParams params;
+  params.mask = MaskMode::kCausal;
+  if (positional == Positional::kAlibi) params.alibi_slopes = posenc::alibi_slopes(H);
+
+  // Full forward (oracle): rotate Q and K in float (RoPE), round K and V to the cache storage
+  // as the cache does, then the double reference over all N tokens.
+  std::vector<float> q = x.q, k = x.k;
+  const auto freqs = rope_plan(d);
+  if (positional == Positional::kRope) {
+    posenc::PositionIdsView ids(x.pos.data(), B, N);
+    posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(q.data(), B, N, H, d), ids, freqs,
+                                      posenc::RopeLayout::kHalfSplit);
+    posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(k.data(), B, N, KH, d), ids, freqs,
+                                      posenc::RopeLayout::kHalfSplit);
+  }
+  const std::vector<float> k_stored = rounded<T>(k), v_stored = rounded<T>(x.v);
+  std::vector<float> full(static_cast<std::size_t>(B * N * H * d));
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(x.pos.data(), B, N);
+  meta.key_positions = posenc::PositionIdsView(x.pos.data(), B, N);
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N);
+  posenc::reference::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), B, N, H, d),
+                                      posenc::ConstTensorView<float, 4>(k_stored.data(), B, N, KH, d),
+                                      posenc::ConstTensorView<float, 4>(v_stored.data(), B, N, KH, d),
+                                      posenc::TensorView<float, 4>(full.data(), B, N, H, d), params, meta);
+
+  // Through the cache: prefill n tokens, then m decode steps of one token. Q and K go in
+  // unrotated; the cache rotates them.
+  posenc::KvCache<T> cache(B, N + 2, KH, d);
+  if (positional == Positional::kRope) cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  auto step = [&](Eigen::Index s0, Eigen::Index len) {
+    const auto ks = slots(x.k, N, KH, d, s0, len), vs = slots(x.v, N, KH, d, s0, len),
+               qs = slots(x.q, N, H, d, s0, len);
+    const auto ps = slots_of(x.pos, N, s0, len);
+    const auto ms = slots_of(x.valid, N, s0, len);
+    cache.append(posenc::ConstTensorView<float, 4>(ks.data(), B, len, KH, d),
+                 posenc::ConstTensorView<float, 4>(vs.data(), B, len, KH, d),
+                 posenc::PositionIdsView(ps.data(), B, len),
+                 posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, len));
+    std::vector<float> out(qs.size(), -5.0f);
+    cache.attend(posenc::ConstTensorView<float, 4>(qs.data(), B, len, H, d),
+                 posenc::TensorView<float, 4>(out.data(), B, len, H, d), params);
+    const auto want = slots(full, N, H, d, s0, len);
+    INFO("tokens [" << s0 << ", " << s0 + len << ")");
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        out.size(), [&](std::size_t i) { return out[i]; }, [&](std::size_t i) { return want[i]; }, 1e-5));
+  };
+  step(0, n);
+  for (Eigen::Index t = n; t < N; ++t) step(t, 1);
+  CHECK(cache.size() == N);
+  // The padded sequence's padding queries see no key: exact zeros (checked via the oracle,
+  // which writes 0 there); spot-check the oracle itself.
+  for (Eigen::Index i = 0; i < Batch::pad * H * d; ++i) CHECK(full[static_cast<std::size_t>(i)] == 0.0f);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("kv_cache: prefill + decode steps equal one full causal forward, left-padded "
+                   "batch", "[kv_cache][decode]", float, Eigen::bfloat16, Eigen::half) {
+  const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
+  CAPTURE(name(positional));
+  check_decode_equals_full_forward<TestType>(positional);
+}
+
+TEST_CASE("kv_cache: ALiBi at decode uses the cached positions, not the query length",
+          "[kv_cache][alibi]") {
+  // One head, d = 1, q = 0: all content scores are 0, so the weights are softmax of the bias
+  // alone, -m (t - j) for j = 0..t, and with v_j = j the output is their mean position.
+  // A bias built from q_len = 1 would be all zeros and give the plain mean t / 2.
+  const Eigen::Index t = 6;
+  const double slope = 0.5;
+  posenc::KvCache<float> cache(1, 16, 1, 1);
+  for (Eigen::Index j = 0; j <= t; ++j) {
+    const float kj = 0.25f, vj = static_cast<float>(j);
+    const std::int64_t pj = j;
+    cache.append(posenc::ConstTensorView<float, 4>(&kj, 1, 1, 1, 1),
+                 posenc::ConstTensorView<float, 4>(&vj, 1, 1, 1, 1), posenc::PositionIdsView(&pj, 1, 1));
+  }
+  AttentionParams params;
+  params.alibi_slopes = {slope};
+  const float q = 0.0f;
+  float out = -1.0f;
+  cache.attend(posenc::ConstTensorView<float, 4>(&q, 1, 1, 1, 1), posenc::TensorView<float, 4>(&out, 1, 1, 1, 1),
+               params);
+  double num = 0.0, den = 0.0;
+  for (Eigen::Index j = 0; j <= t; ++j) {
+    const double w = std::exp(-slope * static_cast<double>(t - j));
+    num += w * static_cast<double>(j);
+    den += w;
+  }
+  CHECK_THAT(out, Catch::Matchers::WithinAbs(num / den, 1e-5));
+  CHECK(std::abs(out - 3.0f) > 1.0f);
+}
+
+TEST_CASE("kv_cache: appending past capacity throws std::out_of_range and changes nothing",
+          "[kv_cache][errors]") {
+  posenc::KvCache<Eigen::bfloat16> cache(1, 4, 2, 8);
+  const auto k = posenc_test::random_vector<float>(3 * 2 * 8, 1);
+  const std::vector<std::int64_t> p = {0, 1, 2, 3, 4, 5};
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 2, 8),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 2, 8), posenc::PositionIdsView(p.data(), 1, 3));
+  const auto keys_before = std::vector<Eigen::bfloat16>(cache.keys().data(), cache.keys().data() + 4 * 2 * 8);
+  const auto k2 = posenc_test::random_vector<float>(2 * 2 * 8, 2);
+  auto append2 = [&] {
+    cache.append(posenc::ConstTensorView<float, 4>(k2.data(), 1, 2, 2, 8),
+                 posenc::ConstTensorView<float, 4>(k2.data(), 1, 2, 2, 8), posenc::PositionIdsView(p.data() + 3, 1, 2));
+  };
+  REQUIRE_THROWS_AS(append2(), std::out_of_range);
+  REQUIRE_THROWS_WITH(append2(), Contains("posenc::KvCache::append: appending n = 2 tokens to a cache "
+                                          "holding 3 of max_len = 4 slots would overflow it"));
+  CHECK(cache.size() == 3);
+  const auto keys_after = std::vector<Eigen::bfloat16>(cache.keys().data(), cache.keys().data() + 4 * 2 * 8);
+  CHECK(std::equal(keys_before.begin(), keys_before.end(), keys_after.begin(),
+                   [](Eigen::bfloat16 a, Eigen::bfloat16 b) { return Eigen::numext::bit_cast<std::uint16_t>(a) == Eigen::numext::bit_cast<std::uint16_t>(b); }));
+  // One more token still fits.
+  cache.append(posenc::ConstTensorView<float, 4>(k2.data(), 1, 1, 2, 8),
+               posenc::ConstTensorView<float, 4>(k2.data(), 1, 1, 2, 8), posenc::PositionIdsView(p.data() + 3, 1, 1));
+  CHECK(cache.size() == 4);
+}
+
+TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "[kv_cache][errors]") {
+  posenc::KvCache<float> cache(1, 8, 2, 8);
+  const auto x = posenc_test::random_vector<float>(4 * 4 * 8, 3);
+  const std::vector<std::int64_t> p = {0, 1, 2, 3};
+  SECTION("head_dim mismatch on append") {
+    REQUIRE_THROWS_WITH(cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 4),
+                                     posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 4),
+                                     posenc::PositionIdsView(p.data(), 1, 2)),
+                        Contains("must both be [batch, n, kv_heads, head_dim] = [1, 2, 2, 8]"));
+    CHECK(cache.size() == 0);
+  }
+  SECTION("negative position") {
+    const std::vector<std::int64_t> bad = {0, -1};
+    REQUIRE_THROWS_WITH(cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8),
+                                     posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8),
+                                     posenc::PositionIdsView(bad.data(), 1, 2)),
+                        Contains("positions[0, 1] = -1"));
+    CHECK(cache.size() == 0);
+  }
+  SECTION("attend: q_len beyond the cached tokens, heads not a multiple of kv_heads") {
+    cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8),
+                 posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8), posenc::PositionIdsView(p.data(), 1, 2));
+    std::vector<float> out(4 * 3 * 8, 9.0f);
+    REQUIRE_THROWS_WITH(cache.attend(posenc::ConstTensorView<float, 4>(x.data(), 1, 3, 2, 8),
+                                     posenc::TensorView<float, 4>(out.data(), 1, 3, 2, 8)),
+                        Contains("q_len = 3 must be in [1, size = 2]"));
+    REQUIRE_THROWS_WITH(cache.attend(posenc::ConstTensorView<float, 4>(x.data(), 1, 1, 3, 8),
+                                     posenc::TensorView<float, 4>(out.data(), 1, 1, 3, 8)),
+                        Contains("heads = 3 must be a multiple of kv_heads = 2"));
+    AttentionParams params;
+    params.alibi_slopes = {0.5};
+    REQUIRE_THROWS_WITH(cache.attend(posenc::ConstTensorView<float, 4>(x.data(), 1, 1, 4, 8),
+                                     posenc::TensorView<float, 4>(out.data(), 1, 1, 4, 8), params),
+                        Contains("alibi_slopes has 1 entries"));
+    CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 9.0f; }));
+  }
+  SECTION("a RoPE plan wider than head_dim") {
+    posenc::RopeParams rp;
+    rp.head_dim = 16;
+    REQUIRE_THROWS_WITH(cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit),
+                        Contains("must be <= head_dim = 8"));
+    CHECK_FALSE(cache.has_rope());
+  }
+}

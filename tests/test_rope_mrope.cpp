@@ -1,0 +1,159 @@
+// M-RoPE (Qwen2-VL contiguous sections, Qwen3-VL interleaved sections) against HF's algorithm
+// transcribed literally in long double: per-stream cos/sin tables cat(freqs, freqs), the
+// section split / interleave of transformers' apply_multimodal_rotary_pos_emb and
+// apply_interleaved_mrope, then q * cos + rotate_half(q) * sin.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/mrope.hpp>
+#include <posenc/reference/rope.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+namespace {
+
+using Catch::Matchers::Contains;
+
+/// HF: emb[k][j] for stream k over head_dim = cat(freqs, freqs), then the section merge.
+std::vector<long double> hf_merged_angles(const std::vector<long double>& inv, const std::int64_t p[3],
+                                          const std::array<Eigen::Index, 3>& section, bool interleaved) {
+  const auto half = static_cast<Eigen::Index>(inv.size());
+  std::vector<std::vector<long double>> freqs(3, std::vector<long double>(static_cast<std::size_t>(half)));
+  for (int k = 0; k < 3; ++k)
+    for (Eigen::Index j = 0; j < half; ++j) freqs[k][static_cast<std::size_t>(j)] = static_cast<long double>(p[k]) * inv[static_cast<std::size_t>(j)];
+  std::vector<long double> merged(static_cast<std::size_t>(2 * half));
+  if (interleaved) {  // apply_interleaved_mrope: freqs_t[..., dim:3*section[dim]:3] = freqs[dim]
+    std::vector<long double> t = freqs[0];
+    for (int dim = 1; dim <= 2; ++dim)
+      for (Eigen::Index idx = dim; idx < 3 * section[static_cast<std::size_t>(dim)]; idx += 3) t[static_cast<std::size_t>(idx)] = freqs[dim][static_cast<std::size_t>(idx)];
+    for (Eigen::Index j = 0; j < half; ++j) merged[static_cast<std::size_t>(j)] = merged[static_cast<std::size_t>(half + j)] = t[static_cast<std::size_t>(j)];
+  } else {  // cat(freqs, freqs).split(mrope_section * 2), chunk i from stream i % 3
+    std::vector<Eigen::Index> chunks = {section[0], section[1], section[2], section[0], section[1], section[2]};
+    Eigen::Index start = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      for (Eigen::Index e = start; e < start + chunks[i]; ++e) merged[static_cast<std::size_t>(e)] = freqs[i % 3][static_cast<std::size_t>(e % half)];
+      start += chunks[i];
+    }
+  }
+  return merged;
+}
+
+template <typename T>
+std::vector<long double> hf_mrope_rotate_half(const T* x, Eigen::Index d, const std::vector<long double>& emb) {
+  std::vector<long double> y(static_cast<std::size_t>(d));
+  const Eigen::Index half = d / 2;
+  for (Eigen::Index i = 0; i < d; ++i) {
+    const long double xi = static_cast<long double>(posenc::detail::to_double(x[i]));
+    const long double rot = i < half ? -static_cast<long double>(posenc::detail::to_double(x[i + half]))
+                                     : static_cast<long double>(posenc::detail::to_double(x[i - half]));
+    y[static_cast<std::size_t>(i)] = xi * std::cos(emb[static_cast<std::size_t>(i)]) + rot * std::sin(emb[static_cast<std::size_t>(i)]);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("mrope: matches HF's Qwen2-VL / Qwen3-VL algorithm", "[rope][mrope]", float, double, Eigen::bfloat16) {
+  const Eigen::Index B = 2, S = 21, Hq = 4, Hk = 2, D = 128;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.theta = 1000000.0;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const auto inv = posenc::reference::rope_frequencies(params).inv_freq;
+  // Image-like grid positions: t constant, h = s / 7, w = s % 7, shifted per batch; plus text.
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * B * S));
+  for (Eigen::Index b = 0; b < B; ++b)
+    for (Eigen::Index s = 0; s < S; ++s) {
+      const bool text = s >= 14;
+      pos[static_cast<std::size_t>(0 * B * S + b * S + s)] = text ? 10 + s : 3 + b;
+      pos[static_cast<std::size_t>(1 * B * S + b * S + s)] = text ? 10 + s : 3 + b + s / 7;
+      pos[static_cast<std::size_t>(2 * B * S + b * S + s)] = text ? 10 + s : 3 + b + s % 7;
+    }
+  const posenc::MRopePositionsView pview(pos.data(), 3, B, S);
+  const double tol = std::is_same_v<TestType, double> ? 1e-13 : (std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2);
+  for (const bool interleaved : {false, true}) {
+    posenc::MRopeSections sec;
+    sec.section = interleaved ? std::array<Eigen::Index, 3>{24, 20, 20} : std::array<Eigen::Index, 3>{16, 24, 24};
+    sec.layout = interleaved ? posenc::MRopeSectionLayout::kInterleaved : posenc::MRopeSectionLayout::kContiguous;
+    CAPTURE(posenc::to_string(sec.layout));
+    const auto q0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * S * Hq * D), 1);
+    const auto k0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * S * Hk * D), 2);
+    auto q = q0, k = k0;
+    posenc::apply_mrope_qk_inplace<TestType>(posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(q.data(), B, S, Hq, D)),
+                                             posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(k.data(), B, S, Hk, D)),
+                                             pview, freqs, posenc::RopeLayout::kHalfSplit, sec);
+    for (Eigen::Index b = 0; b < B; ++b)
+      for (Eigen::Index s = 0; s < S; ++s) {
+        const std::int64_t p[3] = {pos[static_cast<std::size_t>(b * S + s)], pos[static_cast<std::size_t>(B * S + b * S + s)],
+                                   pos[static_cast<std::size_t>(2 * B * S + b * S + s)]};
+        const auto emb = hf_merged_angles(inv, p, sec.section, interleaved);
+        for (Eigen::Index h = 0; h < Hq + Hk; ++h) {
+          const bool is_q = h < Hq;
+          const Eigen::Index row = is_q ? ((b * S + s) * Hq + h) * D : ((b * S + s) * Hk + (h - Hq)) * D;
+          const auto expect = hf_mrope_rotate_half((is_q ? q0 : k0).data() + row, D, emb);
+          const auto& got = is_q ? q : k;
+          for (Eigen::Index i = 0; i < D; ++i) {
+            CAPTURE(b, s, h, i);
+            REQUIRE_THAT(posenc::detail::to_double(got[static_cast<std::size_t>(row + i)]),
+                         Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(i)]), tol));
+          }
+        }
+      }
+  }
+}
+
+TEST_CASE("mrope: text tokens (t = h = w) are plain RoPE, and the inverse undoes it", "[rope][mrope]") {
+  const Eigen::Index S = 50, H = 3, D = 64;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
+  for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = pos[static_cast<std::size_t>(S + s)] = pos[static_cast<std::size_t>(2 * S + s)] = 7 + s;
+  const auto x0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 3);
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    auto x = x0, y = x0;
+    posenc::MRopeSections sec;
+    sec.section = {8, 12, 12};
+    const auto hx = posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), 1, S, H, D));
+    posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, layout, sec);
+    posenc::apply_rope_inplace<float>(posenc::rope_heads<float>(posenc::TensorView<float, 4>(y.data(), 1, S, H, D)),
+                                      posenc::RopePositions::contiguous(1, S, 7), freqs, layout);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(x.size(), [&](std::size_t i) { return x[i]; }, [&](std::size_t i) { return y[i]; }, 1e-6));
+    posenc::RopeApplyOptions inv;
+    inv.direction = posenc::RopeDirection::kInverse;
+    posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, layout, sec, inv);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(x.size(), [&](std::size_t i) { return x[i]; }, [&](std::size_t i) { return x0[i]; }, 2e-6));
+  }
+}
+
+TEST_CASE("mrope: invalid sections and positions throw before writing", "[rope][mrope][errors]") {
+  const Eigen::Index S = 4, D = 16;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(S * D), 4);
+  const auto before = x;
+  const auto hx = posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), 1, S, 1, D));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S), 1);
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 2};  // sums to 7, rotary_dim / 2 = 8
+  REQUIRE_THROWS_MATCHES(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
+                         std::invalid_argument, Catch::Matchers::Message("posenc::apply_mrope_inplace: mrope_section = [2, 3, 2] must be >= 0 and sum to rotary_dim / 2 = 8"));
+  sec.section = {2, 3, 3};
+  sec.layout = posenc::MRopeSectionLayout::kInterleaved;  // h pairs 1, 4, 7 fit; w pairs 2, 5, 8 do not
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("interleaved h / w pairs"));
+  sec.layout = posenc::MRopeSectionLayout::kContiguous;
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 2, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("position_ids shape [2, 1, 4] must be [3, batch, seq] = [3, 1, 4]"));
+  pos[static_cast<std::size_t>(2 * S + 1)] = -5;
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("position_ids[2, 0, 1] = -5"));
+  REQUIRE(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0);
+}

@@ -1,0 +1,391 @@
+// RoPE frequency planning: every HF rope_type against formulas re-derived by hand in long double
+// (inline below, or posenc::reference::rope_frequencies), with the published configs' numbers.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/reference/rope.hpp>
+#include <posenc/rope.hpp>
+#include <posenc/rope_frequencies.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+using posenc::RopeScalingType;
+
+constexpr long double kPi = 3.141592653589793238462643383279502884L;
+
+long double theta_j(long double base, int j, int d) {
+  return 1.0L / std::pow(base, 2.0L * j / static_cast<long double>(d));
+}
+
+void require_matches_reference(const posenc::RopeParams& p, std::int64_t seq_len = 0) {
+  const auto fast = posenc::compute_rope_frequencies(p, seq_len);
+  const auto ref = posenc::reference::rope_frequencies(p, seq_len);
+  REQUIRE(fast.inv_freq.size() == ref.inv_freq.size());
+  for (std::size_t j = 0; j < ref.inv_freq.size(); ++j) {
+    CAPTURE(j);
+    REQUIRE_THAT(fast.inv_freq[j], WithinRel(static_cast<double>(ref.inv_freq[j]), 1e-14));
+  }
+  REQUIRE_THAT(fast.attention_factor, WithinRel(static_cast<double>(ref.attention_factor), 1e-15));
+  REQUIRE_THAT(fast.softmax_scale_multiplier,
+               WithinRel(static_cast<double>(ref.softmax_scale_multiplier), 1e-15));
+}
+
+}  // namespace
+
+TEST_CASE("rope scaling: default inv_freq = theta^(-2j/d), rotary_dim from partial_rotary_factor", "[rope][scaling]") {
+  posenc::RopeParams p;
+  p.head_dim = 4;
+  const auto f = posenc::compute_rope_frequencies(p);
+  REQUIRE(f.inv_freq.size() == 2);
+  CHECK(f.inv_freq[0] == 1.0);
+  CHECK_THAT(f.inv_freq[1], WithinRel(0.01, 1e-15));
+  CHECK(f.attention_factor == 1.0);
+  CHECK(f.softmax_scale_multiplier == 1.0);
+  // Phi-2: hidden 2560 / 32 heads = 80, partial_rotary_factor 0.4 -> int(32.0) = 32 dims; the
+  // exponent uses rotary_dim (32), not head_dim.
+  posenc::RopeParams phi2;
+  phi2.head_dim = 80;
+  phi2.partial_rotary_factor = 0.4;
+  const auto g = posenc::compute_rope_frequencies(phi2);
+  REQUIRE(g.rotary_dim == 32);
+  REQUIRE(g.inv_freq.size() == 16);
+  CHECK_THAT(g.inv_freq[1], WithinRel(static_cast<double>(theta_j(10000.0L, 1, 32)), 1e-15));
+  CHECK(posenc::resolved_rotary_dim(phi2) == 32);
+  require_matches_reference(phi2);
+}
+
+TEST_CASE("rope scaling: linear divides every frequency by the factor", "[rope][scaling][linear]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.scaling.type = RopeScalingType::kLinear;
+  p.scaling.factor = 4.0;
+  const auto f = posenc::compute_rope_frequencies(p);
+  for (int j = 0; j < 64; ++j) REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(10000.0L, j, 128) / 4.0L), 1e-14));
+  CHECK(f.attention_factor == 1.0);
+}
+
+TEST_CASE("rope scaling: static NTK-aware raises the base to theta * s^(d/(d-2))", "[rope][scaling][ntk]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.scaling.type = RopeScalingType::kNtk;
+  p.scaling.factor = 8.0;
+  const auto f = posenc::compute_rope_frequencies(p);
+  const long double base = 10000.0L * std::pow(8.0L, 128.0L / 126.0L);
+  CHECK_THAT(f.effective_theta, WithinRel(static_cast<double>(base), 1e-14));
+  for (int j = 0; j < 64; ++j) REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(base, j, 128)), 1e-13));
+  // The highest frequency is untouched, the lowest is divided by ~s: NTK's point.
+  CHECK(f.inv_freq[0] == 1.0);
+  CHECK_THAT(f.inv_freq[63] / static_cast<double>(theta_j(10000.0L, 63, 128)), WithinRel(1.0 / 8.0, 1e-12));
+}
+
+TEST_CASE("rope scaling: dynamic NTK follows HF (L = max(seq_len, L0)) and RopePlan reports changes", "[rope][scaling][dynamic]") {
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.max_position_embeddings = 2048;
+  p.scaling.type = RopeScalingType::kDynamic;
+  p.scaling.factor = 2.0;
+  // Below or at L0 the plan is the default one.
+  const auto at_init = posenc::compute_rope_frequencies(p, 0);
+  const auto below = posenc::compute_rope_frequencies(p, 2048);
+  for (int j = 0; j < 32; ++j) {
+    REQUIRE_THAT(at_init.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(10000.0L, j, 64)), 1e-14));
+    REQUIRE(below.inv_freq[static_cast<std::size_t>(j)] == at_init.inv_freq[static_cast<std::size_t>(j)]);
+  }
+  // seq_len = 2 L0, s = 2: base' = base (2 * 2 - 1)^(64/62) = base 3^(32/31).
+  const auto grown = posenc::compute_rope_frequencies(p, 4096);
+  const long double base = 10000.0L * std::pow(3.0L, 64.0L / 62.0L);
+  for (int j = 0; j < 32; ++j) REQUIRE_THAT(grown.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(base, j, 64)), 1e-13));
+  require_matches_reference(p, 3000);
+
+  posenc::RopePlan plan(p);
+  CHECK(plan.max_seq_len_cached() == 2048);
+  CHECK_FALSE(plan.update(100));
+  CHECK_FALSE(plan.update(2048));
+  CHECK(plan.update(2049));  // grows past L0
+  CHECK_FALSE(plan.update(2049));
+  CHECK_FALSE(plan.update(2048));  // back to L0 exactly: HF resets only strictly below L0
+  CHECK(plan.max_seq_len_cached() == 2049);
+  CHECK(plan.update(4096));
+  REQUIRE_THAT(plan.frequencies().inv_freq[31], WithinRel(grown.inv_freq[31], 1e-15));
+  CHECK(plan.update(10));  // below L0 after growth: reset to the original frequencies
+  CHECK(plan.max_seq_len_cached() == 2048);
+  REQUIRE(plan.frequencies().inv_freq == at_init.inv_freq);
+  CHECK_FALSE(plan.update(11));
+}
+
+TEST_CASE("rope scaling: YaRN for DeepSeek-V3 (s = 40, mscale = mscale_all_dim = 1)", "[rope][scaling][yarn][deepseek]") {
+  // DeepSeek-V3 config: qk_rope_head_dim 64 (after 128 nope dims), theta 10000, factor 40,
+  // original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, mscale 1, mscale_all_dim 1.
+  posenc::RopeParams p;
+  p.head_dim = 192;
+  p.rotary_dim = 64;
+  p.rotary_offset = 128;
+  p.max_position_embeddings = 163840;
+  p.layout = posenc::RopeLayout::kInterleaved;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 40.0;
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.mscale = 1.0;
+  p.scaling.mscale_all_dim = 1.0;
+  const auto f = posenc::compute_rope_frequencies(p);
+  // g(40, 1) / g(40, 1): the cos/sin factor is exactly 1.
+  CHECK(f.attention_factor == 1.0);
+  // DeepSeek multiplies softmax_scale by g(s, mscale_all_dim)^2 = (0.1 ln 40 + 1)^2 ~= 1.8739.
+  const long double g = 0.1L * std::log(40.0L) + 1.0L;
+  CHECK_THAT(f.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-15));
+  CHECK_THAT(f.softmax_scale_multiplier, WithinAbs(1.8739, 1e-4));
+  // Correction range by hand: corr(r) = 64 ln(4096 / (2 pi r)) / (2 ln 10000);
+  // corr(32) = 10.47 -> floor 10, corr(1) = 22.51 -> ceil 23.
+  const auto corr = [](long double r) { return 64.0L * std::log(4096.0L / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L)); };
+  REQUIRE(std::floor(corr(32.0L)) == 10.0L);
+  REQUIRE(std::ceil(corr(1.0L)) == 23.0L);
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    const long double th = theta_j(10000.0L, j, 64);
+    const long double ramp = j <= 10 ? 0.0L : (j >= 23 ? 1.0L : (j - 10.0L) / 13.0L);
+    const long double expect = th / 40.0L * ramp + th * (1.0L - ramp);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(expect), 1e-14));
+  }
+  require_matches_reference(p);
+  CHECK(f.rotary_offset == 128);
+}
+
+TEST_CASE("rope scaling: YaRN defaults (Qwen2.5 doc config) and explicit attention_factor", "[rope][scaling][yarn]") {
+  // Qwen docs: {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"},
+  // theta 1e6, head_dim 3584 / 28 = 128.
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 1000000.0;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position_embeddings = 32768;
+  const auto f = posenc::compute_rope_frequencies(p);
+  CHECK_THAT(f.attention_factor, WithinRel(static_cast<double>(0.1L * std::log(4.0L) + 1.0L), 1e-15));
+  CHECK(f.softmax_scale_multiplier == 1.0);
+  require_matches_reference(p);
+  p.scaling.attention_factor = 1.4159;  // Laguna-style explicit value wins over every formula
+  CHECK(posenc::compute_rope_frequencies(p).attention_factor == 1.4159);
+  // mscale alone (no mscale_all_dim) falls back to g(s, 1).
+  p.scaling.attention_factor.reset();
+  p.scaling.mscale = 0.707;
+  CHECK_THAT(posenc::compute_rope_frequencies(p).attention_factor, WithinRel(static_cast<double>(0.1L * std::log(4.0L) + 1.0L), 1e-15));
+  // DeepSeek-V2: mscale = mscale_all_dim = 0.707 -> factor 1, softmax (0.0707 ln s + 1)^2.
+  p.scaling.mscale_all_dim = 0.707;
+  const auto v2 = posenc::compute_rope_frequencies(p);
+  CHECK(v2.attention_factor == 1.0);
+  const long double g = 0.1L * 0.707L * std::log(4.0L) + 1.0L;
+  CHECK_THAT(v2.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-15));
+}
+
+TEST_CASE("rope scaling: YaRN with truncate = false keeps the fractional correction range (gpt-oss)", "[rope][scaling][yarn]") {
+  // gpt-oss: head_dim 64, theta 150000, factor 32, original 4096, beta 32 / 1, truncate false.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.theta = 150000.0;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 32.0;
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.truncate = false;
+  const auto f = posenc::compute_rope_frequencies(p);
+  const auto corr = [](long double r) { return 64.0L * std::log(4096.0L / (2.0L * kPi * r)) / (2.0L * std::log(150000.0L)); };
+  const long double lo = corr(32.0L), hi = corr(1.0L);  // 8.09..., 20.96...
+  REQUIRE(lo != std::floor(lo));
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    long double ramp = (j - lo) / (hi - lo);
+    ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
+    const long double th = theta_j(150000.0L, j, 64);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(th / 32.0L * ramp + th * (1.0L - ramp)), 1e-14));
+  }
+  CHECK_THAT(f.attention_factor, WithinRel(static_cast<double>(0.1L * std::log(32.0L) + 1.0L), 1e-15));
+  // With truncation the same config gives a different plan (floor / ceil of the range).
+  p.scaling.truncate = true;
+  const auto t = posenc::compute_rope_frequencies(p);
+  CHECK(t.inv_freq[9] != f.inv_freq[9]);
+  require_matches_reference(p);
+}
+
+TEST_CASE("rope scaling: YaRN clamps the range to [0, d - 1] and guards a degenerate range", "[rope][scaling][yarn]") {
+  // d = 8, theta = 10, L0 = 636: corr(32) ~ 2.0 and corr(1) ~ 8.0, whose ceil 9 is clamped to
+  // d - 1 = 7 (HF), not to d/2 - 1 = 3. The last pair (j = 3) is then only partly interpolated.
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.theta = 10.0;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 16.0;
+  p.scaling.original_max_position_embeddings = 636;
+  const auto f = posenc::compute_rope_frequencies(p);
+  const auto corr = [](long double r) { return 8.0L * std::log(636.0L / (2.0L * kPi * r)) / (2.0L * std::log(10.0L)); };
+  const long double lo = std::floor(corr(32.0L));
+  REQUIRE(std::ceil(corr(1.0L)) > 7.0L);
+  const long double ramp3 = (3.0L - lo) / (7.0L - lo);
+  REQUIRE(ramp3 < 1.0L);
+  const long double th3 = theta_j(10.0L, 3, 8);
+  CHECK_THAT(f.inv_freq[3], WithinRel(static_cast<double>(th3 / 16.0L * ramp3 + th3 * (1.0L - ramp3)), 1e-14));
+  CHECK(f.inv_freq[3] > static_cast<double>(th3 / 16.0L) * 1.01);
+  require_matches_reference(p);
+
+  // beta_fast == beta_slow without truncation: lo == hi, HF adds 0.001 instead of dividing by 0.
+  p.scaling.beta_fast = 1.0;
+  p.scaling.beta_slow = 1.0;
+  p.scaling.truncate = false;
+  p.scaling.original_max_position_embeddings = 200;
+  const auto d = posenc::compute_rope_frequencies(p);
+  const long double c1 = 8.0L * std::log(200.0L / (2.0L * kPi)) / (2.0L * std::log(10.0L));  // 6.0...
+  for (int j = 0; j < 4; ++j) {
+    CAPTURE(j);
+    REQUIRE(std::isfinite(d.inv_freq[static_cast<std::size_t>(j)]));
+    long double ramp = (j - c1) / 0.001L;
+    ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
+    const long double th = theta_j(10.0L, j, 8);
+    REQUIRE_THAT(d.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(th / 16.0L * ramp + th * (1.0L - ramp)), 1e-14));
+  }
+  require_matches_reference(p);
+}
+
+TEST_CASE("rope scaling: Llama-3.1 (factor 8, low 1, high 4, L0 8192, theta 500000)", "[rope][scaling][llama3]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 500000.0;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = RopeScalingType::kLlama3;
+  p.scaling.factor = 8.0;
+  p.scaling.low_freq_factor = 1.0;
+  p.scaling.high_freq_factor = 4.0;
+  p.scaling.original_max_position_embeddings = 8192;
+  const auto f = posenc::compute_rope_frequencies(p);
+  int kept = 0, divided = 0, smoothed = 0;
+  for (int j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    const long double th = theta_j(500000.0L, j, 128);
+    const long double wavelen = 2.0L * kPi / th;
+    long double expect;
+    if (wavelen < 8192.0L / 4.0L) {  // short wavelengths: untouched
+      expect = th;
+      ++kept;
+    } else if (wavelen > 8192.0L / 1.0L) {  // long wavelengths: position interpolation
+      expect = th / 8.0L;
+      ++divided;
+    } else {
+      const long double smooth = (8192.0L / wavelen - 1.0L) / (4.0L - 1.0L);
+      expect = (1.0L - smooth) * th / 8.0L + smooth * th;
+      ++smoothed;
+    }
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(expect), 1e-14));
+  }
+  // The three bands are all populated for the real config.
+  CHECK(kept > 0);
+  CHECK(divided > 0);
+  CHECK(smoothed > 0);
+  CHECK(f.attention_factor == 1.0);
+  require_matches_reference(p);
+
+  // low_freq_factor == high_freq_factor (Llama-4 style): no smoothing band and no 0/0.
+  p.scaling.high_freq_factor = 1.0;
+  const auto g = posenc::compute_rope_frequencies(p);
+  for (int j = 0; j < 64; ++j) {
+    const long double th = theta_j(500000.0L, j, 128);
+    const long double wavelen = 2.0L * kPi / th;
+    const long double expect = wavelen < 8192.0L ? th : th / 8.0L;
+    REQUIRE(std::isfinite(g.inv_freq[static_cast<std::size_t>(j)]));
+    REQUIRE_THAT(g.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(expect), 1e-14));
+  }
+  require_matches_reference(p);
+}
+
+TEST_CASE("rope scaling: LongRoPE (Phi-3.5-mini) switches short/long factors at L0", "[rope][scaling][longrope]") {
+  // Phi-3.5-mini-instruct config.json: head_dim 3072 / 32 = 96, theta 10000,
+  // max_position_embeddings 131072, original_max_position_embeddings 4096.
+  const std::vector<double> long_factor = {
+      1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
+      1.600000023841858,  1.6200000047683716, 2.620000123977661,  3.2300000190734863, 3.2300000190734863,
+      4.789999961853027,  7.400000095367432,  7.700000286102295,  9.09000015258789,   12.199999809265137,
+      17.670000076293945, 24.46000099182129,  28.57000160217285,  30.420001983642578, 30.840002059936523,
+      32.590003967285156, 32.93000411987305,  42.320003509521484, 44.96000289916992,  50.340003967285156,
+      50.45000457763672,  57.55000305175781,  57.93000411987305,  58.21000289916992,  60.1400032043457,
+      62.61000442504883,  62.62000274658203,  62.71000289916992,  63.1400032043457,   63.1400032043457,
+      63.77000427246094,  63.93000411987305,  63.96000289916992,  63.970001220703125, 64.02999877929688,
+      64.06999969482422,  64.08000183105469,  64.12000274658203,  64.41000366210938,  64.4800033569336,
+      64.51000213623047,  64.52999877929688,  64.83999633789062};
+  const std::vector<double> short_factor = {
+      1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
+      1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
+      1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
+      1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
+      1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
+      2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+      2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+      2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
+      2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
+      2.749999523162842, 2.8399994373321533};
+  posenc::RopeParams p;
+  p.head_dim = 96;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = posenc::rope_scaling_type_from_string("longrope");
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.short_factor = short_factor;
+  p.scaling.long_factor = long_factor;
+  // s = 131072 / 4096 = 32: sqrt(1 + ln 32 / ln 4096) = sqrt(1 + 5/12) = sqrt(17/12).
+  const double expected_af = std::sqrt(17.0 / 12.0);
+  for (const std::int64_t seq_len : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{4097}, std::int64_t{131072}}) {
+    CAPTURE(seq_len);
+    const auto f = posenc::compute_rope_frequencies(p, seq_len);
+    const bool use_long = seq_len > 4096;
+    CHECK(f.uses_long_factor == use_long);
+    CHECK_THAT(f.attention_factor, WithinRel(expected_af, 1e-15));
+    for (int j = 0; j < 48; ++j) {
+      const long double ext = use_long ? long_factor[static_cast<std::size_t>(j)] : short_factor[static_cast<std::size_t>(j)];
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(10000.0L, j, 96) / ext), 1e-14));
+    }
+    require_matches_reference(p, seq_len);
+  }
+  posenc::RopePlan plan(p);
+  CHECK_FALSE(plan.frequencies().uses_long_factor);
+  CHECK_FALSE(plan.update(4096));
+  CHECK(plan.update(4097));
+  CHECK(plan.frequencies().uses_long_factor);
+  CHECK_FALSE(plan.update(9000));
+  CHECK(plan.update(100));
+  CHECK_FALSE(plan.frequencies().uses_long_factor);
+  // Explicit attention_factor override; and no max_position_embeddings -> s = factor.
+  p.scaling.attention_factor = 1.0;
+  CHECK(posenc::compute_rope_frequencies(p).attention_factor == 1.0);
+  p.scaling.attention_factor.reset();
+  p.max_position_embeddings = 0;
+  p.scaling.factor = 4.0;
+  CHECK_THAT(posenc::compute_rope_frequencies(p).attention_factor,
+             WithinRel(static_cast<double>(std::sqrt(1.0L + std::log(4.0L) / std::log(4096.0L))), 1e-15));
+}
+
+TEST_CASE("rope scaling: HF rope_type strings and to_string round-trip", "[rope][scaling]") {
+  for (const auto type : {RopeScalingType::kDefault, RopeScalingType::kLinear, RopeScalingType::kNtk, RopeScalingType::kDynamic,
+                          RopeScalingType::kYarn, RopeScalingType::kLongRope, RopeScalingType::kLlama3}) {
+    CHECK(posenc::rope_scaling_type_from_string(posenc::to_string(type)) == type);
+  }
+  CHECK(posenc::rope_scaling_type_from_string("su") == RopeScalingType::kLongRope);
+  CHECK(posenc::to_string(posenc::RopeLayout::kInterleaved) == "interleaved");
+  CHECK(posenc::to_string(posenc::RopeLayout::kHalfSplit) == "half_split");
+}
+
+TEST_CASE("rope scaling: the attention factor reaches the rotated values", "[rope][scaling]") {
+  // A YaRN plan with s = e^10 has attention_factor 0.1 * 10 + 1 = 2 exactly in closed form; at
+  // position 0 the rotation is the identity, so the output is exactly 2x.
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = std::exp(10.0);
+  p.max_position_embeddings = 4096;
+  const auto f = posenc::compute_rope_frequencies(p);
+  CHECK_THAT(f.attention_factor, WithinAbs(2.0, 1e-15));
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::int64_t pos[1] = {0};
+  posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(x, 1, 1, 1, 8), posenc::PositionIdsView(pos, 1, 1), f, posenc::RopeLayout::kHalfSplit);
+  for (int i = 0; i < 8; ++i) CHECK_THAT(x[i], WithinAbs(2.0 * (i + 1), 1e-5));
+}

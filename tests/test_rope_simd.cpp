@@ -1,0 +1,109 @@
+// The AVX2 + FMA row kernels (detail/rope_kernels.hpp) are compiled only when the compiler
+// targets AVX2, which the test targets do not by default. This translation unit switches the
+// target on for everything after the pragma, so the SIMD paths run against the long-double
+// reference here (x86-64 with GCC or Clang; it needs an AVX2 + FMA + F16C machine to run).
+
+#include <catch2/catch.hpp>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#pragma GCC target("avx2,fma,f16c")
+#define POSENC_TEST_SIMD_TARGET 1
+#define POSENC_ROPE_FORCE_SIMD 1
+#endif
+
+#include <posenc/reference/rope.hpp>
+#include <posenc/rope.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+namespace {
+template <typename T>
+double tol();
+template <>
+double tol<float>() { return 2e-6; }
+template <>
+double tol<Eigen::half>() { return 2e-3; }
+template <>
+double tol<Eigen::bfloat16>() { return 1.6e-2; }
+}  // namespace
+
+TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[rope][simd]", float,
+                   Eigen::half, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  REQUIRE(__builtin_cpu_supports("avx2"));
+#ifndef POSENC_ROPE_SIMD
+  FAIL("POSENC_ROPE_SIMD should be defined under the avx2,fma target");
+#endif
+  const Eigen::Index S = 45, H = 3, D = 96;
+  for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+      CAPTURE(rd, off, posenc::to_string(layout));
+      posenc::RopeParams p;
+      p.head_dim = D;
+      p.rotary_dim = rd;
+      p.rotary_offset = off;
+      auto f = posenc::compute_rope_frequencies(p);
+      f.attention_factor = 1.1;
+      auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 7);
+      x[5] = TestType(std::numeric_limits<float>::quiet_NaN());  // NaN stays NaN (dim 5 of row 0)
+      const auto before = x;
+      std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+      for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s < 40 ? s + 100 : 7 * s;
+      posenc::apply_rope_inplace<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D),
+                                           posenc::PositionIdsView(pos.data(), 1, S), f, layout);
+      std::vector<TestType> out(x.size());
+      posenc::apply_rope<TestType>(posenc::ConstTensorView<TestType, 4>(before.data(), 1, S, H, D),
+                                   posenc::PositionIdsView(pos.data(), 1, S), f, layout,
+                                   posenc::TensorView<TestType, 4>(out.data(), 1, S, H, D));
+      REQUIRE(std::memcmp(out.data(), x.data(), x.size() * sizeof(TestType)) == 0);
+      const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
+                                                        posenc::reference::rope_frequencies(p).inv_freq, 1.1L, off, layout);
+      // The NaN contaminates its pair partner only; everything else must match.
+      const auto [i1, i2] = posenc::reference::rope_pair(layout, (5 - off) >= 0 && 5 - off < rd ? (layout == posenc::RopeLayout::kHalfSplit ? (5 - off) % (rd / 2) : (5 - off) / 2) : 0, rd, off);
+      const bool in_slice = 5 >= off && 5 < off + rd;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double got = posenc::detail::to_double(x[i]);
+        if (i == 5 || (in_slice && (static_cast<Eigen::Index>(i) == i1 || static_cast<Eigen::Index>(i) == i2))) {
+          if (i == 5) REQUIRE(std::isnan(got));
+          continue;
+        }
+        CAPTURE(i);
+        REQUIRE_THAT(got, Catch::Matchers::WithinAbs(static_cast<double>(expect[i]), 1.1 * tol<TestType>()));
+      }
+    }
+  }
+#endif
+}
+
+TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "[rope][simd][trig]") {
+  posenc_test::SplitMix64 rng(99);
+  std::vector<double> x(4096), s(4096), c(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double mag = std::pow(10.0, 9.0 * (rng.uniform() + 1.0) / 2.0);  // 1 .. 1e9
+    x[i] = rng.uniform() * mag;
+  }
+  x[0] = 0.0;
+  x[1] = 131071.0;
+  x[2] = 1e6;
+  x[3] = 0x1p30;
+  posenc::detail::rope_sincos(x.data(), s.data(), c.data(), static_cast<Eigen::Index>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(x[i]);
+    REQUIRE_THAT(s[i], Catch::Matchers::WithinAbs(std::sin(x[i]), 4e-16));
+    REQUIRE_THAT(c[i], Catch::Matchers::WithinAbs(std::cos(x[i]), 4e-16));
+  }
+  // The short polynomial used when the results feed float arithmetic: < 4e-13 (+ rounding).
+  posenc::detail::rope_sincos<false>(x.data(), s.data(), c.data(), static_cast<Eigen::Index>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(x[i]);
+    REQUIRE_THAT(s[i], Catch::Matchers::WithinAbs(std::sin(x[i]), 1e-12));
+    REQUIRE_THAT(c[i], Catch::Matchers::WithinAbs(std::cos(x[i]), 1e-12));
+  }
+}

@@ -1,0 +1,155 @@
+# rope-inspect tests (the tool is built by examples/CMakeLists.txt from examples/tools/).
+#
+# Two roles in one file:
+#  - included from tests/CMakeLists.txt: registers the CTest entries below;
+#  - run as `cmake -DEXE=... -DARGS=a|b -DEXPECT=x|y [-DEXPECT_RC=n] [-DFILE=f -DFILE_EXPECT=z]
+#    -P tools.cmake`: runs EXE with ARGS and fails unless it exits with EXPECT_RC (default 0)
+#    and its stdout+stderr contain every literal fragment of EXPECT (and FILE contains
+#    FILE_EXPECT). Expected fragments come from the config files and hand formulas.
+
+if(CMAKE_SCRIPT_MODE_FILE)
+  if(NOT DEFINED EXPECT_RC)
+    set(EXPECT_RC 0)
+  endif()
+  foreach(var ARGS EXPECT FILE_EXPECT)
+    string(REPLACE "|" ";" ${var} "${${var}}")
+  endforeach()
+  execute_process(COMMAND "${EXE}" ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  RESULT_VARIABLE rc)
+  set(all "${out}${err}")
+  message("${all}")
+  if(NOT rc STREQUAL "${EXPECT_RC}")
+    message(FATAL_ERROR "${EXE} exited with ${rc}, expected ${EXPECT_RC}")
+  endif()
+  set(missing 0)
+  foreach(text IN LISTS EXPECT)
+    string(FIND "${all}" "${text}" at)
+    if(at EQUAL -1)
+      message(SEND_ERROR "missing expected output: ${text}")
+      math(EXPR missing "${missing} + 1")
+    endif()
+  endforeach()
+  if(DEFINED FILE)
+    if(NOT EXISTS "${FILE}")
+      message(FATAL_ERROR "${FILE} was not written")
+    endif()
+    file(READ "${FILE}" content)
+    foreach(text IN LISTS FILE_EXPECT)
+      string(FIND "${content}" "${text}" at)
+      if(at EQUAL -1)
+        message(SEND_ERROR "missing in ${FILE}: ${text}")
+        math(EXPR missing "${missing} + 1")
+      endif()
+    endforeach()
+  endif()
+  if(missing GREATER 0)
+    message(FATAL_ERROR "${missing} expected fragment(s) missing")
+  endif()
+  return()
+endif()
+
+if(NOT (nlohmann_json_FOUND AND POSENC_BUILD_EXAMPLES))
+  return()
+endif()
+
+set(_posenc_configs "${CMAKE_CURRENT_LIST_DIR}/data/hf-configs")
+set(_posenc_bad "${CMAKE_CURRENT_LIST_DIR}/data/bad-configs")
+set(_posenc_tools_script "${CMAKE_CURRENT_LIST_FILE}")
+
+# posenc_rope_inspect_test(<name> ARGS <args...> EXPECT <fragments...> [RC <n>]
+#                          [FILE <path> FILE_EXPECT <fragments...>])
+function(posenc_rope_inspect_test name)
+  cmake_parse_arguments(T "" "RC;FILE" "ARGS;EXPECT;FILE_EXPECT" ${ARGN})
+  if(NOT DEFINED T_RC)
+    set(T_RC 0)
+  endif()
+  # Lists travel through -D joined with "|" (a ";" would split the add_test argument).
+  string(REPLACE ";" "|" args "${T_ARGS}")
+  string(REPLACE ";" "|" expect "${T_EXPECT}")
+  set(extra "")
+  if(T_FILE)
+    string(REPLACE ";" "|" file_expect "${T_FILE_EXPECT}")
+    set(extra "-DFILE=${T_FILE}" "-DFILE_EXPECT=${file_expect}")
+  endif()
+  add_test(NAME "rope-inspect: ${name}"
+           COMMAND "${CMAKE_COMMAND}" "-DEXE=$<TARGET_FILE:rope-inspect>" "-DARGS=${args}"
+                   "-DEXPECT=${expect}" "-DEXPECT_RC=${T_RC}" ${extra}
+                   -P "${_posenc_tools_script}")
+endfunction()
+
+# Llama-3.1: llama3 factor 8, band edges 2048 / 8192 tokens (hand: 29 pairs with wavelength
+# < 2048, 6 between, 29 above 8192), covered = 8192 x 8 = 65536 < 131072.
+posenc_rope_inspect_test("Llama-3.1 llama3 bands and lengths"
+  ARGS "${_posenc_configs}/Llama-3.1-8B.json" --length 131072
+  EXPECT "llama3 (factor 8, low_freq_factor 1, high_freq_factor 4, original 8192)"
+         "layout               half_split" "rotary_dim           128 (64 pairs)"
+         "theta                500000"
+         "accepted by config (max_position_embeddings)  131072" "65536"
+         "29 kept, 6 blended, 29 interpolated"
+         "exceeds the length covered by training")
+
+# DeepSeek-V3: interleaved MLA rope head of 64, yarn 40 with mscale_all_dim 1: softmax
+# multiplier (0.1 ln 40 + 1)^2 = 1.87385, covered 4096 x 40 = 163840.
+posenc_rope_inspect_test("DeepSeek-V3 yarn, interleaved, softmax multiplier"
+  ARGS "${_posenc_configs}/DeepSeek-V3.json" --length 131072
+  EXPECT "layout               interleaved" "rotary_dim           64 (32 pairs)"
+         "softmax multiplier   1.87385" "163840" "0 of 32 pairs reach angles never seen")
+
+# Phi-3.5: longrope, attention factor sqrt(1 + ln 32 / ln 4096) = 1.19024, table switch.
+posenc_rope_inspect_test("Phi-3.5 longrope switch warning"
+  ARGS "${_posenc_configs}/Phi-3.5-mini-instruct.json" --length 131072
+  EXPECT "longrope (48-entry short/long factor lists, original 4096)"
+         "attention factor     1.19024" "short_factor to long_factor")
+
+# Qwen2.5 + yarn 4: attention factor 0.1 ln 4 + 1 = 1.13863; covered 32768 x 4 = 131072.
+posenc_rope_inspect_test("Qwen2.5 yarn from the legacy type key"
+  ARGS "${_posenc_configs}/Qwen2.5-7B+qwen-doc-yarn.json" --length 131072
+  EXPECT "yarn (factor 4, original 32768" "attention factor     1.13863"
+         "legacy key for rope_type")
+
+# GPT-J: interleaved family, overridden by the caller; rotary_dim 64 of head 256; unscaled
+# at 4096 > n_positions 2048.
+posenc_rope_inspect_test("gpt-j layout override"
+  ARGS "${_posenc_configs}/gpt-j-6b.json" --length 4096 --layout half_split
+  EXPECT "half_split  (caller override)" "rotary_dim           64 (32 pairs)"
+         "exceeds max_position_embeddings = 2048")
+
+# BLOOM: ALiBi, 16 heads: slopes 2^(-h/2), h = 1..16.
+posenc_rope_inspect_test("bloom ALiBi slopes"
+  ARGS "${_posenc_configs}/bloom.json" --length 2048
+  EXPECT "position scheme      alibi" "alibi slopes         0.707107 0.5 0.353553 0.25"
+         "0.00390625")
+
+posenc_rope_inspect_test("json output"
+  ARGS "${_posenc_configs}/Llama-3.1-8B.json" --length 131072 --json
+  EXPECT "\"rope_type\": \"llama3\"" "\"covered\": 65536.0" "\"unseen_pairs\": 29"
+         "\"scheme\": \"rope\"")
+
+set(_posenc_svg "${CMAKE_CURRENT_BINARY_DIR}/rope-inspect-llama31.svg")
+posenc_rope_inspect_test("svg output"
+  ARGS "${_posenc_configs}/Llama-3.1-8B.json" --length 131072 --svg "${_posenc_svg}"
+  EXPECT "wrote"
+  FILE "${_posenc_svg}"
+  FILE_EXPECT "<svg xmlns=\"http://www.w3.org/2000/svg\"" "<polyline" "trained L0 = 8192"
+              "target = 131072" "</svg>")
+set_tests_properties("rope-inspect: svg output" PROPERTIES FIXTURES_SETUP posenc_rope_svg)
+
+# Renders the SVG in headless Chromium; skipped (exit 77) when chromium is not installed.
+add_test(NAME "rope-inspect: svg renders in chromium"
+         COMMAND bash "${CMAKE_CURRENT_LIST_DIR}/svg_render_test.sh" "${_posenc_svg}"
+                 "${CMAKE_CURRENT_BINARY_DIR}/rope-inspect-llama31.png")
+set_tests_properties("rope-inspect: svg renders in chromium" PROPERTIES
+                     FIXTURES_REQUIRED posenc_rope_svg SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+posenc_rope_inspect_test("negative theta is rejected by key and file"
+  ARGS "${_posenc_bad}/negative-theta.json" RC 1
+  EXPECT "negative-theta.json" "key \"rope_theta\"" "-10000")
+posenc_rope_inspect_test("unknown rope_type is rejected"
+  ARGS "${_posenc_bad}/unknown-rope-type.json" RC 1
+  EXPECT "unknown-rope-type.json" "rope_scaling.rope_type" "magic")
+posenc_rope_inspect_test("malformed JSON is rejected"
+  ARGS "${_posenc_bad}/malformed.json" RC 1
+  EXPECT "malformed.json" "malformed JSON")
+posenc_rope_inspect_test("usage error"
+  ARGS --length RC 2
+  EXPECT "usage: rope-inspect")
