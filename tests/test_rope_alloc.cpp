@@ -6,37 +6,12 @@
 
 #include <posenc/rope.hpp>
 
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
+#include "support/alloc_counter.hpp"
 #include "support/rng.hpp"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// GCC 12 inlines these replacements into callers and then flags free() on a pointer that came
-// from "operator new" (-Wmismatched-new-delete) although both sides are ours, malloc/free.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 namespace {
 
@@ -60,7 +35,7 @@ long allocations_during_apply(posenc::RopeLayout layout) {
   posenc::RopeApplyOptions inverse;
   inverse.direction = posenc::RopeDirection::kInverse;
 
-  const long before = g_allocations.load();
+  const long before = posenc_test::allocation_count();
   posenc::apply_rope_inplace<T>(posenc::TensorView<T, 4>(q.data(), B, S, Hq, D), ids, freqs, layout);
   posenc::apply_rope_inplace<T>(posenc::TensorView<T, 4>(q.data(), B, Hq, S, D), ids, freqs, layout,
                                 posenc::HeadLayout::kBHSD);
@@ -76,7 +51,7 @@ long allocations_during_apply(posenc::RopeLayout layout) {
                                posenc::rope_heads<T>(posenc::TensorView<T, 4>(out.data(), B, S, Hq, D)),
                                posenc::RopePositions::contiguous(B, S, 10), cview, layout, 8);
   posenc::rerotate_rope_inplace<T>(hk, positions, freqs, freqs, layout);
-  return g_allocations.load() - before;
+  return posenc_test::allocation_count() - before;
 }
 
 }  // namespace
@@ -84,10 +59,10 @@ long allocations_during_apply(posenc::RopeLayout layout) {
 TEMPLATE_TEST_CASE("rope: the apply calls perform no heap allocation", "[rope][alloc]", float, double,
                    Eigen::half, Eigen::bfloat16) {
   // Sanity: the counter does count.
-  const long probe = g_allocations.load();
+  const long probe = posenc_test::allocation_count();
   void* probe_block = ::operator new(16);  // a direct call: new-expressions may be elided
   ::operator delete(probe_block);
-  REQUIRE(g_allocations.load() == probe + 1);
+  REQUIRE(posenc_test::allocation_count() == probe + 1);
   CHECK(allocations_during_apply<TestType>(posenc::RopeLayout::kHalfSplit) == 0);
   CHECK(allocations_during_apply<TestType>(posenc::RopeLayout::kInterleaved) == 0);
 }

@@ -178,11 +178,7 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
     };
     rope_parallel_for(options, units, bytes, worker);
   };
-  if (layout == RopeLayout::kInterleaved) {
-    run(std::integral_constant<RopeLayout, RopeLayout::kInterleaved>{});
-  } else {
-    run(std::integral_constant<RopeLayout, RopeLayout::kHalfSplit>{});
-  }
+  with_rope_layout(layout, run);
 }
 
 }  // namespace detail

@@ -311,6 +311,18 @@ inline void validate_layout(std::string_view fn, RopeLayout layout) {
           "layout = ", static_cast<int>(layout), " is not a RopeLayout");
 }
 
+/// Runtime layout -> compile-time constant: f(std::integral_constant<RopeLayout, L>{}), so the
+/// kernels branch on the layout once per call, not per element (FlashInfer's
+/// DISPATCH_INTERLEAVE, without the macro).
+template <typename F>
+void with_rope_layout(RopeLayout layout, F&& f) {
+  if (layout == RopeLayout::kInterleaved) {
+    f(std::integral_constant<RopeLayout, RopeLayout::kInterleaved>{});
+  } else {
+    f(std::integral_constant<RopeLayout, RopeLayout::kHalfSplit>{});
+  }
+}
+
 /// Rotary width of a plan; rotary_dim == 0 means 2 * inv_freq.size().
 inline Eigen::Index validate_freqs(std::string_view fn, const RopeFrequencies& f) {
   const auto n = static_cast<Eigen::Index>(f.inv_freq.size());
@@ -635,11 +647,7 @@ void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_
     };
     rope_parallel_for(options, units, bytes, worker);
   };
-  if (layout == RopeLayout::kInterleaved) {
-    run(std::integral_constant<RopeLayout, RopeLayout::kInterleaved>{});
-  } else {
-    run(std::integral_constant<RopeLayout, RopeLayout::kHalfSplit>{});
-  }
+  with_rope_layout(layout, run);
 }
 
 /// Shared front end of the cache-based calls.
@@ -672,11 +680,7 @@ void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num
     };
     rope_parallel_for(options, units, bytes, worker);
   };
-  if (layout == RopeLayout::kInterleaved) {
-    run(std::integral_constant<RopeLayout, RopeLayout::kInterleaved>{});
-  } else {
-    run(std::integral_constant<RopeLayout, RopeLayout::kHalfSplit>{});
-  }
+  with_rope_layout(layout, run);
 }
 
 }  // namespace detail
