@@ -94,9 +94,9 @@ void alibi_bias(const std::vector<double>& slopes, ConstTensorView<std::int64_t,
                   key_positions.dimension(0), "] must match out [q_len, k_len] = [", q_len, ", ",
                   k_len, "]");
   detail::validate_positions(fn, "query_positions",
-                             PositionIdsView(query_positions.data(), 1, q_len), 1, q_len);
+                             PositionIdsView(query_positions.data(), 1, q_len), 1, q_len, "q_len");
   detail::validate_positions(fn, "key_positions", PositionIdsView(key_positions.data(), 1, k_len),
-                             1, k_len);
+                             1, k_len, "k_len");
   for (Eigen::Index h = 0; h < heads; ++h) {
     for (Eigen::Index i = 0; i < q_len; ++i) {
       for (Eigen::Index j = 0; j < k_len; ++j) {
@@ -119,8 +119,8 @@ void alibi_bias(const std::vector<double>& slopes, PositionIdsView query_positio
   const Eigen::Index batch = out.dimension(0), heads = out.dimension(1), q_len = out.dimension(2),
                      k_len = out.dimension(3);
   detail::validate_alibi_bias(fn, slopes, heads, mode);
-  detail::validate_positions(fn, "query_positions", query_positions, batch, q_len);
-  detail::validate_positions(fn, "key_positions", key_positions, batch, k_len);
+  detail::validate_positions(fn, "query_positions", query_positions, batch, q_len, "q_len");
+  detail::validate_positions(fn, "key_positions", key_positions, batch, k_len, "k_len");
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index h = 0; h < heads; ++h) {
       for (Eigen::Index i = 0; i < q_len; ++i) {

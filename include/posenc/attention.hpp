@@ -60,7 +60,8 @@ class AttentionWorkspace {
 
 namespace detail {
 
-/// Fills an AttentionProblem from validated views; K/V rows of batch b start at
+/// Fills an AttentionProblem from validated views (no copy of params: the decode path calls this
+/// every step); K/V rows of batch b start at
 /// b * kv_batch_stride, metadata rows at b * meta_batch_stride.
 template <typename TQ, typename TKV, typename TO>
 void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen::Index batch,
@@ -69,7 +70,7 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
                          const AttentionParams& params, const std::int64_t* q_pos,
                          const std::int64_t* k_pos, const std::int64_t* key_lengths,
                          const std::uint8_t* key_mask, Eigen::Index meta_batch_stride,
-                         AttentionWorkspace& workspace) {
+                         AttentionWorkspace& workspace, double softmax_scale_multiplier = 1.0) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q;
@@ -83,7 +84,11 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
   p.kv_heads = kv_heads;
   p.d = d;
   p.kv_batch_stride = kv_batch_stride;
-  p.scale = static_cast<Acc>(params.scale ? *params.scale : 1.0 / std::sqrt(static_cast<double>(d)));
+  // Default scale: multiplier / sqrt(head_dim); the multiplier is DeepSeek YaRN's mscale^2 when
+  // a RoPE plan supplies one. An explicit params.scale wins.
+  p.scale = static_cast<Acc>(params.scale ? *params.scale
+                                          : softmax_scale_multiplier /
+                                                std::sqrt(static_cast<double>(d)));
   p.causal = params.mask == MaskMode::kCausal;
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;

@@ -47,14 +47,6 @@ inline void validate_attention_rope(std::string_view fn, const RopeFrequencies& 
           " must be finite and > 0");
 }
 
-/// Default scale with a RoPE plan: softmax_scale_multiplier / sqrt(head_dim).
-inline AttentionParams with_rope_scale(const AttentionParams& params, const RopeFrequencies& freqs,
-                                       Eigen::Index d) {
-  AttentionParams p = params;
-  if (!p.scale) p.scale = freqs.softmax_scale_multiplier / std::sqrt(static_cast<double>(d));
-  return p;
-}
-
 template <typename Acc, typename T>
 void stage_copy(const T* src, std::size_t n, std::vector<Acc>& dst) {
   dst.resize(n);
@@ -135,9 +127,10 @@ void attention_with_rope(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, Const
                           PositionIdsView(kp, batch, k_len), freqs, layout);
   detail::run_fused_attention(
       qs.data(), ks.data(), vs.data(), out.data(), batch, q_len, k_len, heads, kv_heads, d,
-      k_len * kv_heads * d, detail::with_rope_scale(params, freqs, d), qp, kp,
+      k_len * kv_heads * d, params, qp, kp,
       metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
-      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws.kernel());
+      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws.kernel(),
+      freqs.softmax_scale_multiplier);
 }
 
 }  // namespace posenc

@@ -76,11 +76,14 @@ namespace detail {
 /// Largest position posenc accepts (double counts exactly up to 2^53).
 inline constexpr std::int64_t kMaxAttentionPosition = std::int64_t{1} << 53;
 
+/// positions: [batch, len] with every entry in [0, 2^53]; len_name names the second axis in the
+/// message ("q_len", "k_len", "n").
 inline void validate_positions(std::string_view function, std::string_view name,
-                               PositionIdsView positions, Eigen::Index batch, Eigen::Index len) {
+                               PositionIdsView positions, Eigen::Index batch, Eigen::Index len,
+                               std::string_view len_name = "seq") {
   require(positions.dimension(0) == batch && positions.dimension(1) == len, function, name,
           " shape [", positions.dimension(0), ", ", positions.dimension(1), "] must be [batch, ",
-          name == "query_positions" ? "q_len" : "k_len", "] = [", batch, ", ", len, "]");
+          len_name, "] = [", batch, ", ", len, "]");
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < len; ++s) {
       const std::int64_t p = positions(b, s);
@@ -141,9 +144,9 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
   if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
   if (meta.query_positions) {
-    validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len);
+    validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len, "q_len");
   }
-  if (meta.key_positions) validate_positions(fn, "key_positions", *meta.key_positions, batch, k_len);
+  if (meta.key_positions) validate_positions(fn, "key_positions", *meta.key_positions, batch, k_len, "k_len");
   if (meta.key_lengths) {
     require(meta.key_lengths->dimension(0) == batch, fn, "key_lengths has ",
             meta.key_lengths->dimension(0), " entries; it must have batch = ", batch);

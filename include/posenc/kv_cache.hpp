@@ -109,7 +109,7 @@ class KvCache {
       detail::throw_out_of_range(fn, "appending n = ", n, " tokens to a cache holding ", size_,
                                  " of max_len = ", max_len_, " slots would overflow it");
     }
-    detail::validate_positions(fn, "positions", positions, batch_, n);
+    detail::validate_positions(fn, "positions", positions, batch_, n, "n");
     if (valid) {
       detail::require(valid->dimension(0) == batch_ && valid->dimension(1) == n, fn,
                       "valid shape [", valid->dimension(0), ", ", valid->dimension(1),
@@ -170,9 +170,9 @@ class KvCache {
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
                               PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
       detail::run_fused_attention(stage.data(), k_.data(), v_.data(), out.data(), batch_, q_len,
-                                  size_, heads, kv_heads_, d_, kv_stride,
-                                  detail::with_rope_scale(params, *rope_, d_), qpos, pos_.data(),
-                                  nullptr, valid_.data(), max_len_, workspace_);
+                                  size_, heads, kv_heads_, d_, kv_stride, params, qpos,
+                                  pos_.data(), nullptr, valid_.data(), max_len_, workspace_,
+                                  rope_->softmax_scale_multiplier);
     } else {
       detail::run_fused_attention(q.data(), k_.data(), v_.data(), out.data(), batch_, q_len, size_,
                                   q.dimension(2), kv_heads_, d_, kv_stride, params, qpos,
