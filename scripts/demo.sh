@@ -14,6 +14,12 @@ for example in build/demo/examples/*; do
   "$example"
 done
 
+if [ -x build/demo/bin/rope-inspect ]; then
+  echo
+  echo "=== rope-inspect: Llama-3.1-8B at 131072 tokens ==="
+  build/demo/bin/rope-inspect tests/data/hf-configs/Llama-3.1-8B.json --length 131072
+fi
+
 echo
 echo "=== benchmarks (short run; full sweep: build/demo/bench/posenc_bench) ==="
 # shellcheck disable=SC2086  # word splitting of the user's extra flags is intended
