@@ -8,7 +8,7 @@ bash scripts/deps.sh
 cmake --workflow --preset demo
 
 for example in build/demo/examples/*; do
-  [ -x "$example" ] || continue
+  [ -f "$example" ] && [ -x "$example" ] || continue
   echo
   echo "=== example: $(basename "$example") ==="
   "$example"
