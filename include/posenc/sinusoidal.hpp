@@ -92,7 +92,7 @@ struct SinCosColumns {
   Eigen::Index cos_col;
 };
 
-inline SinCosColumns sinusoidal_columns(Eigen::Index i, Eigen::Index d, SinusoidalLayout layout) {
+constexpr SinCosColumns sinusoidal_columns(Eigen::Index i, Eigen::Index d, SinusoidalLayout layout) {
   switch (layout) {
     case SinusoidalLayout::kInterleaved: return {2 * i, 2 * i + 1};
     case SinusoidalLayout::kSinCos: return {i, d / 2 + i};
@@ -121,17 +121,8 @@ inline constexpr int kSinusoidalGroup = 4;
 template <typename T, bool accumulate, SinusoidalLayout layout>
 inline void put_pair(T* row, Eigen::Index i, Eigen::Index half, double sin_value,
                      double cos_value) {
-  Eigen::Index sin_col = 0, cos_col = 0;
-  if constexpr (layout == SinusoidalLayout::kInterleaved) {
-    sin_col = 2 * i;
-    cos_col = 2 * i + 1;
-  } else if constexpr (layout == SinusoidalLayout::kSinCos) {
-    sin_col = i;
-    cos_col = half + i;
-  } else {
-    sin_col = half + i;
-    cos_col = i;
-  }
+  // layout is a template argument, so the switch inside folds away.
+  const auto [sin_col, cos_col] = sinusoidal_columns(i, 2 * half, layout);
   using C = compute_t<T>;
   if constexpr (accumulate) {
     row[sin_col] = from_value<T>(to_compute(row[sin_col]) + static_cast<C>(sin_value));
