@@ -104,27 +104,31 @@ void attention_with_rope(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, Const
   detail::stage_copy(k.data(), static_cast<std::size_t>(k.size()), ks);
   detail::stage_copy(v.data(), static_cast<std::size_t>(v.size()), vs);
 
-  // Positions as the kernel sees them (bottom-right defaults), for the rotation.
-  std::vector<std::int64_t> qpos, kpos;
+  // Rotate at the positions the kernel uses: the caller's, or its bottom-right defaults
+  // (queries at k_len - q_len + i, keys at j), expressed as contiguous RoPE positions without
+  // materialising them. Only q_len > k_len needs a buffer: queries before the first key clamp to 0.
   const std::int64_t* qp = metadata.query_positions ? metadata.query_positions->data() : nullptr;
   const std::int64_t* kp = metadata.key_positions ? metadata.key_positions->data() : nullptr;
-  if (!qp) {
-    qpos.resize(static_cast<std::size_t>(batch * q_len));
+  std::vector<std::int64_t> clamped_qpos;
+  RopePositions qrot = RopePositions::contiguous(batch, q_len, k_len - q_len);
+  if (qp) {
+    qrot = RopePositions::from_ids(PositionIdsView(qp, batch, q_len));
+  } else if (q_len > k_len) {
+    clamped_qpos.resize(static_cast<std::size_t>(batch * q_len));
     for (Eigen::Index b = 0; b < batch; ++b)
       for (Eigen::Index i = 0; i < q_len; ++i)
-        qpos[static_cast<std::size_t>(b * q_len + i)] = std::max<std::int64_t>(0, k_len - q_len + i);
-    qp = qpos.data();
+        clamped_qpos[static_cast<std::size_t>(b * q_len + i)] =
+            std::max<std::int64_t>(0, k_len - q_len + i);
+    qp = clamped_qpos.data();
+    qrot = RopePositions::from_ids(PositionIdsView(qp, batch, q_len));
   }
-  if (!kp) {
-    kpos.resize(static_cast<std::size_t>(batch * k_len));
-    for (Eigen::Index b = 0; b < batch; ++b)
-      for (Eigen::Index j = 0; j < k_len; ++j) kpos[static_cast<std::size_t>(b * k_len + j)] = j;
-    kp = kpos.data();
-  }
-  apply_rope_inplace<Acc>(TensorView<Acc, 4>(qs.data(), batch, q_len, heads, d),
-                          PositionIdsView(qp, batch, q_len), freqs, layout);
-  apply_rope_inplace<Acc>(TensorView<Acc, 4>(ks.data(), batch, k_len, kv_heads, d),
-                          PositionIdsView(kp, batch, k_len), freqs, layout);
+  const RopePositions krot = kp ? RopePositions::from_ids(PositionIdsView(kp, batch, k_len))
+                                : RopePositions::contiguous(batch, k_len);
+  apply_rope_inplace<Acc>(rope_heads<Acc>(TensorView<Acc, 4>(qs.data(), batch, q_len, heads, d)),
+                          qrot, freqs, layout);
+  apply_rope_inplace<Acc>(
+      rope_heads<Acc>(TensorView<Acc, 4>(ks.data(), batch, k_len, kv_heads, d)), krot, freqs,
+      layout);
   detail::run_fused_attention(
       qs.data(), ks.data(), vs.data(), out.data(), batch, q_len, k_len, heads, kv_heads, d,
       k_len * kv_heads * d, params, qp, kp,
