@@ -297,3 +297,61 @@ TEST_CASE("sinusoidal: bad input throws, names the parameter and writes nothing"
     CHECK(row[0] == 9.0f);
   }
 }
+
+TEMPLATE_TEST_CASE("sinusoidal: batch rows sharing position_ids are encoded once and added to each",
+                   "[sinusoidal][add]", float, double, Eigen::half, Eigen::bfloat16) {
+  // Batch rows 0-2 share contiguous positions, rows 3-4 share a left-padded run, so the kernel
+  // fans one computation out to several rows. d/2 = 2573 pairs crosses the 2048-pair state
+  // block, several 512-pair fan-out chunks and leaves a tail that is not a multiple of 8;
+  // seq = 23 mixes groups of 4 with single rows.
+  using T = TestType;
+  const Eigen::Index batch = 5, seq = 23, d = 2 * 2573;
+  const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
+                               SinusoidalLayout::kCosSin);
+  const auto params = with_layout(layout);
+  CAPTURE(posenc::to_string(layout));
+  const auto emb0 = posenc_test::random_vector<T>(static_cast<std::size_t>(batch * seq * d), 5);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(batch * seq));
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index s = 0; s < seq; ++s) {
+      ids[static_cast<std::size_t>(b * seq + s)] = b < 3 ? 100'000 + s : (s < 6 ? 0 : s - 6);
+    }
+  }
+  auto emb = emb0;
+  posenc::add_sinusoidal_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d),
+                                    posenc::PositionIdsView(ids.data(), batch, seq), params);
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      emb.size(), [&](std::size_t k) { return static_cast<double>(emb[k]); },
+      [&](std::size_t k) {
+        const auto bs = k / static_cast<std::size_t>(d);
+        const auto col = static_cast<Eigen::Index>(k % static_cast<std::size_t>(d));
+        const long double pe = posenc::reference::sinusoidal_value(
+            static_cast<long double>(ids[bs]), col, d, params);
+        return static_cast<double>(static_cast<long double>(static_cast<double>(emb0[k])) + pe);
+      },
+      2 * storage_tolerance<T>() + 1e-10));
+}
+
+TEST_CASE("sinusoidal: float tables stay within 2e-7 across a whole re-anchoring period",
+          "[sinusoidal][precision]") {
+  // 4100 consecutive rows: the longest run of chained shift rotations (4096) and a re-anchor,
+  // near position 10^6. Every layout; d_model 200 leaves a tail after the 8-pair SIMD blocks.
+  const Eigen::Index rows = 4100, d = 200;
+  const std::int64_t first = 1'000'000 - 2050;
+  for (const auto layout : {SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
+                            SinusoidalLayout::kCosSin}) {
+    CAPTURE(posenc::to_string(layout));
+    const auto params = with_layout(layout);
+    std::vector<float> table(static_cast<std::size_t>(rows * d));
+    posenc::sinusoidal_table<float>(posenc::TensorView<float, 2>(table.data(), rows, d), params,
+                                    first);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        table.size(), [&](std::size_t k) { return static_cast<double>(table[k]); },
+        [&](std::size_t k) {
+          const auto r = static_cast<Eigen::Index>(k) / d;
+          return static_cast<double>(posenc::reference::sinusoidal_value(
+              static_cast<long double>(first + r), static_cast<Eigen::Index>(k) % d, d, params));
+        },
+        2e-7 + 1e6 * 3e-16));
+  }
+}

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "posenc/detail/numeric.hpp"
+#include "posenc/detail/sinusoidal_kernels.hpp"
 #include "posenc/error.hpp"
 #include "posenc/tensor.hpp"
 
@@ -148,14 +149,13 @@ class SinusoidalPlan {
     const Eigen::Index half = d_model / 2;
     constexpr int G = detail::kSinusoidalGroup;
     inv_freq_.resize(static_cast<std::size_t>(half));
-    step_cos_.resize(static_cast<std::size_t>(G * half));
-    step_sin_.resize(static_cast<std::size_t>(G * half));
+    steps_.resize(static_cast<std::size_t>(2 * G * step_stride()));
     for (Eigen::Index i = 0; i < half; ++i) {
       const double w = detail::sinusoidal_frequency(i, d_model, params);
       inv_freq_[static_cast<std::size_t>(i)] = w;
-      for (int g = 0; g < G; ++g) {
-        step_cos_[static_cast<std::size_t>(g * half + i)] = std::cos((g + 1) * w);
-        step_sin_[static_cast<std::size_t>(g * half + i)] = std::sin((g + 1) * w);
+      for (int k = 1; k <= G; ++k) {
+        steps_[static_cast<std::size_t>((k - 1) * step_stride() + i)] = std::cos(k * w);
+        steps_[static_cast<std::size_t>((G + k - 1) * step_stride() + i)] = std::sin(k * w);
       }
     }
   }
@@ -166,28 +166,45 @@ class SinusoidalPlan {
   const std::vector<double>& frequencies() const noexcept { return inv_freq_; }
 
   /// cos(k w_i) and sin(k w_i) for k in [1, kSinusoidalGroup]: the shift rotations.
-  const double* step_cos(int k) const noexcept { return step_cos_.data() + (k - 1) * (d_model_ / 2); }
-  const double* step_sin(int k) const noexcept { return step_sin_.data() + (k - 1) * (d_model_ / 2); }
+  const double* step_cos(int k) const noexcept { return steps_.data() + (k - 1) * step_stride(); }
+  const double* step_sin(int k) const noexcept {
+    return steps_.data() + (detail::kSinusoidalGroup + k - 1) * step_stride();
+  }
 
  private:
+  // Tables 64 bytes apart modulo 4 KiB, so the kernel's loads from several of them never alias
+  // (d_model / 2 is often a multiple of 512 doubles = 4 KiB).
+  Eigen::Index step_stride() const noexcept { return d_model_ / 2 + 8; }
+
   Eigen::Index d_model_;
   SinusoidalParams params_;
   std::vector<double> inv_freq_;
-  std::vector<double> step_cos_;
-  std::vector<double> step_sin_;
+  std::vector<double> steps_;  // cos(k w) for k = 1..G, then sin(k w), step_stride() apart
 };
 
 namespace detail {
 
 /// rows: a callable (Index r) -> (position p, T* row) for r in [0, num_rows); accumulate adds
-/// the encoding to the row, otherwise it overwrites it.
+/// the encoding to the row, otherwise it overwrites it. Each encoding row is also put at
+/// row + k * copy_stride for k in [1, copies): batch rows that share their position_ids get
+/// the encoding computed once (the fan-out that makes a batch nearly free).
 template <typename T, bool accumulate, SinusoidalLayout layout, typename RowAt>
-void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at) {
+void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at,
+                          Eigen::Index copies, Eigen::Index copy_stride) {
   constexpr int G = kSinusoidalGroup;
   const Eigen::Index half = plan.d_model() / 2;
   const double* w_all = plan.frequencies().data();
-  alignas(64) double c[kSinusoidalPairBlock];
-  alignas(64) double s[kSinusoidalPairBlock];
+  // s sits 64 bytes past a 4 KiB multiple from c: c[i] and s[i] at the same address modulo
+  // 4 KiB would make every load wait on the previous store (4K aliasing).
+  alignas(64) double state[2 * kSinusoidalPairBlock + 8];
+  double* const c = state;
+  double* const s = state + kSinusoidalPairBlock + 8;
+
+  const auto put = [&](T* row, Eigen::Index i, double sin_value, double cos_value) {
+    for (Eigen::Index k = 0; k < copies; ++k) {
+      put_pair<T, accumulate, layout>(row + k * copy_stride, i, half, sin_value, cos_value);
+    }
+  };
 
   for (Eigen::Index i0 = 0; i0 < half; i0 += kSinusoidalPairBlock) {
     const Eigen::Index n = std::min(kSinusoidalPairBlock, half - i0);
@@ -206,14 +223,27 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
       T* rows[count];
       for (int g = 0; g < count; ++g) rows[g] = row_at(r + g).second;
       if (rotate) {
+        Eigen::Index i_simd = 0;
+#if defined(POSENC_SINUSOIDAL_SIMD)
+        if constexpr (std::is_same_v<T, float>) {
+          i_simd = n - n % 8;
+          if (copies == 1) {
+            sinusoidal_rotate_rows_simd<accumulate, static_cast<int>(layout), count>(
+                rows, c, s, step_c[0], step_s[0], i_simd, i0, half);
+          } else {
+            sinusoidal_rotate_rows_fanout<accumulate, static_cast<int>(layout), count>(
+                rows, copies, copy_stride, c, s, step_c[0], step_s[0], i_simd, i0, half);
+          }
+        }
+#endif
         POSENC_IVDEP
-        for (Eigen::Index i = 0; i < n; ++i) {
+        for (Eigen::Index i = i_simd; i < n; ++i) {
           const double ci = c[i], si = s[i];
           double cg = ci, sg = si;
           for (int g = 0; g < count; ++g) {
             cg = ci * step_c[g][i] - si * step_s[g][i];
             sg = si * step_c[g][i] + ci * step_s[g][i];
-            put_pair<T, accumulate, layout>(rows[g], i0 + i, half, sg, cg);
+            put(rows[g], i0 + i, sg, cg);
           }
           c[i] = cg;
           s[i] = sg;
@@ -221,9 +251,7 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
       } else {
         POSENC_IVDEP
         for (Eigen::Index i = 0; i < n; ++i) {
-          for (int g = 0; g < count; ++g) {
-            put_pair<T, accumulate, layout>(rows[g], i0 + i, half, s[i], c[i]);
-          }
+          for (int g = 0; g < count; ++g) put(rows[g], i0 + i, s[i], c[i]);
         }
       }
     };
@@ -271,17 +299,18 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
 }
 
 template <typename T, bool accumulate, typename RowAt>
-void sinusoidal_rows(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at) {
+void sinusoidal_rows(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt row_at,
+                     Eigen::Index copies = 1, Eigen::Index copy_stride = 0) {
   switch (plan.params().layout) {
     case SinusoidalLayout::kInterleaved:
-      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kInterleaved>(num_rows, plan,
-                                                                                 row_at);
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kInterleaved>(
+          num_rows, plan, row_at, copies, copy_stride);
     case SinusoidalLayout::kSinCos:
-      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kSinCos>(num_rows, plan,
-                                                                            row_at);
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kSinCos>(
+          num_rows, plan, row_at, copies, copy_stride);
     case SinusoidalLayout::kCosSin:
-      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kCosSin>(num_rows, plan,
-                                                                            row_at);
+      return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kCosSin>(
+          num_rows, plan, row_at, copies, copy_stride);
   }
 }
 
@@ -389,13 +418,20 @@ void add_sinusoidal_inplace(TensorView<T, 3> embeddings, PositionIdsView positio
       }
     }
   }
-  // Rows are contiguous across the batch; a batch boundary is a jump in position, which the
-  // kernel re-anchors like any other.
-  T* rows = embeddings.data();
+  // Batch rows with the same position_ids (every unpadded batch) share one computation: a run
+  // of equal rows [b, e) is encoded once and added to each. Different runs are independent.
   const std::int64_t* ids = position_ids.data();
-  detail::sinusoidal_rows<T, true>(batch * seq, plan, [&](Eigen::Index r) {
-    return std::pair<std::int64_t, T*>{ids[r], rows + r * d};
-  });
+  for (Eigen::Index b = 0; b < batch;) {
+    const std::int64_t* run_ids = ids + b * seq;
+    Eigen::Index e = b + 1;
+    while (e < batch && std::equal(run_ids, run_ids + seq, ids + e * seq)) ++e;
+    T* rows = embeddings.data() + b * seq * d;
+    detail::sinusoidal_rows<T, true>(
+        seq, plan,
+        [&](Eigen::Index r) { return std::pair<std::int64_t, T*>{run_ids[r], rows + r * d}; },
+        e - b, seq * d);
+    b = e;
+  }
 }
 
 /// \brief Convenience overload: plans for embeddings' d_model (one allocation), then adds.
