@@ -41,7 +41,10 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
 #ifndef POSENC_ROPE_SIMD
   FAIL("POSENC_ROPE_SIMD should be defined under the avx2,fma target");
 #endif
-  const Eigen::Index S = 45, H = 3, D = 96;
+  // 45 tokens run from cache (register-blocked pair order); 3000 tokens move more than
+  // kRopeResidentBytes and take the row-streaming order.
+  const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
+  CAPTURE(S);
   for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {
     for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
       CAPTURE(rd, off, posenc::to_string(layout));
