@@ -32,6 +32,10 @@
 
 #include <Eigen/Core>
 
+#if defined(__AVX2__) || (defined(__F16C__) && defined(__AVX__))
+#include <immintrin.h>
+#endif
+
 #include "posenc/detail/numeric.hpp"
 
 namespace posenc::detail {
@@ -41,6 +45,37 @@ template <typename Acc>
 using attn_packet_t = typename Eigen::internal::packet_traits<Acc>::type;
 template <typename Acc>
 inline constexpr int kAttnLanes = Eigen::internal::unpacket_traits<attn_packet_t<Acc>>::size;
+
+/// True when a packet of Acc can be loaded straight from storage T, widening in registers:
+/// the same type, or float packets of 8 from bfloat16 (AVX2: zero-extend, shift into the high
+/// half) or half (F16C). Decode then reads a 16-bit K cache in place, moving half the bytes.
+template <typename Acc, typename T>
+inline constexpr bool attn_loads_widened_v =
+    std::is_same_v<T, Acc>
+#if defined(__AVX2__)
+    || (std::is_same_v<Acc, float> && std::is_same_v<T, Eigen::bfloat16> && kAttnLanes<float> == 8)
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+    || (std::is_same_v<Acc, float> && std::is_same_v<T, Eigen::half> && kAttnLanes<float> == 8)
+#endif
+    ;
+
+template <typename Acc, typename T>
+EIGEN_STRONG_INLINE attn_packet_t<Acc> attn_load_widened(const T* p) {
+  static_assert(attn_loads_widened_v<Acc, T>, "attn_load_widened: no in-register widening");
+  if constexpr (std::is_same_v<T, Acc>) {
+    return Eigen::internal::ploadu<attn_packet_t<Acc>>(p);
+#if defined(__AVX2__)
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+  }
+}
 
 /// Register block: 6 broadcast operands x 2 packets of accumulators.
 inline constexpr int kAttnBlock = 6;
@@ -230,21 +265,21 @@ inline void attn_pv_scalar(const Acc* st, Eigen::Index rs, Eigen::Index nrows, c
 /// Few-row variant of S^T = K Q^T (decode: 1 query x a GQA group of heads), where a packet of
 /// rows would be mostly padding: dot products along head_dim, two keys at a time so each Q load
 /// feeds two FMAs. q: R rows [R, d]; writes st[j * rs + r].
-template <typename Acc, int R, typename Tick>
-inline void attn_qk_dot(const Acc* q, Eigen::Index d, const Acc* k, Eigen::Index k_stride,
+template <typename Acc, int R, typename TK, typename Tick>
+inline void attn_qk_dot(const Acc* q, Eigen::Index d, const TK* k, Eigen::Index k_stride,
                         Eigen::Index nk, Acc* st, Eigen::Index rs, Tick& tick) {
   using P = attn_packet_t<Acc>;
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
   Eigen::Index j = 0;
   for (; j + 2 <= nk; j += 2) {
-    const Acc* k0 = k + j * k_stride;
-    const Acc* k1 = k0 + k_stride;
+    const TK* k0 = k + j * k_stride;
+    const TK* k1 = k0 + k_stride;
     P a0[R], a1[R];
     for (int r = 0; r < R; ++r) a0[r] = a1[r] = ei::pset1<P>(Acc(0));
     Eigen::Index c = 0;
     for (; c + L <= d; c += L) {
-      const P x0 = ei::ploadu<P>(k0 + c), x1 = ei::ploadu<P>(k1 + c);
+      const P x0 = attn_load_widened<Acc>(k0 + c), x1 = attn_load_widened<Acc>(k1 + c);
       for (int r = 0; r < R; ++r) {
         const P qv = ei::ploadu<P>(q + r * d + c);
         a0[r] = ei::pmadd(qv, x0, a0[r]);
@@ -254,8 +289,8 @@ inline void attn_qk_dot(const Acc* q, Eigen::Index d, const Acc* k, Eigen::Index
     for (int r = 0; r < R; ++r) {
       Acc s0 = ei::predux(a0[r]), s1 = ei::predux(a1[r]);
       for (Eigen::Index cc = c; cc < d; ++cc) {
-        s0 += q[r * d + cc] * k0[cc];
-        s1 += q[r * d + cc] * k1[cc];
+        s0 += q[r * d + cc] * static_cast<Acc>(to_compute(k0[cc]));
+        s1 += q[r * d + cc] * static_cast<Acc>(to_compute(k1[cc]));
       }
       st[j * rs + r] = s0;
       st[(j + 1) * rs + r] = s1;
@@ -263,13 +298,13 @@ inline void attn_qk_dot(const Acc* q, Eigen::Index d, const Acc* k, Eigen::Index
     tick();
   }
   for (; j < nk; ++j) {
-    const Acc* k0 = k + j * k_stride;
+    const TK* k0 = k + j * k_stride;
     for (int r = 0; r < R; ++r) {
       P a = ei::pset1<P>(Acc(0));
       Eigen::Index c = 0;
-      for (; c + L <= d; c += L) a = ei::pmadd(ei::ploadu<P>(q + r * d + c), ei::ploadu<P>(k0 + c), a);
+      for (; c + L <= d; c += L) a = ei::pmadd(ei::ploadu<P>(q + r * d + c), attn_load_widened<Acc>(k0 + c), a);
       Acc s0 = ei::predux(a);
-      for (; c < d; ++c) s0 += q[r * d + c] * k0[c];
+      for (; c < d; ++c) s0 += q[r * d + c] * static_cast<Acc>(to_compute(k0[c]));
       st[j * rs + r] = s0;
     }
   }
@@ -351,6 +386,11 @@ inline void attn_pack_rows(const T* src, Eigen::Index stride, Eigen::Index n, Ei
     Acc* to = dst + j * dst_stride;
     if constexpr (std::is_same_v<T, Acc>) {
       std::copy(from, from + width, to);
+    } else if constexpr (attn_loads_widened_v<Acc, T>) {
+      constexpr Eigen::Index L = kAttnLanes<Acc>;
+      Eigen::Index c = 0;
+      for (; c + L <= width; c += L) Eigen::internal::pstoreu(to + c, attn_load_widened<Acc>(from + c));
+      for (; c < width; ++c) to[c] = static_cast<Acc>(to_compute(from[c]));
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16> && std::is_same_v<Acc, float>) {
       // bfloat16 is the top half of a float: widen the bits 8 at a time (memcpy keeps it free of
       // aliasing questions; the compiler turns the block into a zero-extend + shift).
@@ -496,7 +536,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     // always packed (and converted), one contiguous run of ns * d elements per key row: the PV
     // kernel passes over the tile once per column block, and rows kv_heads * d apart would all
     // share L1 sets.
-    const bool k_in_place = ns > 1 && nrows <= 4 && std::is_same_v<TKV, Acc>;
+    const bool k_in_place = ns > 1 && nrows <= 4 && attn_loads_widened_v<Acc, TKV>;
     const Eigen::Index k_tile_stride = k_in_place ? kv_row : kstride;
     if (!k_in_place) attn_pack_rows(kbase + j0 * kv_row, kv_row, nk, ns * d, ws.kf.data(), kstride);
     attn_pack_rows(vbase + j0 * kv_row, kv_row, nk, ns * d, ws.vf.data(), kstride);
@@ -519,9 +559,6 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
     for (Eigen::Index s = 0; s < ns; ++s) {
       const Acc* kt = ws.kf.data() + s * d;
-      if constexpr (std::is_same_v<TKV, Acc>) {
-        if (k_in_place) kt = kbase + j0 * kv_row + s * d;
-      }
       const Acc* vt = ws.vf.data() + s * d;
       const Acc* q_rel = ws.q_rel.data() + s * rs;
       const Acc* slope = ws.slope.data() + s * rs;
@@ -532,11 +569,22 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 
       if (nrows <= 4) {
         const Acc* qr = ws.qr.data() + s * rs * d;
-        switch (nrows) {
-          case 1: attn_qk_dot<Acc, 1>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
-          case 2: attn_qk_dot<Acc, 2>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
-          case 3: attn_qk_dot<Acc, 3>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
-          default: attn_qk_dot<Acc, 4>(qr, d, kt, k_tile_stride, nk, st, rs, cursor); break;
+        const auto qk_dot = [&](const auto* keys) {
+          switch (nrows) {
+            case 1: attn_qk_dot<Acc, 1>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
+            case 2: attn_qk_dot<Acc, 2>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
+            case 3: attn_qk_dot<Acc, 3>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
+            default: attn_qk_dot<Acc, 4>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
+          }
+        };
+        if constexpr (attn_loads_widened_v<Acc, TKV>) {
+          if (k_in_place) {
+            qk_dot(kbase + j0 * kv_row + s * d);
+          } else {
+            qk_dot(kt);
+          }
+        } else {
+          qk_dot(kt);
         }
       } else {
         attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt, k_tile_stride, d, nk, st);
