@@ -12,7 +12,7 @@ void BM_Baseline_StreamRMW(benchmark::State& state) {
   posenc_bench::run_stream_rmw_baseline(state, static_cast<std::size_t>(state.range(0)));
 }
 // Sizes: [1, 4096, 4096] and [8, 512, 1024] float embeddings (64 MiB, 16 MiB).
-BENCHMARK(BM_Baseline_StreamRMW)->ArgName("bytes")->Arg(64 << 20)->Arg(16 << 20);
+BENCHMARK(BM_Baseline_StreamRMW)->ArgName("bytes")->Arg(64 << 20)->Arg(16 << 20)->UseRealTime();
 
 void BM_Baseline_Memcpy(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
