@@ -41,6 +41,27 @@ template <> double storage_tolerance<float>() { return 2e-7; }
 template <> double storage_tolerance<Eigen::half>() { return 1e-3; }        // 2^-11 at 1.0 = 4.9e-4
 template <> double storage_tolerance<Eigen::bfloat16>() { return 8e-3; }    // 2^-8 at 1.0 = 3.9e-3
 
+// Adds the encoding in place to a copy of emb0 and compares every element with emb0 + the
+// long-double reference encoding at ids[b * seq + s].
+template <typename T>
+void check_add_inplace(const std::vector<T>& emb0, const std::vector<std::int64_t>& ids,
+                       Eigen::Index batch, Eigen::Index seq, Eigen::Index d,
+                       const SinusoidalParams& params, double tol) {
+  auto emb = emb0;
+  posenc::add_sinusoidal_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d),
+                                    posenc::PositionIdsView(ids.data(), batch, seq), params);
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      emb.size(), [&](std::size_t k) { return static_cast<double>(emb[k]); },
+      [&](std::size_t k) {
+        const auto bs = k / static_cast<std::size_t>(d);
+        const auto col = static_cast<Eigen::Index>(k % static_cast<std::size_t>(d));
+        const long double pe = posenc::reference::sinusoidal_value(
+            static_cast<long double>(ids[bs]), col, d, params);
+        return static_cast<double>(static_cast<long double>(static_cast<double>(emb0[k])) + pe);
+      },
+      tol));
+}
+
 }  // namespace
 
 TEST_CASE("sinusoidal: the seed's worked numbers PE(0) and PE(1) for d = 4", "[sinusoidal][seed]") {
@@ -206,21 +227,9 @@ TEMPLATE_TEST_CASE("sinusoidal: add in place with position_ids (padding, jumps, 
     ids[static_cast<std::size_t>(seq + s)] = s < 40 ? 0 : s - 40;              // left padding
     ids[static_cast<std::size_t>(2 * seq + s)] = rng.integer(0, 2'000'000'000);  // random jumps
   }
-  auto emb = emb0;
-  posenc::add_sinusoidal_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d),
-                                    posenc::PositionIdsView(ids.data(), batch, seq), params);
-  POSENC_REQUIRE_CLOSE(posenc_test::compare(
-      emb.size(), [&](std::size_t k) { return static_cast<double>(emb[k]); },
-      [&](std::size_t k) {
-        const auto bs = k / static_cast<std::size_t>(d);
-        const auto col = static_cast<Eigen::Index>(k % static_cast<std::size_t>(d));
-        const long double pe = posenc::reference::sinusoidal_value(
-            static_cast<long double>(ids[bs]), col, d, params);
-        return static_cast<double>(static_cast<long double>(static_cast<double>(emb0[k])) + pe);
-      },
-      // The sum can reach 2 in magnitude: twice the storage rounding, plus the angle rounding
-      // of positions near 2e9 (~4e-7 rad).
-      2 * storage_tolerance<T>() + 5e-7));
+  // The sum can reach 2 in magnitude: twice the storage rounding, plus the angle rounding of
+  // positions near 2e9 (~4e-7 rad).
+  check_add_inplace<T>(emb0, ids, batch, seq, d, params, 2 * storage_tolerance<T>() + 5e-7);
 }
 
 TEST_CASE("sinusoidal: timestep embedding accepts fractional timesteps", "[sinusoidal][timestep]") {
@@ -317,19 +326,7 @@ TEMPLATE_TEST_CASE("sinusoidal: batch rows sharing position_ids are encoded once
       ids[static_cast<std::size_t>(b * seq + s)] = b < 3 ? 100'000 + s : (s < 6 ? 0 : s - 6);
     }
   }
-  auto emb = emb0;
-  posenc::add_sinusoidal_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d),
-                                    posenc::PositionIdsView(ids.data(), batch, seq), params);
-  POSENC_REQUIRE_CLOSE(posenc_test::compare(
-      emb.size(), [&](std::size_t k) { return static_cast<double>(emb[k]); },
-      [&](std::size_t k) {
-        const auto bs = k / static_cast<std::size_t>(d);
-        const auto col = static_cast<Eigen::Index>(k % static_cast<std::size_t>(d));
-        const long double pe = posenc::reference::sinusoidal_value(
-            static_cast<long double>(ids[bs]), col, d, params);
-        return static_cast<double>(static_cast<long double>(static_cast<double>(emb0[k])) + pe);
-      },
-      2 * storage_tolerance<T>() + 1e-10));
+  check_add_inplace<T>(emb0, ids, batch, seq, d, params, 2 * storage_tolerance<T>() + 1e-10);
 }
 
 TEST_CASE("sinusoidal: float tables stay within 2e-7 across a whole re-anchoring period",
