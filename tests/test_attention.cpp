@@ -211,6 +211,55 @@ TEST_CASE("attention: fused equals the reference over shapes, GQA ratios and pos
   POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
 }
 
+TEST_CASE("attention: decode shapes (q_len x group <= 4 rows per kv head) equal the reference",
+          "[attention][fused][decode]") {
+  struct Shape {
+    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
+  };
+  // Rows per kv head R = q_len * heads / kv_heads in 1..4; k_len around the 32-key softmax step
+  // (1, 31, 33, 300) and the 8 / 4 / 2 / 1 keys of the dot and value blocks; head_dim with and
+  // without a column tail after whole packets (7, 12, 20, 64, 128).
+  const Shape shape = GENERATE(Shape{1, 1, 77, 8, 8, 12}, Shape{2, 1, 45, 4, 2, 64},
+                               Shape{1, 1, 70, 6, 2, 20}, Shape{1, 2, 33, 4, 4, 16},
+                               Shape{1, 4, 100, 2, 2, 7}, Shape{1, 1, 300, 32, 8, 128},
+                               Shape{1, 1, 1, 4, 1, 8}, Shape{3, 3, 31, 3, 3, 24});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const bool alibi = GENERATE(false, true);
+  const int threads = GENERATE(1, 2);
+  CAPTURE(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d,
+          posenc::to_string(mask), alibi, threads);
+  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads,
+                         shape.d, 300 + static_cast<std::uint64_t>(shape.d), 2.0);
+  AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
+  params.num_threads = threads;
+  POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
+  // Key padding: every third key of sequence 0 masked, sequence 1 (if any) a left-padded run.
+  std::vector<std::uint8_t> key_mask(static_cast<std::size_t>(shape.batch * shape.k_len), 1);
+  for (Eigen::Index j = 0; j < shape.k_len; ++j) {
+    key_mask[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(j % 3 != 1);
+    if (shape.batch > 1 && j < shape.k_len / 2) key_mask[static_cast<std::size_t>(shape.k_len + j)] = 0;
+  }
+  AttentionMetadata meta;
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(key_mask.data(), shape.batch, shape.k_len);
+  const auto out = fused(p, params, meta);
+  for (const float x : out) REQUIRE(std::isfinite(x));
+  POSENC_REQUIRE_CLOSE(close(out, reference(p, params, meta), 1e-5));
+}
+
+TEMPLATE_TEST_CASE("attention: decode over 16-bit and double K / V accumulates in float / double",
+                   "[attention][dtype][decode]", float, double, Eigen::half, Eigen::bfloat16) {
+  // R = 4 and R = 1 rows per kv head, 75 keys (two full 32-key steps and a tail).
+  for (const Eigen::Index kv_heads : {2, 8}) {
+    CAPTURE(kv_heads);
+    const Problem<TestType> p(1, 1, 75, 8, kv_heads, 40, 13);
+    const auto params = make_params(MaskMode::kCausal, 8);
+    const double tol = std::is_same_v<TestType, double> ? 1e-12
+                       : std::is_same_v<TestType, float> ? 1e-5
+                       : std::is_same_v<TestType, Eigen::half> ? 2e-3 : 1.6e-2;
+    POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), tol));
+  }
+}
+
 TEST_CASE("attention: key padding by lengths and by mask, rows with no visible key are 0",
           "[attention][padding]") {
   const Problem<float> p(3, 6, 10, 4, 2, 16, 7);

@@ -92,6 +92,10 @@ using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
 /// K/V tile is read as one contiguous block of key rows (all those heads side by side), which
 /// the hardware prefetchers stream; the tile then holds about this many elements per K or V.
 inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
+/// Decode: at most this many rows (query positions x group heads) per kv head go through
+/// attention_decode_item, which reads K / V in place; keys per softmax step there.
+inline constexpr Eigen::Index kAttnDecodeRows = 4;
+inline constexpr Eigen::Index kAttnDecodeKeyTile = 32;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
 inline constexpr Eigen::Index kAttnRowPad = 16;
@@ -108,15 +112,21 @@ struct AttentionTileBuffers {
   attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (dot path)
   attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output
   attn_vector<Acc> st;                           // [key_tile][rows]    scores, then P^T
-  attn_vector<Acc> kf, vf;                       // [key_tile][slots * d + pad] packed K, V
+  attn_vector<Acc> kf, vf;                       // [key_tile][slots * d + pad] packed K, V (prefill)
   attn_vector<Acc> m, l, alpha, q_rel, slope, limit;  // [slots][rows]
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
 
-  /// Grows (never shrinks); allocation happens only when a shape grows.
+  /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
+  /// in place and pass packs = false.
   void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_key_tile,
-               Eigen::Index need_slots) {
+               Eigen::Index need_slots, bool packs = true) {
     constexpr Eigen::Index lanes = kAttnLanes<Acc>;
     need_rows = (need_rows + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
+    const auto pack_size = static_cast<std::size_t>(need_key_tile * (need_slots * need_d + kAttnRowPad));
+    if (packs && kf.size() < pack_size) {
+      kf.assign(pack_size, Acc(0));
+      vf.assign(pack_size, Acc(0));
+    }
     if (need_rows <= rows && need_d <= d && need_key_tile <= key_tile && need_slots <= slots) return;
     rows = std::max(rows, need_rows);
     d = std::max(d, need_d);
@@ -128,8 +138,6 @@ struct AttentionTileBuffers {
     qr.assign(ns * r * dd, Acc(0));
     o.assign(ns * r * dd, Acc(0));
     st.assign(kt * r, Acc(0));
-    kf.assign(kt * (ns * dd + kAttnRowPad), Acc(0));
-    vf.assign(kf.size(), Acc(0));
     for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &limit}) v->assign(ns * r, Acc(0));
     row_q.assign(ns * r, 0);
     row_h.assign(ns * r, 0);
@@ -158,41 +166,18 @@ struct AttentionProblem {
   Eigen::Index meta_batch_stride = 0;
 };
 
-/// Called once per inner step of the micro-kernels; the prefill path does nothing.
-struct AttnNoTick {
-  void operator()() const noexcept {}
-};
-
-/// Decode is bound by reading K/V. Each tick requests one more cache line of the next tile's K
-/// and V rows, so the requests trickle out at about the rate memory delivers them while the
-/// current tile computes (a burst of hundreds of prefetches would just stall on the L1 miss
-/// buffers, serialising transfer and compute again).
-struct AttnPrefetchCursor {
-  const char* k = nullptr;
-  const char* v = nullptr;
-  Eigen::Index row_stride = 0, run_bytes = 0, rows = 0;  // bytes, bytes, count
-  Eigen::Index row = 0, byte = 0;
-
-  Eigen::Index lines_per_tick = 1;
-
-  EIGEN_STRONG_INLINE void operator()() noexcept {
-    for (Eigen::Index i = 0; i < lines_per_tick && row < rows; ++i) {
-#if defined(__GNUC__)
-      // Into L2 (T1): the lines are used a tile later; T0 would evict the current tile.
-      __builtin_prefetch(k + row * row_stride + byte, 0, 2);
-      __builtin_prefetch(v + row * row_stride + byte, 0, 2);
-#else
-      Eigen::internal::prefetch(k + row * row_stride + byte);
-      Eigen::internal::prefetch(v + row * row_stride + byte);
-#endif
-      byte += 64;
-      if (byte >= run_bytes) {
-        byte = 0;
-        ++row;
-      }
-    }
+/// One packet of Acc from storage T: widened in registers where attn_loads_widened_v, else
+/// converted element by element.
+template <typename Acc, typename T>
+EIGEN_STRONG_INLINE attn_packet_t<Acc> attn_load_packet(const T* p) {
+  if constexpr (attn_loads_widened_v<Acc, T>) {
+    return attn_load_widened<Acc>(p);
+  } else {
+    EIGEN_ALIGN_MAX Acc buf[kAttnLanes<Acc>];
+    for (int i = 0; i < kAttnLanes<Acc>; ++i) buf[i] = static_cast<Acc>(to_compute(p[i]));
+    return Eigen::internal::pload<attn_packet_t<Acc>>(buf);
   }
-};
+}
 
 // ---- micro-kernels ---------------------------------------------------------------------------
 
@@ -221,10 +206,10 @@ inline void attn_qk_block(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const
 
 /// O[i0 + r][c0 ..] = alpha[i0 + r] O[..] + sum_j st[j * rs + i0 + r] v[j][c0 ..], R rows x NP
 /// packets of columns.
-template <typename Acc, int R, int NP, typename Tick>
+template <typename Acc, int R, int NP>
 inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const Acc* alpha,
                           const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
-                          Eigen::Index d, Eigen::Index c0, Tick& tick) {
+                          Eigen::Index d, Eigen::Index c0) {
   using P = attn_packet_t<Acc>;
   constexpr int L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
@@ -243,7 +228,6 @@ inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const
       for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmadd(pr, b[n], acc[r][n]);
     }
   }
-  tick();
   for (int r = 0; r < R; ++r)
     for (int n = 0; n < NP; ++n) ei::pstoreu(o + (i0 + r) * d + c0 + n * L, acc[r][n]);
 }
@@ -258,54 +242,6 @@ inline void attn_pv_scalar(const Acc* st, Eigen::Index rs, Eigen::Index nrows, c
       Acc acc = alpha[r] * o[r * d + c];
       for (Eigen::Index j = 0; j < nk; ++j) acc += st[j * rs + r] * v[j * v_stride + c];
       o[r * d + c] = acc;
-    }
-  }
-}
-
-/// Few-row variant of S^T = K Q^T (decode: 1 query x a GQA group of heads), where a packet of
-/// rows would be mostly padding: dot products along head_dim, two keys at a time so each Q load
-/// feeds two FMAs. q: R rows [R, d]; writes st[j * rs + r].
-template <typename Acc, int R, typename TK, typename Tick>
-inline void attn_qk_dot(const Acc* q, Eigen::Index d, const TK* k, Eigen::Index k_stride,
-                        Eigen::Index nk, Acc* st, Eigen::Index rs, Tick& tick) {
-  using P = attn_packet_t<Acc>;
-  constexpr Eigen::Index L = kAttnLanes<Acc>;
-  namespace ei = Eigen::internal;
-  Eigen::Index j = 0;
-  for (; j + 2 <= nk; j += 2) {
-    const TK* k0 = k + j * k_stride;
-    const TK* k1 = k0 + k_stride;
-    P a0[R], a1[R];
-    for (int r = 0; r < R; ++r) a0[r] = a1[r] = ei::pset1<P>(Acc(0));
-    Eigen::Index c = 0;
-    for (; c + L <= d; c += L) {
-      const P x0 = attn_load_widened<Acc>(k0 + c), x1 = attn_load_widened<Acc>(k1 + c);
-      for (int r = 0; r < R; ++r) {
-        const P qv = ei::ploadu<P>(q + r * d + c);
-        a0[r] = ei::pmadd(qv, x0, a0[r]);
-        a1[r] = ei::pmadd(qv, x1, a1[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      Acc s0 = ei::predux(a0[r]), s1 = ei::predux(a1[r]);
-      for (Eigen::Index cc = c; cc < d; ++cc) {
-        s0 += q[r * d + cc] * static_cast<Acc>(to_compute(k0[cc]));
-        s1 += q[r * d + cc] * static_cast<Acc>(to_compute(k1[cc]));
-      }
-      st[j * rs + r] = s0;
-      st[(j + 1) * rs + r] = s1;
-    }
-    tick();
-  }
-  for (; j < nk; ++j) {
-    const TK* k0 = k + j * k_stride;
-    for (int r = 0; r < R; ++r) {
-      P a = ei::pset1<P>(Acc(0));
-      Eigen::Index c = 0;
-      for (; c + L <= d; c += L) a = ei::pmadd(ei::ploadu<P>(q + r * d + c), attn_load_widened<Acc>(k0 + c), a);
-      Acc s0 = ei::predux(a);
-      for (; c < d; ++c) s0 += q[r * d + c] * static_cast<Acc>(to_compute(k0[c]));
-      st[j * rs + r] = s0;
     }
   }
 }
@@ -339,37 +275,117 @@ inline void attn_qk(const Acc* qt, Eigen::Index rs, Eigen::Index vec_rows, const
   if (i0 < vec_rows) attn_qk_rows<Acc, 1>(qt, rs, i0, k, k_stride, d, nk, st);
 }
 
-template <typename Acc, int NP, typename Tick>
+template <typename Acc, int NP>
 inline void attn_pv_cols(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
                          const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
-                         Eigen::Index d, Eigen::Index c0, Tick& tick) {
+                         Eigen::Index d, Eigen::Index c0) {
   Eigen::Index r = 0;
   for (; r + kAttnBlock <= nrows; r += kAttnBlock) {
-    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick);
+    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0);
   }
   switch (nrows - r) {
-    case 5: attn_pv_block<Acc, 5, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
-    case 4: attn_pv_block<Acc, 4, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
-    case 3: attn_pv_block<Acc, 3, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
-    case 2: attn_pv_block<Acc, 2, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
-    case 1: attn_pv_block<Acc, 1, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0, tick); break;
+    case 5: attn_pv_block<Acc, 5, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
+    case 4: attn_pv_block<Acc, 4, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
+    case 3: attn_pv_block<Acc, 3, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
+    case 2: attn_pv_block<Acc, 2, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
+    case 1: attn_pv_block<Acc, 1, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
     default: break;
   }
 }
 
 /// O = alpha O + P V over all d columns for the first nrows rows.
-template <typename Acc, typename Tick = AttnNoTick>
+template <typename Acc>
 inline void attn_pv(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
-                    const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o, Eigen::Index d,
-                    Tick&& tick = Tick{}) {
+                    const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o, Eigen::Index d) {
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   Eigen::Index c0 = 0;
-  for (; c0 + 2 * L <= d; c0 += 2 * L) attn_pv_cols<Acc, 2>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0, tick);
+  for (; c0 + 2 * L <= d; c0 += 2 * L) attn_pv_cols<Acc, 2>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
   if (c0 + L <= d) {
-    attn_pv_cols<Acc, 1>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0, tick);
+    attn_pv_cols<Acc, 1>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
     c0 += L;
   }
   if (c0 < d) attn_pv_scalar<Acc>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
+}
+
+// ---- the softmax step shared by both work items ---------------------------------------------
+
+/// Per-lane state of a work item (a lane = one output row: query position x query head),
+/// [lanes] each, the padding lanes included.
+template <typename Acc>
+struct AttnLaneState {
+  const Acc* q_rel;  // pos_q - base (ALiBi)
+  const Acc* slope;  // ALiBi slope, 0 when off or padding
+  const Acc* limit;  // last causally visible key index
+  Acc* m;            // running max
+  Acc* l;            // running sum of exp
+  Acc* alpha;        // out: exp(m_old - m_new) of this tile
+};
+
+/// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
+/// P^T: ALiBi bias from absolute positions, key padding and causal mask (-inf), then the online
+/// softmax update of m and l; alpha receives the factor the caller rescales O by.
+template <typename Acc, typename TQ, typename TKV, typename TO>
+inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
+                              const std::int64_t* kpos, const std::uint8_t* kmask,
+                              std::int64_t base, Eigen::Index j0, Eigen::Index nk,
+                              bool causal_cut, bool masked, Acc* st, Eigen::Index rs,
+                              Eigen::Index lanes, const AttnLaneState<Acc>& ls) {
+  namespace ei = Eigen::internal;
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  const P zero = ei::pset1<P>(Acc(0));
+  const P neg_inf = ei::pset1<P>(-std::numeric_limits<Acc>::infinity());
+  if (p.alibi) {
+    for (Eigen::Index j = 0; j < nk; ++j) {
+      const std::int64_t kp = kpos ? kpos[j0 + j] : static_cast<std::int64_t>(j0 + j);
+      const P kr = ei::pset1<P>(static_cast<Acc>(kp - base));
+      Acc* srow = st + j * rs;
+      for (Eigen::Index i = 0; i < lanes; i += L) {
+        const P diff = ei::psub(kr, ei::ploadu<P>(ls.q_rel + i));  // pos_k - pos_q
+        const P sl = ei::ploadu<P>(ls.slope + i);
+        const P bias = p.causal ? ei::pmul(sl, diff) : ei::pnegate(ei::pmul(sl, ei::pabs(diff)));
+        ei::pstoreu(srow + i, ei::padd(ei::ploadu<P>(srow + i), bias));
+      }
+    }
+  }
+  if (masked) {
+    for (Eigen::Index j = 0; j < nk; ++j) {
+      Acc* srow = st + j * rs;
+      if (kmask && kmask[j0 + j] == 0) {
+        for (Eigen::Index i = 0; i < lanes; i += L) ei::pstoreu(srow + i, neg_inf);
+      } else if (causal_cut) {
+        const P jj = ei::pset1<P>(static_cast<Acc>(j0 + j));
+        for (Eigen::Index i = 0; i < lanes; i += L) {
+          const P visible = ei::pcmp_le(jj, ei::ploadu<P>(ls.limit + i));
+          ei::pstoreu(srow + i, ei::pselect(visible, ei::ploadu<P>(srow + i), neg_inf));
+        }
+      }
+    }
+  }
+  // Online softmax update, vectorised across lanes.
+  for (Eigen::Index i = 0; i < lanes; i += L) {
+    const P m_old = ei::ploadu<P>(ls.m + i);
+    P m_new = m_old;
+    for (Eigen::Index j = 0; j < nk; ++j) m_new = ei::pmax(m_new, ei::ploadu<P>(st + j * rs + i));
+    // A row that has seen only masked keys keeps m = -inf; exponentiate against 0 instead
+    // so no -inf - (-inf) = NaN appears (its P entries are all zeroed below).
+    const P m_safe = ei::pselect(ei::pcmp_eq(m_new, neg_inf), zero, m_new);
+    const P alpha = ei::pexp(ei::psub(m_old, m_safe));
+    P sum = zero;
+    for (Eigen::Index j = 0; j < nk; ++j) {
+      Acc* sp = st + j * rs + i;
+      const P x = ei::ploadu<P>(sp);
+      P e = ei::pexp(ei::psub(x, m_safe));
+      // Eigen's pexp clamps its argument at -88.7, so exp(-inf) is ~1e-39, not 0: masked
+      // entries are zeroed explicitly (exactly zero weight, as a mask must give).
+      if (masked) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
+      ei::pstoreu(sp, e);
+      sum = ei::padd(sum, e);
+    }
+    ei::pstoreu(ls.l + i, ei::pmadd(alpha, ei::ploadu<P>(ls.l + i), sum));
+    ei::pstoreu(ls.m + i, m_new);
+    ei::pstoreu(ls.alpha + i, alpha);
+  }
 }
 
 // ---- one work item ---------------------------------------------------------------------------
@@ -413,6 +429,7 @@ inline void attn_pack_rows(const T* src, Eigen::Index stride, Eigen::Index n, Ei
 
 /// How the problem is cut into work items.
 struct AttentionSchedule {
+  bool decode;             // attention_decode_item (q_len * group <= kAttnDecodeRows)
   Eigen::Index q_tile;     // query positions per item
   Eigen::Index slots;      // kv heads per item
   Eigen::Index key_tile;   // keys per K/V tile
@@ -427,12 +444,19 @@ inline AttentionSchedule attention_schedule(Eigen::Index batch, Eigen::Index q_l
   s.q_tile = std::max<Eigen::Index>(1, kAttnTargetRows / group);
   s.slots = 1;
   s.key_tile = kAttnKeyTile;
-  if (q_len * group < kAttnTargetRows && kv_heads > 1) {
+  const Eigen::Index per_thread = (threads + batch - 1) / batch;
+  if (q_len * group <= kAttnDecodeRows) {
+    // Every kv head of a sequence in one item (split only to give each thread one), so the
+    // K/V rows are read whole, in address order.
+    s.decode = true;
+    s.q_tile = q_len;
+    s.slots = std::max<Eigen::Index>(1, (kv_heads + per_thread - 1) / per_thread);
+    s.key_tile = kAttnDecodeKeyTile;
+  } else if (q_len * group < kAttnTargetRows && kv_heads > 1) {
     // Decode shape: one head's rows cannot fill a tile; take several heads per item instead,
     // keeping at least one item per thread.
     s.q_tile = q_len;
     s.slots = std::min(kv_heads, std::max<Eigen::Index>(1, kAttnTargetRows / (q_len * group)));
-    const Eigen::Index per_thread = (threads + batch - 1) / batch;
     s.slots = std::min(s.slots, std::max<Eigen::Index>(1, (kv_heads + per_thread - 1) / per_thread));
     s.key_tile = std::clamp<Eigen::Index>(kAttnMultiHeadTileElems / (s.slots * d), 8, kAttnKeyTile);
   }
@@ -448,8 +472,6 @@ template <typename Acc, typename TQ, typename TKV, typename TO>
 void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
                          Eigen::Index g0, Eigen::Index ns, Eigen::Index qi0, Eigen::Index nq,
                          Eigen::Index key_tile, AttentionTileBuffers<Acc>& ws) {
-  namespace ei = Eigen::internal;
-  using P = attn_packet_t<Acc>;
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
   const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
@@ -474,7 +496,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     for (Eigen::Index r = 0; r < nrows; ++r) {
       const char* row = reinterpret_cast<const char*>(q_row(qi0 + r / group, (g0 + s) * group + r % group));
       for (Eigen::Index byte = 0; byte < d * static_cast<Eigen::Index>(sizeof(TQ)); byte += 64) {
-        ei::prefetch(row + byte);
+        Eigen::internal::prefetch(row + byte);
       }
     }
   }
@@ -496,9 +518,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.m[at(r)] = kNegInf;
       ws.l[at(r)] = Acc(0);
       const TQ* qrow = q_row(qi, h);
-      Acc* qr = ws.qr.data() + (s * rs + r) * d;
       for (Eigen::Index c = 0; c < d; ++c) {
-        qr[c] = qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
+        qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
       }
       Acc* o = ws.o.data() + (s * rs + r) * d;
       std::fill(o, o + d, Acc(0));
@@ -516,13 +537,6 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
   const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   Acc* st = ws.st.data();
-  if (nrows <= 4) {
-    // The dot-product QK path writes only the real rows' lanes; its padding lanes keep these
-    // zeros (and later finite softmax outputs), which the softmax reads and PV never uses.
-    for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + nrows, st + j * rs + vec_rows, Acc(0));
-  }
-  const P zero = ei::pset1<P>(Acc(0));
-  const P neg_inf = ei::pset1<P>(kNegInf);
 
   for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
     const Eigen::Index nk = std::min(key_tile, j_end - j0);
@@ -532,122 +546,20 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
     const bool causal_cut = p.causal && j0 + nk - 1 > first_limit;
     const bool masked = padded || causal_cut;
-    // Decode shapes read each K line once (dot products): float keys are read in place. V is
-    // always packed (and converted), one contiguous run of ns * d elements per key row: the PV
-    // kernel passes over the tile once per column block, and rows kv_heads * d apart would all
-    // share L1 sets.
-    const bool k_in_place = ns > 1 && nrows <= 4 && attn_loads_widened_v<Acc, TKV>;
-    const Eigen::Index k_tile_stride = k_in_place ? kv_row : kstride;
-    if (!k_in_place) attn_pack_rows(kbase + j0 * kv_row, kv_row, nk, ns * d, ws.kf.data(), kstride);
+    // K and V are packed (and converted), one contiguous run of ns * d elements per key row:
+    // the micro-kernels pass over the tile once per row / column block, and unpacked rows
+    // kv_heads * d apart would all share L1 sets.
+    attn_pack_rows(kbase + j0 * kv_row, kv_row, nk, ns * d, ws.kf.data(), kstride);
     attn_pack_rows(vbase + j0 * kv_row, kv_row, nk, ns * d, ws.vf.data(), kstride);
-
-    AttnPrefetchCursor cursor;
-    if (ns > 1) {
-      // Two tiles ahead: one tile of compute is shorter than DRAM latency x queue depth.
-      const Eigen::Index ahead = j0 == 0 ? nk : nk + key_tile;
-      cursor.k = reinterpret_cast<const char*>(kbase + (j0 + nk) * kv_row);
-      cursor.v = reinterpret_cast<const char*>(vbase + (j0 + nk) * kv_row);
-      cursor.row_stride = kv_row * static_cast<Eigen::Index>(sizeof(TKV));
-      cursor.run_bytes = ns * d * static_cast<Eigen::Index>(sizeof(TKV));
-      cursor.rows = std::max<Eigen::Index>(0, std::min(j0 + nk + 2 * key_tile, j_end) - (j0 + nk));
-      cursor.row = ahead - nk;  // rows [nk, ahead) were requested during the previous tile
-      // Ticks this tile: one per key pair (QK) and one per PV block, for every head.
-      const Eigen::Index ticks =
-          ns * ((nk + 1) / 2 + (d + 2 * L - 1) / (2 * L) * ((nrows + kAttnBlock - 1) / kAttnBlock));
-      const Eigen::Index lines = (cursor.rows - cursor.row) * ((cursor.run_bytes + 63) / 64);
-      cursor.lines_per_tick = std::max<Eigen::Index>(1, (lines + ticks - 1) / ticks);
-    }
     for (Eigen::Index s = 0; s < ns; ++s) {
-      const Acc* kt = ws.kf.data() + s * d;
-      const Acc* vt = ws.vf.data() + s * d;
-      const Acc* q_rel = ws.q_rel.data() + s * rs;
-      const Acc* slope = ws.slope.data() + s * rs;
-      const Acc* limit = ws.limit.data() + s * rs;
-      Acc* m = ws.m.data() + s * rs;
-      Acc* l = ws.l.data() + s * rs;
-      Acc* alpha_out = ws.alpha.data() + s * rs;
-
-      if (nrows <= 4) {
-        const Acc* qr = ws.qr.data() + s * rs * d;
-        const auto qk_dot = [&](const auto* keys) {
-          switch (nrows) {
-            case 1: attn_qk_dot<Acc, 1>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
-            case 2: attn_qk_dot<Acc, 2>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
-            case 3: attn_qk_dot<Acc, 3>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
-            default: attn_qk_dot<Acc, 4>(qr, d, keys, k_tile_stride, nk, st, rs, cursor); break;
-          }
-        };
-        if constexpr (attn_loads_widened_v<Acc, TKV>) {
-          if (k_in_place) {
-            qk_dot(kbase + j0 * kv_row + s * d);
-          } else {
-            qk_dot(kt);
-          }
-        } else {
-          qk_dot(kt);
-        }
-      } else {
-        attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt, k_tile_stride, d, nk, st);
-      }
-
-      if (p.alibi) {
-        for (Eigen::Index j = 0; j < nk; ++j) {
-          const std::int64_t kp = kpos ? kpos[j0 + j] : static_cast<std::int64_t>(j0 + j);
-          const P kr = ei::pset1<P>(static_cast<Acc>(kp - base));
-          Acc* srow = st + j * rs;
-          for (Eigen::Index i = 0; i < vec_rows; i += L) {
-            const P diff = ei::psub(kr, ei::ploadu<P>(q_rel + i));  // pos_k - pos_q
-            const P sl = ei::ploadu<P>(slope + i);
-            const P bias = p.causal ? ei::pmul(sl, diff) : ei::pnegate(ei::pmul(sl, ei::pabs(diff)));
-            ei::pstoreu(srow + i, ei::padd(ei::ploadu<P>(srow + i), bias));
-          }
-        }
-      }
-      if (masked) {
-        for (Eigen::Index j = 0; j < nk; ++j) {
-          Acc* srow = st + j * rs;
-          if (kmask && kmask[j0 + j] == 0) {
-            for (Eigen::Index i = 0; i < vec_rows; i += L) ei::pstoreu(srow + i, neg_inf);
-          } else if (causal_cut) {
-            const P jj = ei::pset1<P>(static_cast<Acc>(j0 + j));
-            for (Eigen::Index i = 0; i < vec_rows; i += L) {
-              const P visible = ei::pcmp_le(jj, ei::ploadu<P>(limit + i));
-              ei::pstoreu(srow + i, ei::pselect(visible, ei::ploadu<P>(srow + i), neg_inf));
-            }
-          }
-        }
-      }
-
-      // Online softmax update, vectorised across rows.
-      for (Eigen::Index i = 0; i < vec_rows; i += L) {
-        const P m_old = ei::ploadu<P>(m + i);
-        P m_new = m_old;
-        for (Eigen::Index j = 0; j < nk; ++j) m_new = ei::pmax(m_new, ei::ploadu<P>(st + j * rs + i));
-        // A row that has seen only masked keys keeps m = -inf; exponentiate against 0 instead
-        // so no -inf - (-inf) = NaN appears (its P entries are all zeroed below).
-        const P m_safe = ei::pselect(ei::pcmp_eq(m_new, neg_inf), zero, m_new);
-        const P alpha = ei::pexp(ei::psub(m_old, m_safe));
-        P sum = zero;
-        for (Eigen::Index j = 0; j < nk; ++j) {
-          Acc* sp = st + j * rs + i;
-          const P x = ei::ploadu<P>(sp);
-          P e = ei::pexp(ei::psub(x, m_safe));
-          // Eigen's pexp clamps its argument at -88.7, so exp(-inf) is ~1e-39, not 0: masked
-          // entries are zeroed explicitly (exactly zero weight, as a mask must give).
-          if (masked) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
-          ei::pstoreu(sp, e);
-          sum = ei::padd(sum, e);
-        }
-        ei::pstoreu(l + i, ei::pmadd(alpha, ei::ploadu<P>(l + i), sum));
-        ei::pstoreu(m + i, m_new);
-        ei::pstoreu(alpha_out + i, alpha);
-      }
-
-      if (ns > 1) {
-        attn_pv<Acc>(st, rs, nrows, alpha_out, vt, kstride, nk, ws.o.data() + s * rs * d, d, cursor);
-      } else {
-        attn_pv<Acc>(st, rs, nrows, alpha_out, vt, kstride, nk, ws.o.data() + s * rs * d, d);
-      }
+      attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, ws.kf.data() + s * d, kstride, d, nk, st);
+      Acc* alpha = ws.alpha.data() + s * rs;
+      attn_softmax_tile(p, kpos, kmask, base, j0, nk, causal_cut, masked, st, rs, vec_rows,
+                        {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
+                         ws.limit.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
+                         alpha});
+      attn_pv<Acc>(st, rs, nrows, alpha, ws.vf.data() + s * d, kstride, nk,
+                   ws.o.data() + s * rs * d, d);
     }
   }
 
@@ -664,6 +576,231 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   }
 }
 
+// ---- decode: few rows per kv head, K / V read in place -----------------------------------------
+// With at most kAttnDecodeRows rows per kv head every K / V element feeds only a few FMAs, so
+// decode is bound by reading the cache. The decode item therefore reads each K / V row once,
+// whole and in address order (all the item's kv heads side by side), which the hardware
+// prefetchers stream at full bandwidth, with no packing copy: S^T = K Q^T as dot products
+// (keys of one block x rows, reduced together), P V as rank-1 updates of O rows held in L1.
+
+/// out[i] = sum of the lanes of acc[i], i < N <= kAttnLanes. Eight AVX float sums take one
+/// horizontal-add tree (7 adds and 2 lane swaps instead of 8 separate reductions).
+template <typename Acc, int N>
+EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], Acc* out) {
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<Acc, float> && kAttnLanes<float> == 8) {
+    __m256 a[8];
+    for (int i = 0; i < 8; ++i) a[i] = i < N ? acc[i] : _mm256_setzero_ps();
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    // u0 = [a0..a3 sums of lanes 0-3 | a0..a3 sums of lanes 4-7], u1 likewise for a4..a7.
+    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                      _mm256_permute2f128_ps(u0, u1, 0x31));
+    EIGEN_ALIGN_MAX float tmp[8];
+    _mm256_store_ps(tmp, sums);
+    for (int i = 0; i < N; ++i) out[i] = tmp[i];
+    return;
+  }
+#endif
+  for (int i = 0; i < N; ++i) out[i] = Eigen::internal::predux(acc[i]);
+}
+
+/// Pins a loaded packet to a register. GCC otherwise folds the load into every FMA that uses
+/// it (one memory operand per FMA), and the dot products become load-bound: for 4 rows x 2
+/// keys, 12 loads per 8 FMAs instead of 6.
+template <typename Packet>
+EIGEN_STRONG_INLINE void attn_keep_in_register(Packet& x) {
+#if defined(__GNUC__) && defined(__AVX__)
+  if constexpr (sizeof(Packet) == 32) __asm__("" : "+x"(x));
+#else
+  (void)x;
+#endif
+}
+
+/// out[jj * R + r] = q_r . k_jj for KJ keys (k_stride apart) x R query rows (d apart).
+template <typename Acc, int R, int KJ, typename TK>
+EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK* k,
+                                          Eigen::Index k_stride, Acc* out) {
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  namespace ei = Eigen::internal;
+  P acc[KJ * R];
+  for (auto& a : acc) a = ei::pset1<P>(Acc(0));
+  Eigen::Index c = 0;
+  for (; c + L <= d; c += L) {
+    P x[KJ];
+    for (int jj = 0; jj < KJ; ++jj) {
+      P t = attn_load_packet<Acc>(k + jj * k_stride + c);
+      attn_keep_in_register(t);
+      x[jj] = t;
+    }
+    for (int r = 0; r < R; ++r) {
+      P qv = ei::ploadu<P>(q + r * d + c);
+      attn_keep_in_register(qv);
+      for (int jj = 0; jj < KJ; ++jj) acc[jj * R + r] = ei::pmadd(qv, x[jj], acc[jj * R + r]);
+    }
+  }
+  attn_reduce_store<Acc, KJ * R>(acc, out);
+  for (; c < d; ++c) {
+    for (int jj = 0; jj < KJ; ++jj) {
+      const Acc kc = static_cast<Acc>(to_compute(k[jj * k_stride + c]));
+      for (int r = 0; r < R; ++r) out[jj * R + r] += q[r * d + c] * kc;
+    }
+  }
+}
+
+/// o_r = alpha_r o_r + sum_jj w[jj * w_stride + r] v_jj for R rows of O (d apart) and KV
+/// value rows (v_stride apart); without kRescale alpha is not read (alpha = 1).
+template <typename Acc, int R, int KV, bool kRescale, typename TV>
+EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, const Acc* alpha,
+                                        const TV* v, Eigen::Index v_stride, Acc* o,
+                                        Eigen::Index d) {
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  namespace ei = Eigen::internal;
+  P wp[KV][R], ap[R];
+  for (int r = 0; r < R; ++r) {
+    ap[r] = ei::pset1<P>(kRescale ? alpha[r] : Acc(1));
+    for (int jj = 0; jj < KV; ++jj) wp[jj][r] = ei::pset1<P>(w[jj * w_stride + r]);
+  }
+  Eigen::Index c = 0;
+  for (; c + L <= d; c += L) {
+    P x[KV];
+    for (int jj = 0; jj < KV; ++jj) {
+      P t = attn_load_packet<Acc>(v + jj * v_stride + c);
+      attn_keep_in_register(t);
+      x[jj] = t;
+    }
+    for (int r = 0; r < R; ++r) {
+      P acc = ei::ploadu<P>(o + r * d + c);
+      if constexpr (kRescale) acc = ei::pmul(ap[r], acc);
+      for (int jj = 0; jj < KV; ++jj) acc = ei::pmadd(wp[jj][r], x[jj], acc);
+      ei::pstoreu(o + r * d + c, acc);
+    }
+  }
+  for (; c < d; ++c) {
+    for (int r = 0; r < R; ++r) {
+      Acc acc = kRescale ? alpha[r] * o[r * d + c] : o[r * d + c];
+      for (int jj = 0; jj < KV; ++jj) acc += w[jj * w_stride + r] * static_cast<Acc>(to_compute(v[jj * v_stride + c]));
+      o[r * d + c] = acc;
+    }
+  }
+}
+
+/// The decode work item: all q_len query positions (R = q_len * group <= kAttnDecodeRows rows
+/// per kv head) of batch b against the keys of kv heads [g0, g0 + ns). Lane s * R + r is row r
+/// (query position r / group, head (g0 + s) * group + r % group) of slot s; Q rows and O rows
+/// are stored per lane, the scores as S^T[key][lane].
+template <int R, typename Acc, typename TQ, typename TKV, typename TO>
+void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
+                           Eigen::Index g0, Eigen::Index ns, Eigen::Index key_tile,
+                           AttentionTileBuffers<Acc>& ws) {
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  // Keys per QK block (KJ x R accumulators, one reduction tree) and per PV block (KV x R
+  // weights in registers).
+  constexpr int KJ = R == 1 ? 8 : R == 2 ? 4 : 2;
+  constexpr int KV = R <= 2 ? 4 : 2;
+  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
+  const Eigen::Index lanes = ns * R, vec_lanes = (lanes + L - 1) / L * L;
+  const Eigen::Index offset = p.k_len - p.q_len;  // bottom-right alignment
+  const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
+  const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
+  auto q_position = [&](Eigen::Index qi) -> std::int64_t {
+    return p.q_pos ? p.q_pos[b * p.q_len + qi] : static_cast<std::int64_t>(offset + qi);
+  };
+  const std::int64_t base = q_position(0);  // ALiBi differences stay exact relative to it
+  Acc* qr = ws.qr.data();  // [lanes][d]
+  Acc* o = ws.o.data();    // [lanes][d]
+  for (Eigen::Index lane = 0; lane < vec_lanes; ++lane) {
+    const bool real = lane < lanes;
+    const Eigen::Index s = lane / R, r = lane % R;
+    const Eigen::Index qi = real ? r / group : 0;
+    const Eigen::Index h = (g0 + s) * group + r % group;
+    const auto at = static_cast<std::size_t>(lane);
+    ws.row_q[at] = qi;
+    ws.row_h[at] = real ? h : 0;
+    ws.q_rel[at] = static_cast<Acc>(q_position(qi) - base);
+    ws.slope[at] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
+    ws.limit[at] = p.causal && real ? static_cast<Acc>(offset + qi) : static_cast<Acc>(p.k_len);
+    ws.m[at] = -std::numeric_limits<Acc>::infinity();
+    ws.l[at] = Acc(0);
+    if (!real) continue;
+    const TQ* qrow = p.q + ((b * p.q_len + qi) * p.heads + h) * d;
+    for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * p.scale;
+    std::fill(o + lane * d, o + (lane + 1) * d, Acc(0));
+  }
+  Acc* st = ws.st.data();
+  // Padding lanes are never written by the dot products: zero scores keep their softmax finite.
+  for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
+
+  Eigen::Index j_end = p.k_len;
+  if (p.causal) j_end = std::min(j_end, offset + p.q_len);
+  if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
+  const Eigen::Index kv_row = p.kv_heads * d;
+  const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
+  const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
+  EIGEN_ALIGN_MAX Acc dots[KJ * R];
+  for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
+    const Eigen::Index nk = std::min(key_tile, j_end - j0);
+    bool padded = false;
+    if (kmask) {
+      for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
+    }
+    const bool causal_cut = p.causal && j0 + nk - 1 > offset;
+    // S^T: KJ key rows at a time, each walked once from its first kv head to its last.
+    Eigen::Index j = 0;
+    for (; j + KJ <= nk; j += KJ) {
+      const TKV* k = kbase + (j0 + j) * kv_row;
+      for (Eigen::Index s = 0; s < ns; ++s) {
+        attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, dots);
+        for (int jj = 0; jj < KJ; ++jj)
+          for (int r = 0; r < R; ++r) st[(j + jj) * rs + s * R + r] = dots[jj * R + r];
+      }
+    }
+    for (; j < nk; ++j) {
+      const TKV* k = kbase + (j0 + j) * kv_row;
+      for (Eigen::Index s = 0; s < ns; ++s) {
+        attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, dots);
+        for (int r = 0; r < R; ++r) st[j * rs + s * R + r] = dots[r];
+      }
+    }
+    const Acc* alpha = ws.alpha.data();
+    attn_softmax_tile(p, kpos, kmask, base, j0, nk, causal_cut, padded || causal_cut, st, rs,
+                      vec_lanes, {ws.q_rel.data(), ws.slope.data(), ws.limit.data(), ws.m.data(),
+                                  ws.l.data(), ws.alpha.data()});
+    // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
+    // its last; the first block applies alpha.
+    for (j = 0; j < nk;) {
+      const TKV* v = vbase + (j0 + j) * kv_row;
+      const Acc* w = st + j * rs;
+      const bool whole = j + KV <= nk;
+      for (Eigen::Index s = 0; s < ns; ++s) {
+        const Acc* a = alpha + s * R;
+        Acc* os = o + s * R * d;
+        if (j == 0 && whole) {
+          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+        } else if (whole) {
+          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+        } else if (j == 0) {
+          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+        } else {
+          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+        }
+      }
+      j += whole ? KV : 1;
+    }
+  }
+
+  // out = O / l; rows with no visible key (l = 0) give 0.
+  for (Eigen::Index lane = 0; lane < lanes; ++lane) {
+    const auto at = static_cast<std::size_t>(lane);
+    const Acc l = ws.l[at];
+    const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
+    TO* dst = p.out + ((b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at]) * d;
+    for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[lane * d + c] * inv);
+  }
+}
+
 /// Runs every work item over `threads` threads (the caller's thread included), handed out one
 /// at a time from an atomic counter so uneven causal tiles balance out.
 template <typename Acc, typename TQ, typename TKV, typename TO>
@@ -674,8 +811,9 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   const Eigen::Index group = p.heads / p.kv_heads;
   threads = static_cast<int>(std::min<Eigen::Index>(threads, sched.items));
   if (static_cast<int>(buffers.size()) < threads) buffers.resize(static_cast<std::size_t>(threads));
+  const Eigen::Index rows = sched.decode ? sched.slots * p.q_len * group : sched.q_tile * group;
   for (int t = 0; t < threads; ++t) {
-    buffers[static_cast<std::size_t>(t)].reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots);
+    buffers[static_cast<std::size_t>(t)].reserve(rows, p.d, sched.key_tile, sched.slots, !sched.decode);
   }
   std::atomic<Eigen::Index> next{0};
   auto worker = [&](int t) {
@@ -688,8 +826,18 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
       const Eigen::Index b = bh / sched.head_groups;
       const Eigen::Index g0 = (bh % sched.head_groups) * sched.slots;
       const Eigen::Index qi0 = tile * sched.q_tile;
-      attention_work_item(p, b, g0, std::min(sched.slots, p.kv_heads - g0), qi0,
-                          std::min(sched.q_tile, p.q_len - qi0), sched.key_tile, ws);
+      const Eigen::Index ns = std::min(sched.slots, p.kv_heads - g0);
+      if (sched.decode) {
+        switch (p.q_len * group) {
+          case 1: attention_decode_item<1>(p, b, g0, ns, sched.key_tile, ws); break;
+          case 2: attention_decode_item<2>(p, b, g0, ns, sched.key_tile, ws); break;
+          case 3: attention_decode_item<3>(p, b, g0, ns, sched.key_tile, ws); break;
+          default: attention_decode_item<4>(p, b, g0, ns, sched.key_tile, ws); break;
+        }
+      } else {
+        attention_work_item(p, b, g0, ns, qi0, std::min(sched.q_tile, p.q_len - qi0),
+                            sched.key_tile, ws);
+      }
     }
   };
   if (threads <= 1) {
