@@ -579,9 +579,11 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 // ---- decode: few rows per kv head, K / V read in place -----------------------------------------
 // With at most kAttnDecodeRows rows per kv head every K / V element feeds only a few FMAs, so
 // decode is bound by reading the cache. The decode item therefore reads each K / V row once,
-// whole and in address order (all the item's kv heads side by side), which the hardware
-// prefetchers stream at full bandwidth, with no packing copy: S^T = K Q^T as dot products
-// (keys of one block x rows, reduced together), P V as rank-1 updates of O rows held in L1.
+// whole and in address order (all the item's kv heads side by side), the pattern the hardware
+// prefetchers follow (software prefetching on top measured no gain), with no packing copy:
+// S^T = K Q^T as dot products (a block of keys x the rows, reduced together), P V as rank-KV
+// updates of the O rows, which stay in L1. Reading V rows whole rather than per head and
+// column block matters: one head's rows are kv_heads * d apart and share L1 sets.
 
 /// out[i] = sum of the lanes of acc[i], i < N <= kAttnLanes. Eight AVX float sums take one
 /// horizontal-add tree (7 adds and 2 lane swaps instead of 8 separate reductions).
