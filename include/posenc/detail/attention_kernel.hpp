@@ -96,6 +96,10 @@ inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
 /// attention_decode_item, which reads K / V in place; keys per softmax step there.
 inline constexpr Eigen::Index kAttnDecodeRows = 4;
 inline constexpr Eigen::Index kAttnDecodeKeyTile = 32;
+/// Decode calls reading at least this many K + V bytes (more than half the 32 MiB L3 of the
+/// machines we measure on) request rows kAttnDecodeAhead rows before reading them.
+inline constexpr Eigen::Index kAttnDecodePrefetchMinBytes = Eigen::Index{16} << 20;
+inline constexpr Eigen::Index kAttnDecodeAhead = 4;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
 inline constexpr Eigen::Index kAttnRowPad = 16;
@@ -580,7 +584,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 // With at most kAttnDecodeRows rows per kv head every K / V element feeds only a few FMAs, so
 // decode is bound by reading the cache. The decode item therefore reads each K / V row once,
 // whole and in address order (all the item's kv heads side by side), the pattern the hardware
-// prefetchers follow (software prefetching on top measured no gain), with no packing copy:
+// prefetchers follow (GQA calls from memory add software requests, see below), with no copy:
 // S^T = K Q^T as dot products (a block of keys x the rows, reduced together), P V as rank-KV
 // updates of the O rows, which stay in L1. Reading V rows whole rather than per head and
 // column block matters: one head's rows are kv_heads * d apart and share L1 sets.
@@ -689,6 +693,16 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   }
 }
 
+/// Requests `bytes` bytes at rows [first, last) of `rows` (row stride `stride` elements).
+template <typename T>
+EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, Eigen::Index first,
+                                            Eigen::Index last, Eigen::Index bytes) {
+  for (Eigen::Index i = first; i < last; ++i) {
+    const char* row = reinterpret_cast<const char*>(rows + i * stride);
+    for (Eigen::Index byte = 0; byte < bytes; byte += 64) Eigen::internal::prefetch(row + byte);
+  }
+}
+
 /// The decode work item: all q_len query positions (R = q_len * group <= kAttnDecodeRows rows
 /// per kv head) of batch b against the keys of kv heads [g0, g0 + ns). Lane s * R + r is row r
 /// (query position r / group, head (g0 + s) * group + r % group) of slot s; Q rows and O rows
@@ -701,7 +715,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   // Keys per QK block (KJ x R accumulators, one reduction tree) and per PV block (KV x R
   // weights in registers).
   constexpr int KJ = R == 1 ? 8 : R == 2 ? 4 : 2;
-  constexpr int KV = R <= 2 ? 4 : 2;
+  constexpr int KV = R <= 2 ? 4 : 3;
   const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
   const Eigen::Index lanes = ns * R, vec_lanes = (lanes + L - 1) / L * L;
   const Eigen::Index offset = p.k_len - p.q_len;  // bottom-right alignment
@@ -742,6 +756,14 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
   const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   EIGEN_ALIGN_MAX Acc dots[KJ * R];
+  // From memory, a decode step that computes several rows per kv head (GQA) keeps too few
+  // reads in flight: its rows are a page or so each (4 KiB for 8 x 128 floats), the hardware
+  // prefetchers restart at every page, and the FMAs between the loads fill the out-of-order
+  // window (measured 0.55-0.65 of the read stream for 4 rows per kv head). Such calls request
+  // each kv head's slice kAttnDecodeAhead rows before reading it (0.70-0.82). With one row per
+  // kv head the hardware keeps up alone, and from cache the requests only cost issue slots.
+  const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
+  const bool prefetch = R > 1 && 2 * j_end * ns * slice_bytes >= kAttnDecodePrefetchMinBytes;
   for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
     const Eigen::Index nk = std::min(key_tile, j_end - j0);
     bool padded = false;
@@ -754,6 +776,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     for (; j + KJ <= nk; j += KJ) {
       const TKV* k = kbase + (j0 + j) * kv_row;
       for (Eigen::Index s = 0; s < ns; ++s) {
+        if (prefetch) {
+          attn_prefetch_rows(kbase + s * d, kv_row, j0 + j + kAttnDecodeAhead,
+                             std::min<Eigen::Index>(j0 + j + kAttnDecodeAhead + KJ, j_end), slice_bytes);
+        }
         attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, dots);
         for (int jj = 0; jj < KJ; ++jj)
           for (int r = 0; r < R; ++r) st[(j + jj) * rs + s * R + r] = dots[jj * R + r];
@@ -777,6 +803,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const Acc* w = st + j * rs;
       const bool whole = j + KV <= nk;
       for (Eigen::Index s = 0; s < ns; ++s) {
+        if (prefetch) {
+          attn_prefetch_rows(vbase + s * d, kv_row, j0 + j + kAttnDecodeAhead,
+                             std::min<Eigen::Index>(j0 + j + kAttnDecodeAhead + KV, j_end), slice_bytes);
+        }
         const Acc* a = alpha + s * R;
         Acc* os = o + s * R * d;
         if (j == 0 && whole) {
