@@ -19,6 +19,9 @@
 /// P^T[j, r] against V row vectors. Both products are register-blocked 6 x 2 packets (12
 /// accumulators + 3 operands = 15 of the 16 AVX2 registers). Subtracting the running max keeps
 /// every exponent <= 0, so logits of 1e4 do not overflow.
+///
+/// Decode (at most kAttnDecodeRows rows per kv head) has its own work item, which reads K / V in
+/// place with the same softmax step; see "decode" below.
 
 #include <algorithm>
 #include <atomic>
@@ -88,9 +91,10 @@ inline constexpr Eigen::Index kAttnKeyTile = 64;
 template <typename T>
 using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
 
-/// Decode-shaped calls (q_len * group below a tile) put several kv heads in one work item so a
-/// K/V tile is read as one contiguous block of key rows (all those heads side by side), which
-/// the hardware prefetchers stream; the tile then holds about this many elements per K or V.
+/// Short calls above the decode size (q_len * group below a tile, e.g. chunks of a few tokens)
+/// put several kv heads in one work item so a K/V tile is read as one contiguous block of key
+/// rows (all those heads side by side), which the hardware prefetchers stream; the tile then
+/// holds about this many elements per K or V.
 inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
 /// Decode: at most this many rows (query positions x group heads) per kv head go through
 /// attention_decode_item, which reads K / V in place; keys per softmax step there.
@@ -113,8 +117,8 @@ struct AttentionTileBuffers {
   Eigen::Index key_tile = 0;
   Eigen::Index slots = 0;
   attn_vector<Acc> qt;                           // [slots][d][rows]    Q^T, scale folded in
-  attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (dot path)
-  attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output
+  attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (decode: [lanes][d])
+  attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output (idem)
   attn_vector<Acc> st;                           // [key_tile][rows]    scores, then P^T
   attn_vector<Acc> kf, vf;                       // [key_tile][slots * d + pad] packed K, V (prefill)
   attn_vector<Acc> m, l, alpha, q_rel, slope, limit;  // [slots][rows]
