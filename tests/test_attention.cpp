@@ -246,6 +246,21 @@ TEST_CASE("attention: decode shapes (q_len x group <= 4 rows per kv head) equal 
   POSENC_REQUIRE_CLOSE(close(out, reference(p, params, meta), 1e-5));
 }
 
+TEST_CASE("attention: a GQA decode over 16 MiB of K / V per sequence (the prefetching path) "
+          "equals the reference", "[attention][fused][decode]") {
+  // Each sequence's item reads >= 2090 keys x 8 kv heads x 128 floats x (K + V) > 16 MiB, so
+  // the decode item requests rows ahead of its reads (kAttnDecodePrefetchMinBytes); the key
+  // lengths end both sequences inside a 32-key step, where the requests must stop too.
+  STATIC_REQUIRE(2 * 2090 * 8 * 128 * sizeof(float) >=
+                 static_cast<std::size_t>(posenc::detail::kAttnDecodePrefetchMinBytes));
+  const Problem<float> p(2, 1, 2100, 32, 8, 128, 77);
+  const std::vector<std::int64_t> lengths = {2100, 2090};
+  AttentionMetadata meta;
+  meta.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(lengths.data(), 2);
+  const AttentionParams params = make_params(MaskMode::kBidirectional, 32);
+  POSENC_REQUIRE_CLOSE(close(fused(p, params, meta), reference(p, params, meta), 1e-5));
+}
+
 TEMPLATE_TEST_CASE("attention: decode over 16-bit and double K / V accumulates in float / double",
                    "[attention][dtype][decode]", float, double, Eigen::half, Eigen::bfloat16) {
   // R = 4 and R = 1 rows per kv head, 75 keys (two full 32-key steps and a tail).
