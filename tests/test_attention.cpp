@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -29,6 +30,15 @@ using posenc::MaskMode;
 
 namespace {
 
+/// The sizes of one attention problem; prints as its constructor call in Catch's CAPTURE.
+struct Shape {
+  Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
+};
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  return os << "Shape{" << s.batch << ", " << s.q_len << ", " << s.k_len << ", " << s.heads
+            << ", " << s.kv_heads << ", " << s.d << "}";
+}
+
 /// Q [batch, q_len, heads, d], K/V [batch, k_len, kv_heads, d] filled from splitmix64.
 template <typename T>
 struct Problem {
@@ -42,6 +52,8 @@ struct Problem {
     k = scaled(posenc_test::random_vector<float>(static_cast<std::size_t>(b * kl * kvh * dim), seed + 1), amplitude);
     v = scaled(posenc_test::random_vector<float>(static_cast<std::size_t>(b * kl * kvh * dim), seed + 2), 1.0);
   }
+  Problem(const Shape& s, std::uint64_t seed, double amplitude = 1.0)
+      : Problem(s.batch, s.q_len, s.k_len, s.heads, s.kv_heads, s.d, seed, amplitude) {}
   static std::vector<T> scaled(const std::vector<float>& x, double a) {
     std::vector<T> out(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = T(static_cast<float>(x[i] * a));
@@ -192,9 +204,6 @@ TEST_CASE("attention: causal weights above the diagonal are exactly 0, bottom-ri
 
 TEST_CASE("attention: fused equals the reference over shapes, GQA ratios and positional modes",
           "[attention][fused]") {
-  struct Shape {
-    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
-  };
   // q_len = 1 (decode), lengths not a multiple of the 64-key tile or 48-row tile, head_dim
   // 64/80/128/256, GQA ratios 1/4/8 (MQA), q_len < k_len (chunked prefill).
   const Shape shape = GENERATE(Shape{1, 1, 77, 8, 2, 64}, Shape{2, 70, 70, 4, 4, 64},
@@ -203,19 +212,14 @@ TEST_CASE("attention: fused equals the reference over shapes, GQA ratios and pos
                                Shape{1, 50, 50, 3, 3, 12}, Shape{1, 17, 40, 2, 2, 7});
   const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
   const bool alibi = GENERATE(false, true);
-  CAPTURE(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d,
-          posenc::to_string(mask), alibi);
-  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads,
-                         shape.d, 100 + static_cast<std::uint64_t>(shape.d), 2.0);
+  CAPTURE(shape, posenc::to_string(mask), alibi);
+  const Problem<float> p(shape, 100 + static_cast<std::uint64_t>(shape.d), 2.0);
   const AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
   POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
 }
 
 TEST_CASE("attention: decode shapes (q_len x group <= 4 rows per kv head) equal the reference",
           "[attention][fused][decode]") {
-  struct Shape {
-    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
-  };
   // Rows per kv head R = q_len * heads / kv_heads in 1..4; k_len around the 32-key softmax step
   // (1, 31, 33, 300) and the 8 / 4 / 2 / 1 keys of the dot and value blocks; head_dim with and
   // without a column tail after whole packets (7, 12, 20, 64, 128).
@@ -226,10 +230,8 @@ TEST_CASE("attention: decode shapes (q_len x group <= 4 rows per kv head) equal 
   const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
   const bool alibi = GENERATE(false, true);
   const int threads = GENERATE(1, 2);
-  CAPTURE(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d,
-          posenc::to_string(mask), alibi, threads);
-  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads,
-                         shape.d, 300 + static_cast<std::uint64_t>(shape.d), 2.0);
+  CAPTURE(shape, posenc::to_string(mask), alibi, threads);
+  const Problem<float> p(shape, 300 + static_cast<std::uint64_t>(shape.d), 2.0);
   AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
   params.num_threads = threads;
   POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
@@ -524,15 +526,12 @@ std::vector<float> rotated(const std::vector<float>& x, Eigen::Index batch, Eige
 }  // namespace
 
 TEST_CASE("attention: with RoPE equals the reference on rotated Q and K", "[attention][rope]") {
-  struct Shape {
-    Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
-  };
   const Shape shape = GENERATE(Shape{1, 1, 50, 8, 2, 64}, Shape{2, 33, 70, 4, 1, 80},
                                Shape{1, 40, 40, 2, 2, 256}, Shape{1, 9, 9, 8, 1, 128});
   const posenc::RopeLayout layout = GENERATE(posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved);
   const bool alibi = GENERATE(false, true);
-  CAPTURE(shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d, posenc::to_string(layout), alibi);
-  const Problem<float> p(shape.batch, shape.q_len, shape.k_len, shape.heads, shape.kv_heads, shape.d, 55);
+  CAPTURE(shape, posenc::to_string(layout), alibi);
+  const Problem<float> p(shape, 55);
   posenc::RopeParams rp;
   rp.head_dim = shape.d;
   rp.layout = layout;
