@@ -627,6 +627,17 @@ EIGEN_STRONG_INLINE void attn_keep_in_register(Packet& x) {
 #endif
 }
 
+/// x[jj] = the packet at row jj (rows `stride` apart) + c, pinned to registers, for N rows.
+template <typename Acc, int N, typename T>
+EIGEN_STRONG_INLINE void attn_load_rows_pinned(const T* rows, Eigen::Index stride, Eigen::Index c,
+                                               attn_packet_t<Acc> (&x)[N]) {
+  for (int jj = 0; jj < N; ++jj) {
+    attn_packet_t<Acc> t = attn_load_packet<Acc>(rows + jj * stride + c);
+    attn_keep_in_register(t);
+    x[jj] = t;
+  }
+}
+
 /// out[jj * R + r] = q_r . k_jj for KJ keys (k_stride apart) x R query rows (d apart).
 template <typename Acc, int R, int KJ, typename TK>
 EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK* k,
@@ -639,11 +650,7 @@ EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
     P x[KJ];
-    for (int jj = 0; jj < KJ; ++jj) {
-      P t = attn_load_packet<Acc>(k + jj * k_stride + c);
-      attn_keep_in_register(t);
-      x[jj] = t;
-    }
+    attn_load_rows_pinned<Acc>(k, k_stride, c, x);
     for (int r = 0; r < R; ++r) {
       P qv = ei::ploadu<P>(q + r * d + c);
       attn_keep_in_register(qv);
@@ -676,11 +683,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
     P x[KV];
-    for (int jj = 0; jj < KV; ++jj) {
-      P t = attn_load_packet<Acc>(v + jj * v_stride + c);
-      attn_keep_in_register(t);
-      x[jj] = t;
-    }
+    attn_load_rows_pinned<Acc>(v, v_stride, c, x);
     for (int r = 0; r < R; ++r) {
       P acc = ei::ploadu<P>(o + r * d + c);
       if constexpr (kRescale) acc = ei::pmul(ap[r], acc);
@@ -847,9 +850,15 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   const Eigen::Index group = p.heads / p.kv_heads;
   threads = static_cast<int>(std::min<Eigen::Index>(threads, sched.items));
   if (static_cast<int>(buffers.size()) < threads) buffers.resize(static_cast<std::size_t>(threads));
-  const Eigen::Index rows = sched.decode ? sched.slots * p.q_len * group : sched.q_tile * group;
+  // Decode items keep one row of state per lane (slot x row) and read K / V in place: their
+  // buffers are one "slot" of slots * rows lanes, without the K / V pack buffers.
   for (int t = 0; t < threads; ++t) {
-    buffers[static_cast<std::size_t>(t)].reserve(rows, p.d, sched.key_tile, sched.slots, !sched.decode);
+    auto& ws = buffers[static_cast<std::size_t>(t)];
+    if (sched.decode) {
+      ws.reserve(sched.slots * p.q_len * group, p.d, sched.key_tile, 1, false);
+    } else {
+      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots);
+    }
   }
   std::atomic<Eigen::Index> next{0};
   auto worker = [&](int t) {
