@@ -84,3 +84,32 @@ inline void run_stream_rmw_baseline_parallel(benchmark::State& state, std::size_
 }
 
 }  // namespace posenc_bench
+
+#include <algorithm>
+#include <chrono>
+
+namespace posenc_bench {
+
+/// Times `kernel` as the benchmark's manual time and, right after each kernel pass, a
+/// `reference` pass (a baseline over the same bytes). Returns best reference time / best kernel
+/// time: timed back to back, the pair sees the same machine state and cache residency, which a
+/// separate baseline benchmark does not on a shared VM. Register with UseManualTime().
+template <typename Kernel, typename Reference>
+double run_paired(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
+  using Clock = std::chrono::steady_clock;
+  double best_kernel = 1e30, best_reference = 1e30;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    kernel();
+    const auto t1 = Clock::now();
+    reference();
+    const auto t2 = Clock::now();
+    const double tk = std::chrono::duration<double>(t1 - t0).count();
+    state.SetIterationTime(tk);
+    best_kernel = std::min(best_kernel, tk);
+    best_reference = std::min(best_reference, std::chrono::duration<double>(t2 - t1).count());
+  }
+  return best_reference / best_kernel;
+}
+
+}  // namespace posenc_bench

@@ -73,26 +73,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Times the kernel (manual time = the kernel alone) and, right after each kernel pass, a
-/// reference pass: `paired_<name>` = best reference time / best kernel time. The machine is shared, so this back-to-back pairing of best times is the steadier of
-/// the two in-run ratios (the summary's label ratio compares separate benchmarks).
-template <typename Kernel, typename Reference>
-void run_paired(benchmark::State& state, const char* name, Kernel&& kernel, Reference&& reference) {
-  double best_kernel = 1e30, best_reference = 1e30;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kernel();
-    const double tk = seconds_since(t0);
-    const auto t1 = std::chrono::steady_clock::now();
-    reference();
-    const double tr = seconds_since(t1);
-    state.SetIterationTime(tk);
-    best_kernel = std::min(best_kernel, tk);
-    best_reference = std::min(best_reference, tr);
-  }
-  state.counters[std::string("paired_") + name] = best_reference / best_kernel;
-}
-
 template <typename T>
 void run_rope(benchmark::State& state, Config c) {
   const Eigen::Index n_q = c.tokens * c.q_heads * kHeadDim;
@@ -142,7 +122,8 @@ void run_rope(benchmark::State& state, Config c) {
     benchmark::DoNotOptimize(k.data());
     benchmark::ClobberMemory();
   };
-  run_paired(state, c.threads == 2 ? "stream_2t" : "stream", kernel, reference);
+  state.counters[c.threads == 2 ? "paired_stream_2t" : "paired_stream"] =
+      posenc_bench::run_paired(state, kernel, reference);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
                           static_cast<std::int64_t>(bytes));
   double floor = c.path == Path::kCache ? 0.90 : 0.50;
@@ -226,8 +207,8 @@ void run_vs_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Ind
   const auto freqs = posenc::compute_rope_frequencies(params);
   const auto hq = posenc::rope_heads<float>(posenc::TensorView<float, 4>(q.data(), 1, tokens, heads, kHeadDim));
   const auto positions = posenc::RopePositions::contiguous(1, tokens);
-  run_paired(
-      state, "naive",
+  state.counters["paired_naive"] = posenc_bench::run_paired(
+      state,
       [&] {
         posenc::apply_rope_inplace<float>(hq, positions, freqs, layout);
         benchmark::DoNotOptimize(q.data());

@@ -3,8 +3,6 @@
 
 #include <posenc/sinusoidal.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -21,27 +19,21 @@ void BM_Sinusoidal_AddInplace(benchmark::State& state) {
   posenc::SinusoidalParams params;
   params.layout = static_cast<posenc::SinusoidalLayout>(state.range(3));
   const posenc::SinusoidalPlan plan(d, params);  // planned once, as an engine would
-  // Each kernel pass is followed by the in-place stream over the same buffer; paired_stream =
-  // best stream time / best kernel time. Timed back to back, the pair sees the same machine
-  // state, which the separate baseline benchmark (the label ratio) does not on a shared VM.
-  double best_kernel = 1e30, best_stream = 1e30;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(emb.data(), batch, seq, d),
-                                          posenc::PositionIdsView(ids.data(), batch, seq), plan);
-    benchmark::DoNotOptimize(emb.data());
-    benchmark::ClobberMemory();
-    const auto t1 = std::chrono::steady_clock::now();
-    posenc_bench::stream_rmw(emb.data(), emb.size());
-    benchmark::DoNotOptimize(emb.data());
-    benchmark::ClobberMemory();
-    const auto t2 = std::chrono::steady_clock::now();
-    const double tk = std::chrono::duration<double>(t1 - t0).count();
-    state.SetIterationTime(tk);
-    best_kernel = std::min(best_kernel, tk);
-    best_stream = std::min(best_stream, std::chrono::duration<double>(t2 - t1).count());
-  }
-  state.counters["paired_stream"] = best_stream / best_kernel;
+  // paired_stream: each kernel pass followed by the in-place stream over the same buffer.
+  state.counters["paired_stream"] = posenc_bench::run_paired(
+      state,
+      [&] {
+        posenc::add_sinusoidal_inplace<float>(
+            posenc::TensorView<float, 3>(emb.data(), batch, seq, d),
+            posenc::PositionIdsView(ids.data(), batch, seq), plan);
+        benchmark::DoNotOptimize(emb.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        posenc_bench::stream_rmw(emb.data(), emb.size());
+        benchmark::DoNotOptimize(emb.data());
+        benchmark::ClobberMemory();
+      });
   const auto bytes = static_cast<std::int64_t>(emb.size() * sizeof(float));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * bytes);
   state.SetLabel(posenc_bench::ratio_label("stream_rmw/" + std::to_string(bytes), 0.70));
