@@ -248,11 +248,27 @@ TEST_CASE("attention: decode shapes (q_len x group <= 4 rows per kv head) equal 
   POSENC_REQUIRE_CLOSE(close(out, reference(p, params, meta), 1e-5));
 }
 
-TEST_CASE("attention: a GQA decode over 16 MiB of K / V per sequence (the prefetching path) "
-          "equals the reference", "[attention][fused][decode]") {
+TEST_CASE("attention: decode with key lengths ending inside a key step, rows of one and four "
+          "pages, equals the reference", "[attention][fused][decode]") {
+  // The decode item requests the page starts of rows kAttnDecodePageAhead keys ahead; the requests
+  // must stop at each sequence's last visible key (650 ends inside a step, before k_len), and
+  // cover every page of a row (kv 32 x 128 floats = 4 pages).
+  for (const Eigen::Index kv_heads : {8, 32}) {
+    CAPTURE(kv_heads);
+    const Problem<float> p(2, 1, 700, 32, kv_heads, 128, 77);
+    const std::vector<std::int64_t> lengths = {700, 650};
+    AttentionMetadata meta;
+    meta.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(lengths.data(), 2);
+    const AttentionParams params = make_params(MaskMode::kBidirectional, 32);
+    POSENC_REQUIRE_CLOSE(close(fused(p, params, meta), reference(p, params, meta), 1e-5));
+  }
+}
+
+TEST_CASE("attention: a GQA decode over 16 MiB of K / V per sequence (whole slices requested "
+          "ahead) equals the reference", "[attention][fused][decode]") {
   // Each sequence's item reads >= 2090 keys x 8 kv heads x 128 floats x (K + V) > 16 MiB, so
-  // the decode item requests rows ahead of its reads (kAttnDecodePrefetchMinBytes); the key
-  // lengths end both sequences inside a 32-key step, where the requests must stop too.
+  // the decode item also requests kv-head slices ahead of its reads (kAttnDecodePrefetchMinBytes);
+  // the key lengths end both sequences inside a key step, where the requests must stop too.
   STATIC_REQUIRE(2 * 2090 * 8 * 128 * sizeof(float) >=
                  static_cast<std::size_t>(posenc::detail::kAttnDecodePrefetchMinBytes));
   const Problem<float> p(2, 1, 2100, 32, 8, 128, 77);
