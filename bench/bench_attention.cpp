@@ -4,7 +4,8 @@
 //  - ALiBi vs plain causal (same shape, same run); 2 threads vs 1 thread in wall-clock time;
 //  - decode (1 query vs 4096 cached keys) bytes/s over the K+V bytes vs a read-only stream over
 //    the same number of bytes, and (paired_stream_read) vs the same stream over the cache's own
-//    K / V run right after each step; bfloat16 cache vs float cache in tokens/s.
+//    K / V run right after each step; bfloat16 / half cache vs float cache in tokens/s and ALiBi
+//    vs plain, each also paired with its reference step (paired_vs_f32, paired_vs_plain).
 // The 8192 and 32768 shapes are heavy (seconds to minutes per iteration) and are registered only
 // when POSENC_BENCH_HEAVY=1 is set, so the default sweep stays affordable on 2 cores:
 //   POSENC_BENCH_HEAVY=1 posenc_bench --benchmark_filter='n:8192' --benchmark_min_time=0.1
@@ -19,6 +20,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -144,53 +146,72 @@ BENCHMARK(BM_Baseline_StreamRead)
     ->Arg(2 * 4096 * 32 * 128 * 4)->Arg(2 * 4096 * 32 * 128 * 2);
 
 // One decode step: 1 query (32 heads) against 4096 cached keys, through KvCache::attend.
+// Each step is timed back to back with a reference step on the same machine state (DRAM
+// bandwidth here moves with the neighbours' load, so separate benchmarks disagree by more than
+// the effects measured). The paired counter is best reference time / best step time:
+//   float, no ALiBi: a read-only stream over the cache's own K and V  -> paired_stream_read;
+//   float, ALiBi:    the same step without ALiBi                      -> paired_vs_plain;
+//   bf16 / half:     the same step over a float cache of equal values -> paired_vs_f32.
 template <typename T>
 void BM_Attention_Decode(benchmark::State& state) {
   const Eigen::Index kv_heads = state.range(0), d = 128, ctx = 4096, heads = 32;
   const bool alibi = state.range(1) != 0;
-  posenc::KvCache<T> cache(1, ctx, kv_heads, d);
+  constexpr bool is_float = std::is_same_v<T, float>;
   const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
   std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
   for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
-  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-               posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-               posenc::PositionIdsView(pos.data(), 1, ctx));
+  auto make_cache = [&](auto tag) {
+    posenc::KvCache<decltype(tag)> cache(1, ctx, kv_heads, d);
+    cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+                 posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+                 posenc::PositionIdsView(pos.data(), 1, ctx));
+    return cache;
+  };
+  auto cache = make_cache(T{});
+  // The float reference cache of the 16-bit rows (the values it is filled from are equal).
+  std::optional<posenc::KvCache<float>> f32_cache;
+  if constexpr (!is_float) f32_cache.emplace(make_cache(float{}));
   const auto q = filled(static_cast<std::size_t>(heads * d), 7);
-  std::vector<float> out(q.size());
-  posenc::AttentionParams params;
+  std::vector<float> out(q.size()), ref_out(q.size());
+  posenc::AttentionParams params, plain;
   if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
-  // Each step is followed by the read-only stream over the cache's own K and V bytes (same
-  // pages, same cache state): paired_stream_read = best stream time / best step time, the
-  // steadier figure on a shared machine (DRAM bandwidth here moves with the neighbours' load).
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, 1, heads, d);
   const std::int64_t bytes = 2 * ctx * kv_heads * d * static_cast<std::int64_t>(sizeof(T));
   const auto n_floats = static_cast<std::size_t>(bytes / 2) / sizeof(float);
   const double paired = posenc_bench::run_paired(
       state,
       [&] {
-        cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, heads, d),
-                     posenc::TensorView<float, 4>(out.data(), 1, 1, heads, d), params);
+        cache.attend(qv, posenc::TensorView<float, 4>(out.data(), 1, 1, heads, d), params);
         benchmark::DoNotOptimize(out.data());
         benchmark::ClobberMemory();
       },
       [&] {
-        float sum = posenc_bench::stream_read(reinterpret_cast<const float*>(cache.keys().data()), n_floats);
-        sum += posenc_bench::stream_read(reinterpret_cast<const float*>(cache.values().data()), n_floats);
-        benchmark::DoNotOptimize(sum);
+        const posenc::TensorView<float, 4> rv(ref_out.data(), 1, 1, heads, d);
+        if constexpr (!is_float) {
+          f32_cache->attend(qv, rv, plain);
+        } else if (alibi) {
+          cache.attend(qv, rv, plain);
+        } else {
+          float sum = posenc_bench::stream_read(reinterpret_cast<const float*>(cache.keys().data()), n_floats);
+          sum += posenc_bench::stream_read(reinterpret_cast<const float*>(cache.values().data()), n_floats);
+          benchmark::DoNotOptimize(sum);
+        }
+        benchmark::DoNotOptimize(ref_out.data());
+        benchmark::ClobberMemory();
       });
-  // Only the float rows are judged against the read stream (the others against float decode).
-  if (!alibi && std::is_same_v<T, float>) state.counters["paired_stream_read"] = paired;
+  state.counters[!is_float ? "paired_vs_f32" : alibi ? "paired_vs_plain" : "paired_stream_read"] = paired;
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));  // tokens
   const std::string id = "decode/kv" + std::to_string(kv_heads);
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (is_float) {
     state.SetLabel(alibi ? posenc_bench::ratio_label(id, 0.90, "items_per_second")  // ALiBi <= 10%
                          : posenc_bench::baseline_label(id) + " " +
                                posenc_bench::ratio_label("stream_read/" + std::to_string(bytes), 0.85));
   } else {
     // bf16 reads half the bytes: tokens/s vs the float cache (floor 1.6x); half is reported
     // without a floor.
-    state.SetLabel(alibi ? "" : posenc_bench::ratio_label(id, std::is_same_v<T, Eigen::bfloat16> ? 1.6 : 0.0,
-                                                          "items_per_second"));
+    state.SetLabel(posenc_bench::ratio_label(id, std::is_same_v<T, Eigen::bfloat16> ? 1.6 : 0.0,
+                                             "items_per_second"));
   }
 }
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();

@@ -729,7 +729,8 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 /// of several rows per kv head between the loads it starts late on every page. Two requests per
 /// page, a few rows ahead, start it there early, and the rest of the page streams into L2 on
 /// its own, at no measurable cost from cache. Measured for 4 rows per kv head, 4096 keys, from
-/// DRAM (paired read stream): float kv 8 0.66 without, 0.82 with.
+/// DRAM (paired read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slice prefetch
+/// below alone), 0.83-0.87 with both.
 template <typename T>
 EIGEN_STRONG_INLINE void attn_decode_start_pages(const T* rows, Eigen::Index stride,
                                                  Eigen::Index first, Eigen::Index last,
@@ -747,7 +748,7 @@ EIGEN_STRONG_INLINE void attn_decode_start_pages(const T* rows, Eigen::Index str
 ///
 /// Why: 16-bit caches put twice the widening and FMA work on each byte, and the stream
 /// prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 of the paired read stream with the
-/// page starts only, 0.57 with the slices only, 0.72 with both; float 0.82 either way). It costs
+/// page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). It costs
 /// ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
 template <typename T>
 EIGEN_STRONG_INLINE void attn_decode_prefetch_slices(const T* rows, Eigen::Index stride,
