@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <utility>
 #include <string>
 #include <vector>
@@ -34,6 +36,35 @@ struct Config {
   posenc::RopeLayout layout = posenc::RopeLayout::kHalfSplit;
   Eigen::Index tokens = 1, q_heads = 32, kv_heads = 0, rotary_dim = 128;
   int threads = 1;
+  // Activations start 64-byte aligned, as tensor allocators give them (PyTorch's, Eigen's
+  // aligned_allocator at 32 or more); misaligned rows start 16 bytes past that, as a plain
+  // std::vector's data may.
+  bool misaligned = false;
+};
+
+/// n values of T starting 64-byte aligned, or 16 bytes past that when `misaligned`. (The
+/// auto-vectorised stream peels to an aligned start; the kernels take the rows as they are, so
+/// a 32-byte vector access straddles two cache lines every other time on misaligned rows.)
+template <typename T>
+class Activations {
+ public:
+  Activations(std::size_t n, bool misaligned)
+      : memory_(static_cast<T*>(::operator new((n + 64) * sizeof(T), std::align_val_t{64}))),
+        data_(memory_.get() + (misaligned ? 16 / sizeof(T) : 0)),
+        n_(n) {
+    std::uninitialized_fill_n(data_, n_, T(0.0f));
+  }
+  T* data() noexcept { return data_; }
+  std::size_t size() const noexcept { return n_; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const noexcept { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<T, Free> memory_;
+  T* data_;
+  std::size_t n_;
 };
 
 /// The process-wide 2-thread pool of the threaded benchmarks (the library has no global state;
@@ -77,7 +108,7 @@ template <typename T>
 void run_rope(benchmark::State& state, Config c) {
   const Eigen::Index n_q = c.tokens * c.q_heads * kHeadDim;
   const Eigen::Index n_k = c.tokens * c.kv_heads * kHeadDim;
-  std::vector<T> q(static_cast<std::size_t>(n_q)), k(static_cast<std::size_t>(n_k));
+  Activations<T> q(static_cast<std::size_t>(n_q), c.misaligned), k(static_cast<std::size_t>(n_k), c.misaligned);
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = T(static_cast<float>(i % 97) * 0.01f - 0.5f);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = T(static_cast<float>(i % 89) * 0.01f - 0.4f);
   posenc::RopeParams params;
@@ -229,7 +260,7 @@ std::string config_name(const Config& c) {
          (c.threads == 2 ? "_2T" : "") + "/" + (c.bf16 ? "bf16" : "f32") + "/" +
          std::string(posenc::to_string(c.layout)) + "/q" + std::to_string(c.q_heads) + "k" +
          std::to_string(c.kv_heads) + "/rd" + std::to_string(c.rotary_dim) + "/T:" +
-         std::to_string(c.tokens);
+         std::to_string(c.tokens) + (c.misaligned ? "/misaligned16" : "");
 }
 
 void register_config(const Config& c, std::vector<std::pair<std::size_t, int>>& streams) {
@@ -279,6 +310,16 @@ const bool registered = [] {
       c.kv_heads = 8;
       c.tokens = tokens;
       c.threads = 2;
+      register_config(c, streams);
+    }
+  }
+  // The same kernels on rows 16 bytes off a 32-byte boundary (float cache path).
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    for (const Eigen::Index tokens : {1, 16, 512, 4096}) {
+      Config c;
+      c.layout = layout;
+      c.tokens = tokens;
+      c.misaligned = true;
       register_config(c, streams);
     }
   }

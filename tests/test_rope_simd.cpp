@@ -85,6 +85,56 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
 #endif
 }
 
+TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-double reference, "
+                   "and its transpose undoes it up to attention_factor^2", "[rope][simd][cache]",
+                   float, Eigen::half, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // Interleaved rows are expanded from the cache row in registers when rotary_dim / 2 is a
+  // multiple of 8 (96, 64, 16 here) and by the scalar loop otherwise (12); 45 tokens run from
+  // cache, 3000 stream.
+  const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
+  CAPTURE(S);
+  for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+      CAPTURE(rd, off, posenc::to_string(layout));
+      posenc::RopeParams p;
+      p.head_dim = D;
+      p.rotary_dim = rd;
+      p.rotary_offset = off;
+      auto f = posenc::compute_rope_frequencies(p);
+      f.attention_factor = 1.1;
+      const auto cache = posenc::make_rope_cos_sin_cache(f, 7 * S);
+      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+      auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 9);
+      const auto before = x;
+      std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+      for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s < 40 ? s + 100 : 7 * s - 1;
+      const auto positions = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S));
+      const auto heads = posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D));
+      posenc::apply_rope_inplace_cached<TestType>(heads, positions, cview, layout, off);
+      const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
+                                                        posenc::reference::rope_frequencies(p).inv_freq, 1.1L, off, layout);
+      POSENC_REQUIRE_CLOSE(posenc_test::compare(
+          x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
+          [&](std::size_t i) { return static_cast<double>(expect[i]); }, 1.1 * tol<TestType>()));
+      // R(m)^T R(m) = I: the transpose of the scaled rotation brings x back times 1.1^2.
+      posenc::RopeApplyOptions transpose;
+      transpose.direction = posenc::RopeDirection::kTranspose;
+      posenc::apply_rope_inplace_cached<TestType>(heads, positions, cview, layout, off, transpose);
+      POSENC_REQUIRE_CLOSE(posenc_test::compare(
+          x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
+          [&](std::size_t i) {
+            const auto d = static_cast<Eigen::Index>(i) % D;
+            return (d >= off && d < off + rd ? 1.21 : 1.0) * posenc::detail::to_double(before[i]);
+          },
+          3 * tol<TestType>()));
+    }
+  }
+#endif
+}
+
 TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "[rope][simd][trig]") {
   posenc_test::SplitMix64 rng(99);
   std::vector<double> x(4096), s(4096), c(4096);
