@@ -91,9 +91,8 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
 #ifndef POSENC_TEST_SIMD_TARGET
   SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
 #else
-  // Interleaved rows are expanded from the cache row in registers when rotary_dim / 2 is a
-  // multiple of 8 (96, 64, 16 here) and by the scalar loop otherwise (12); 45 tokens run from
-  // cache, 3000 stream.
+  // Both layouts through the cache path (rows taken from the cache, interleaved ones expanded),
+  // with and without a rotary offset; 45 tokens run from cache, 3000 stream.
   const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
   CAPTURE(S);
   for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {

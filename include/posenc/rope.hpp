@@ -455,16 +455,6 @@ class RopeAnglesFromCache {
       }
       emit_cos_sin<L>(tmp_c_, tmp_s_, 1.0, 1.0, half, buf_c_, buf_s_);
     } else {
-#ifdef POSENC_ROPE_SIMD
-      if constexpr (std::is_same_v<C, float> && L == RopeLayout::kInterleaved) {
-        if (half % 8 == 0) {
-          rope_expand_interleaved(row, row + half, dir_ != RopeDirection::kForward, half, buf_c_, buf_s_);
-          cos_ = buf_c_;
-          sin_ = buf_s_;
-          return;
-        }
-      }
-#endif
       emit_cos_sin<L>(row, row + half, 1.0, dir_ == RopeDirection::kForward ? 1.0 : -1.0, half,
                       buf_c_, buf_s_);
     }

@@ -297,28 +297,6 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
   }
 }
 
-/// cc = [c0 c0 c1 c1 ..], ss = [-t s0, t s0, -t s1, t s1 ..] with t = +1 or -1, for half a
-/// multiple of 8: the interleaved kernels' expanded rows from a float cos/sin cache row,
-/// exactly (no arithmetic but the sign), a few vector ops per 8 pairs. A decode step (T = 1)
-/// pays this once per call; the scalar double loop took ~85 ns of a ~300 ns step.
-inline void rope_expand_interleaved(const float* c, const float* s, bool negate, Eigen::Index half,
-                                    float* cc, float* ss) {
-  const __m256 even_sign = _mm256_castsi256_ps(_mm256_set_epi32(0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN));
-  const __m256 flip = negate ? _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)) : _mm256_setzero_ps();
-  for (Eigen::Index j = 0; j < half; j += 8) {
-    const __m256 cv = _mm256_loadu_ps(c + j);
-    const __m256 sv = _mm256_xor_ps(_mm256_loadu_ps(s + j), flip);
-    // unpacklo / unpackhi duplicate pairs within 128-bit lanes: [c0 c0 c1 c1 | c4 c4 c5 c5] and
-    // [c2 c2 c3 c3 | c6 c6 c7 c7]; the lane swaps put them in order.
-    const __m256 clo = _mm256_unpacklo_ps(cv, cv), chi = _mm256_unpackhi_ps(cv, cv);
-    const __m256 slo = _mm256_unpacklo_ps(sv, sv), shi = _mm256_unpackhi_ps(sv, sv);
-    _mm256_storeu_ps(cc + 2 * j, _mm256_permute2f128_ps(clo, chi, 0x20));
-    _mm256_storeu_ps(cc + 2 * j + 8, _mm256_permute2f128_ps(clo, chi, 0x31));
-    _mm256_storeu_ps(ss + 2 * j, _mm256_xor_ps(_mm256_permute2f128_ps(slo, shi, 0x20), even_sign));
-    _mm256_storeu_ps(ss + 2 * j + 8, _mm256_xor_ps(_mm256_permute2f128_ps(slo, shi, 0x31), even_sign));
-  }
-}
-
 // float and half rows: the cos / sin of a block of pairs are loaded into registers once and
 // serve every head of the token (heads inner, pair blocks outer). Per 8 values the loop then
 // does the stream's one load and one store; reloading cos and sin per head would add two more
