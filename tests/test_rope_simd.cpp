@@ -30,6 +30,26 @@ template <>
 double tol<Eigen::half>() { return 2e-3; }
 template <>
 double tol<Eigen::bfloat16>() { return 1.6e-2; }
+
+/// The (rotary_dim, rotary_offset) cases of head_dim 96: whole head, a slice past 16 nope dims,
+/// a short one and one that is not a multiple of the 8-wide vectors.
+const std::vector<std::pair<Eigen::Index, Eigen::Index>> kSlices = {{96, 0}, {64, 16}, {16, 0}, {12, 4}};
+
+/// Default RoPE of head_dim 96 on the slice [off, off + rd).
+posenc::RopeParams slice_params(Eigen::Index rd, Eigen::Index off) {
+  posenc::RopeParams p;
+  p.head_dim = 96;
+  p.rotary_dim = rd;
+  p.rotary_offset = off;
+  return p;
+}
+
+/// Its frequencies with attention_factor 1.1.
+auto frequencies(Eigen::Index rd, Eigen::Index off) {
+  auto f = posenc::compute_rope_frequencies(slice_params(rd, off));
+  f.attention_factor = 1.1;
+  return f;
+}
 }  // namespace
 
 TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[rope][simd]", float,
@@ -45,15 +65,10 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
   // kRopeResidentBytes and take the row-streaming order.
   const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
   CAPTURE(S);
-  for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {
+  for (const auto& [rd, off] : kSlices) {
     for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
       CAPTURE(rd, off, posenc::to_string(layout));
-      posenc::RopeParams p;
-      p.head_dim = D;
-      p.rotary_dim = rd;
-      p.rotary_offset = off;
-      auto f = posenc::compute_rope_frequencies(p);
-      f.attention_factor = 1.1;
+      const auto f = frequencies(rd, off);
       auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 7);
       x[5] = TestType(std::numeric_limits<float>::quiet_NaN());  // NaN stays NaN (dim 5 of row 0)
       const auto before = x;
@@ -67,7 +82,7 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
                                    posenc::TensorView<TestType, 4>(out.data(), 1, S, H, D));
       REQUIRE(std::memcmp(out.data(), x.data(), x.size() * sizeof(TestType)) == 0);
       const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
-                                                        posenc::reference::rope_frequencies(p).inv_freq, 1.1L, off, layout);
+                                                        posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq, 1.1L, off, layout);
       // The NaN contaminates its pair partner only; everything else must match.
       const auto [i1, i2] = posenc::reference::rope_pair(layout, (5 - off) >= 0 && 5 - off < rd ? (layout == posenc::RopeLayout::kHalfSplit ? (5 - off) % (rd / 2) : (5 - off) / 2) : 0, rd, off);
       const bool in_slice = 5 >= off && 5 < off + rd;
@@ -95,15 +110,10 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
   // with and without a rotary offset; 45 tokens run from cache, 3000 stream.
   const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
   CAPTURE(S);
-  for (const auto& [rd, off] : std::vector<std::pair<Eigen::Index, Eigen::Index>>{{96, 0}, {64, 16}, {16, 0}, {12, 4}}) {
+  for (const auto& [rd, off] : kSlices) {
     for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
       CAPTURE(rd, off, posenc::to_string(layout));
-      posenc::RopeParams p;
-      p.head_dim = D;
-      p.rotary_dim = rd;
-      p.rotary_offset = off;
-      auto f = posenc::compute_rope_frequencies(p);
-      f.attention_factor = 1.1;
+      const auto f = frequencies(rd, off);
       const auto cache = posenc::make_rope_cos_sin_cache(f, 7 * S);
       const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
       auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 9);
@@ -114,7 +124,7 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
       const auto heads = posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D));
       posenc::apply_rope_inplace_cached<TestType>(heads, positions, cview, layout, off);
       const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
-                                                        posenc::reference::rope_frequencies(p).inv_freq, 1.1L, off, layout);
+                                                        posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq, 1.1L, off, layout);
       POSENC_REQUIRE_CLOSE(posenc_test::compare(
           x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
           [&](std::size_t i) { return static_cast<double>(expect[i]); }, 1.1 * tol<TestType>()));

@@ -102,8 +102,8 @@ inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
 /// attention_decode_item, which reads K / V in place; keys per softmax step there.
 inline constexpr Eigen::Index kAttnDecodeRows = 4;
 inline constexpr Eigen::Index kAttnDecodeKeyTile = 32;
-/// Decode requests the first lines of every page of the K / V rows kAttnDecodePageAhead keys
-/// ahead of the ones it reads (attn_decode_start_pages). Calls with several rows per kv head
+/// Decode requests the first line of every page of the K / V rows kAttnDecodePageAhead keys
+/// ahead of the ones it reads (attn_prefetch_rows). Calls with several rows per kv head
 /// that read at least kAttnDecodePrefetchMinBytes of K + V (more than half the 32 MiB L3 of the
 /// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead.
 inline constexpr Eigen::Index kAttnDecodePageAhead = 8;
@@ -593,7 +593,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 // With at most kAttnDecodeRows rows per kv head every K / V element feeds only a few FMAs, so
 // decode is bound by reading the cache. The decode item therefore reads each K / V row once,
 // whole and in address order (all the item's kv heads side by side), the pattern the hardware
-// prefetchers follow (started early on each page, see attn_decode_start_pages), with no copy:
+// prefetchers follow (started early on each page, see attn_prefetch_rows), with no copy:
 // S^T = K Q^T as dot products (a block of keys x the rows, reduced together), P V as rank-KV
 // updates of the O rows, which stay in L1. Reading V rows whole rather than per head and
 // column block matters: one head's rows are kv_heads * d apart and share L1 sets.
@@ -721,42 +721,30 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   }
 }
 
-/// Requests the first two cache lines of each 4 KiB page of the cache rows [first, last)
-/// (rows `stride` elements apart, `row_bytes` bytes each).
+/// Requests one cache line every `step` bytes of the first `bytes` bytes of each of the rows
+/// [first, last) (rows `stride` elements apart).
 ///
-/// Why: a decode row is kv_heads * d elements (a page for 8 x 128 floats), read once in address
-/// order. The L2 stream prefetcher learns each page anew from its first misses; with the FMAs
-/// of several rows per kv head between the loads it starts late on every page. Two requests per
-/// page, a few rows ahead, start it there early, and the rest of the page streams into L2 on
-/// its own, at no measurable cost from cache. Measured for 4 rows per kv head, 4096 keys, from
-/// DRAM (paired read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slice prefetch
-/// below alone), 0.83-0.87 with both.
+/// The decode item makes two kinds of requests:
+/// - page starts (step 4 KiB, whole rows, kAttnDecodePageAhead keys ahead): a decode row is
+///   kv_heads * d elements (a page for 8 x 128 floats), read once in address order. The L2
+///   stream prefetcher learns each page anew from its first misses; with the FMAs of several
+///   rows per kv head between the loads it starts late on every page. One early request per
+///   page starts it there, and the rest of the page streams into L2 on its own, at no
+///   measurable cost from cache. Measured for 4 rows per kv head, 4096 keys, from DRAM (paired
+///   read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slices alone), 0.83-0.87
+///   with both.
+/// - slices (step 64, one kv head's d elements, kAttnDecodeSliceAhead keys ahead, GQA calls of
+///   at least kAttnDecodePrefetchMinBytes): 16-bit caches put twice the widening and FMA work on
+///   each byte, and the stream prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 with
+///   the page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). They cost
+///   ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
 template <typename T>
-EIGEN_STRONG_INLINE void attn_decode_start_pages(const T* rows, Eigen::Index stride,
-                                                 Eigen::Index first, Eigen::Index last,
-                                                 Eigen::Index row_bytes) {
+EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, Eigen::Index first,
+                                            Eigen::Index last, Eigen::Index bytes,
+                                            Eigen::Index step) {
   for (Eigen::Index i = first; i < last; ++i) {
     const char* row = reinterpret_cast<const char*>(rows + i * stride);
-    for (Eigen::Index byte = 0; byte < row_bytes; byte += 4096) {
-      Eigen::internal::prefetch(row + byte);
-      Eigen::internal::prefetch(row + std::min<Eigen::Index>(byte + 64, row_bytes - 1));
-    }
-  }
-}
-
-/// Requests every line of one kv head's slice (`slice_bytes` bytes) of the rows [first, last).
-///
-/// Why: 16-bit caches put twice the widening and FMA work on each byte, and the stream
-/// prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 of the paired read stream with the
-/// page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). It costs
-/// ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
-template <typename T>
-EIGEN_STRONG_INLINE void attn_decode_prefetch_slices(const T* rows, Eigen::Index stride,
-                                                     Eigen::Index first, Eigen::Index last,
-                                                     Eigen::Index slice_bytes) {
-  for (Eigen::Index i = first; i < last; ++i) {
-    const char* row = reinterpret_cast<const char*>(rows + i * stride);
-    for (Eigen::Index byte = 0; byte < slice_bytes; byte += 64) Eigen::internal::prefetch(row + byte);
+    for (Eigen::Index byte = 0; byte < bytes; byte += step) Eigen::internal::prefetch(row + byte);
   }
 }
 
@@ -835,10 +823,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const TKV* k = kbase + (j0 + j) * kv_row;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
       const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ);
-      attn_decode_start_pages(kbase, kv_row, first, last, row_bytes);
+      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_decode_prefetch_slices(kbase + s * d, kv_row, slice_first, slice_last, slice_bytes);
+          attn_prefetch_rows(kbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
         }
         attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
       }
@@ -861,10 +849,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const bool whole = j + KV <= nk;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, whole ? KV : 1);
       const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, whole ? KV : 1);
-      attn_decode_start_pages(vbase, kv_row, first, last, row_bytes);
+      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_decode_prefetch_slices(vbase + s * d, kv_row, slice_first, slice_last, slice_bytes);
+          attn_prefetch_rows(vbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
         }
         const Acc* a = alpha + s * R;
         Acc* os = o + s * R * d;
