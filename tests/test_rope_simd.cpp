@@ -44,6 +44,13 @@ posenc::RopeParams slice_params(Eigen::Index rd, Eigen::Index off) {
   return p;
 }
 
+/// Positions of S tokens: 40 contiguous from 100 (the anchored recurrence), then every 7th.
+std::vector<std::int64_t> test_positions(Eigen::Index S) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+  for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s < 40 ? s + 100 : 7 * s;
+  return pos;
+}
+
 /// Its frequencies with attention_factor 1.1.
 auto frequencies(Eigen::Index rd, Eigen::Index off) {
   auto f = posenc::compute_rope_frequencies(slice_params(rd, off));
@@ -72,8 +79,7 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
       auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 7);
       x[5] = TestType(std::numeric_limits<float>::quiet_NaN());  // NaN stays NaN (dim 5 of row 0)
       const auto before = x;
-      std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
-      for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s < 40 ? s + 100 : 7 * s;
+      const auto pos = test_positions(S);
       posenc::apply_rope_inplace<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D),
                                            posenc::PositionIdsView(pos.data(), 1, S), f, layout);
       std::vector<TestType> out(x.size());
@@ -118,8 +124,7 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
       const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
       auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 9);
       const auto before = x;
-      std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
-      for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s < 40 ? s + 100 : 7 * s - 1;
+      const auto pos = test_positions(S);
       const auto positions = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S));
       const auto heads = posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D));
       posenc::apply_rope_inplace_cached<TestType>(heads, positions, cview, layout, off);
