@@ -553,7 +553,9 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
   const Eigen::Index seq = pos.seq;
   double bytes = 0.0;
   for (int t = 0; t < num_targets; ++t) {
-    bytes += 2.0 * static_cast<double>((u1 - u0) * targets[t].dst.heads * rd * sizeof(T));
+    const bool in_place = targets[t].src.data == targets[t].dst.data;
+    bytes += (in_place ? 1.0 : 2.0) *
+             static_cast<double>((u1 - u0) * targets[t].dst.heads * rd * sizeof(T));
   }
   const bool resident = bytes <= kRopeResidentBytes;
   for (Eigen::Index u = u0; u < u1; ++u) {
