@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -451,6 +452,31 @@ TEST_CASE("rope: double storage stays exact to 1e-9 at positions up to 2^31", "[
   }
 }
 
+TEST_CASE("rope: angles past the fast reduction (2^30) rotate by the sin / cos of the double angle",
+          "[rope][precision]") {
+  // Positions up to 2^53 are accepted. Past 2^30 radians the three-part pi/2 reduction is no
+  // longer exact, and the kernel takes std::sin / std::cos of the angle p * w_j rounded to double:
+  // that double angle, with sin / cos in long double, is the expected rotation.
+  const Eigen::Index D = 16;
+  const auto f = plan(D);
+  for (const std::int64_t p : {std::int64_t{1} << 31, std::int64_t{1} << 40, (std::int64_t{1} << 52) + 1,
+                               std::int64_t{3} << 50}) {
+    CAPTURE(p);
+    auto x = posenc_test::random_vector<double>(D, 113);
+    const auto before = x;
+    const std::int64_t pos[1] = {p};
+    posenc::apply_rope_inplace<double>(posenc::TensorView<double, 4>(x.data(), 1, 1, 1, D),
+                                       posenc::PositionIdsView(pos, 1, 1), f, RopeLayout::kHalfSplit);
+    for (Eigen::Index j = 0; j < D / 2; ++j) {
+      const auto angle = static_cast<long double>(static_cast<double>(p) * f.inv_freq[static_cast<std::size_t>(j)]);
+      const long double c = std::cos(angle), s = std::sin(angle);
+      const long double a = before[static_cast<std::size_t>(j)], b = before[static_cast<std::size_t>(j + D / 2)];
+      REQUIRE_THAT(x[static_cast<std::size_t>(j)], WithinAbs(static_cast<double>(a * c - b * s), 1e-14));
+      REQUIRE_THAT(x[static_cast<std::size_t>(j + D / 2)], WithinAbs(static_cast<double>(b * c + a * s), 1e-14));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tensor layouts, dtypes, Q+K, out of place
 // ---------------------------------------------------------------------------------------------
@@ -673,6 +699,19 @@ TEST_CASE("rope: invalid apply arguments throw before writing anything", "[rope]
     const auto pos = arange(S);
     REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), bad, RopeLayout::kHalfSplit),
                         Contains("inv_freq[3]"));
+    // The check runs on the bits: every non-finite or negative double fails, both zeros pass.
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const double w : {-std::nan(""), inf, -inf, -0.5, -std::numeric_limits<double>::denorm_min()}) {
+      bad.inv_freq[3] = w;
+      REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), bad, RopeLayout::kHalfSplit),
+                          Contains("inv_freq[3]") && Contains("must be finite and >= 0"));
+    }
+    auto scratch = x;  // the accepted values rotate a copy
+    const posenc::TensorView<float, 4> scratch_view(scratch.data(), 1, S, H, D);
+    for (const double w : {0.0, -0.0, std::numeric_limits<double>::denorm_min(), 0.25}) {
+      bad.inv_freq[3] = w;
+      REQUIRE_NOTHROW(posenc::apply_rope_inplace<float>(scratch_view, posenc::PositionIdsView(pos.data(), 1, S), bad, RopeLayout::kHalfSplit));
+    }
     auto bad2 = f;
     bad2.attention_factor = 0.0;
     REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), bad2, RopeLayout::kHalfSplit),

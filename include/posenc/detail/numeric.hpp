@@ -4,6 +4,8 @@
 /// float or better; activations are stored in the caller's type.
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include <Eigen/Core>
@@ -51,6 +53,21 @@ constexpr T from_value(From value) noexcept {
   } else {
     return T(static_cast<float>(value));
   }
+}
+
+/// The bits of x. For x >= +0 (NaN excluded) their unsigned order is the order of the values
+/// (IEEE 754 encodes sign, biased exponent, fraction), and loops that test many doubles through
+/// integer compares vectorise, where GCC keeps double compares (which may trap on NaN) scalar.
+inline std::uint64_t double_bits(double x) noexcept {
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/// x is finite and >= 0 (-0 included), on the bits.
+inline bool finite_non_negative(double x) noexcept {
+  const std::uint64_t u = double_bits(x);
+  return (u < 0x7ff0000000000000ull) | (u == 0x8000000000000000ull);
 }
 
 }  // namespace posenc::detail
