@@ -656,6 +656,69 @@ TEST_CASE("rope: re-rotating cached keys from one plan to another equals rotatin
       k.size(), [&](std::size_t i) { return k[i]; }, [&](std::size_t i) { return expect[i]; }, 1e-13));
 }
 
+TEMPLATE_TEST_CASE("rope: re-rotation is one rotation by (a_to / a_from) R(p w_to - p w_from), rounded once",
+                   "[rope][rerotate]", float, double, Eigen::half, Eigen::bfloat16) {
+  const Eigen::Index S = 48, H = 2, D = 64;
+  posenc::RopeParams p;
+  p.head_dim = D;
+  p.max_position_embeddings = 16;
+  p.scaling.type = posenc::RopeScalingType::kDynamic;
+  p.scaling.factor = 4.0;
+  posenc::RopePlan rp(p);
+  auto from = rp.frequencies();
+  REQUIRE(rp.update(S));
+  auto to = rp.frequencies();
+  from.attention_factor = 0.8;  // a ratio a_to / a_from != 1 as well
+  to.attention_factor = 1.3;
+  // Batch 0 contiguous from 0 (anchors and the recurrence), batch 1 left-padded with a jump.
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(2 * S));
+  for (Eigen::Index s = 0; s < S; ++s) {
+    pos[static_cast<std::size_t>(s)] = s;
+    pos[static_cast<std::size_t>(S + s)] = s < 6 ? 0 : (s < 30 ? s - 6 : 3 * s + 1000);
+  }
+  for (const RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    CAPTURE(static_cast<int>(layout));
+    const auto k0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(2 * S * H * D), 167);
+    auto k = k0;
+    posenc::rerotate_rope_inplace<TestType>(
+        posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(k.data(), 2, S, H, D)),
+        posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 2, S)), from, to, layout);
+    const long double ratio = 1.3L / 0.8L;
+    std::size_t checked = 0;
+    for (std::size_t u = 0; u < static_cast<std::size_t>(2 * S); ++u) {
+      for (std::size_t h = 0; h < static_cast<std::size_t>(H); ++h) {
+        const std::size_t row = (u * H + h) * D;
+        for (std::size_t j = 0; j < static_cast<std::size_t>(D / 2); ++j) {
+          const std::size_t i1 = layout == RopeLayout::kHalfSplit ? j : 2 * j;
+          const std::size_t i2 = layout == RopeLayout::kHalfSplit ? j + D / 2 : 2 * j + 1;
+          const long double angle = static_cast<long double>(pos[u]) * to.inv_freq[j] -
+                                    static_cast<long double>(pos[u]) * from.inv_freq[j];
+          const long double c = ratio * std::cos(angle), sn = ratio * std::sin(angle);
+          const long double x1 = posenc::detail::to_double(k0[row + i1]);
+          const long double x2 = posenc::detail::to_double(k0[row + i2]);
+          for (const auto& [i, e] : {std::pair{i1, x1 * c - x2 * sn}, std::pair{i2, x2 * c + x1 * sn}}) {
+            const double got = posenc::detail::to_double(k[row + i]);
+            double tol = 1e-12;
+            if constexpr (std::is_same_v<TestType, float>) tol = 1e-6;
+            if constexpr (!std::is_same_v<TestType, float> && !std::is_same_v<TestType, double>) {
+              // Half an ulp of the storage type (7 or 10 fraction bits) plus the float
+              // arithmetic's error, which cancellation leaves relative to the inputs: the keys
+              // are rounded once. Inverse-then-forward rounds twice and misses this.
+              const int bits = std::is_same_v<TestType, Eigen::bfloat16> ? 7 : 10;
+              const double ulp = std::max(std::ldexp(1.0, std::ilogb(static_cast<double>(std::fabs(e))) - bits),
+                                          bits == 10 ? 0x1p-24 : 0.0);  // half's subnormal spacing
+              tol = 0.5 * ulp + 4.0 * 0x1p-24 * static_cast<double>(ratio * (std::fabs(x1) + std::fabs(x2)));
+            }
+            REQUIRE_THAT(got, WithinAbs(static_cast<double>(e), tol));
+            ++checked;
+          }
+        }
+      }
+    }
+    REQUIRE(checked == k.size());
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors: type, message naming the parameter, output unchanged
 // ---------------------------------------------------------------------------------------------

@@ -369,16 +369,17 @@ inline void emit_cos_sin(const Src* c, const Src* s, double cm, double sm, Eigen
   }
 }
 
-/// Per-token cos/sin from the plan, in double: exact anchors (fast reduced sin/cos), the
-/// angle-addition recurrence between contiguous positions. Lives on the worker's stack.
-template <typename C, RopeLayout L>
-class RopeAnglesOnTheFly {
+/// cos(p w_j), sin(p w_j) of the current token in double: exact anchors (fast reduced sin/cos),
+/// the angle-addition recurrence between contiguous positions. kFullDouble: anchors to full
+/// double precision (double storage); otherwise to < 4e-13, for values that feed float math.
+template <bool kFullDouble>
+class RopeTrig {
  public:
-  RopeAnglesOnTheFly(const double* inv_freq, Eigen::Index half, double cm, double sm)
-      : inv_(inv_freq), half_(half), cm_(cm), sm_(sm) {}
+  RopeTrig(const double* inv_freq, Eigen::Index half) : inv_(inv_freq), half_(half) {}
 
-  void at(std::int64_t pos) {
-    if (pos == previous_) return;
+  /// Moves to position pos; false when it already is there.
+  bool at(std::int64_t pos) {
+    if (pos == previous_) return false;
     if (pos == previous_ + 1 && since_anchor_ < kRopeReanchor) {
       if (!have_step_) {
         rope_sincos(inv_, step_s_, step_c_, half_);  // full precision: the steps compound
@@ -400,9 +401,9 @@ class RopeAnglesOnTheFly {
         fast += double_bits(angle_[j]) <= double_bits(kRopeFastTrigLimit);
       }
       if (fast == half_) {
-        // Float results need the short polynomial only: its < 4e-13 error is carried, not
-        // amplified, by the rotation recurrence that starts from it.
-        rope_sincos<std::is_same_v<C, double>>(angle_, s_, c_, half_);
+        // The short polynomial's < 4e-13 error is carried, not amplified, by the rotation
+        // recurrence that starts from it.
+        rope_sincos<kFullDouble>(angle_, s_, c_, half_);
       } else {
         for (Eigen::Index j = 0; j < half_; ++j) {
           s_[j] = std::sin(angle_[j]);
@@ -412,16 +413,15 @@ class RopeAnglesOnTheFly {
       since_anchor_ = 0;
     }
     previous_ = pos;
-    emit_cos_sin<L>(c_, s_, cm_, sm_, half_, out_c_, out_s_);
+    return true;
   }
-  const C* cos() const noexcept { return out_c_; }
-  const C* sin() const noexcept { return out_s_; }
+  const double* cos() const noexcept { return c_; }
+  const double* sin() const noexcept { return s_; }
 
  private:
   static constexpr Eigen::Index kHalfMax = kMaxRotaryDim / 2;
   const double* inv_;
   Eigen::Index half_;
-  double cm_, sm_;
   std::int64_t previous_ = -2;
   std::int64_t since_anchor_ = 0;
   bool have_step_ = false;
@@ -430,6 +430,61 @@ class RopeAnglesOnTheFly {
   alignas(64) double s_[kHalfMax];
   alignas(64) double step_c_[kHalfMax];
   alignas(64) double step_s_[kHalfMax];
+};
+
+/// Per-token cos/sin from the plan, times (cm, sm), in the layout's form. Lives on the
+/// worker's stack.
+template <typename C, RopeLayout L>
+class RopeAnglesOnTheFly {
+ public:
+  RopeAnglesOnTheFly(const double* inv_freq, Eigen::Index half, double cm, double sm)
+      : trig_(inv_freq, half), half_(half), cm_(cm), sm_(sm) {}
+
+  void at(std::int64_t pos) {
+    if (trig_.at(pos)) emit_cos_sin<L>(trig_.cos(), trig_.sin(), cm_, sm_, half_, out_c_, out_s_);
+  }
+  const C* cos() const noexcept { return out_c_; }
+  const C* sin() const noexcept { return out_s_; }
+
+ private:
+  RopeTrig<std::is_same_v<C, double>> trig_;
+  Eigen::Index half_;
+  double cm_, sm_;
+  alignas(64) C out_c_[kMaxRotaryDim];
+  alignas(64) C out_s_[kMaxRotaryDim];
+};
+
+/// Per-token cos/sin of the one rotation that takes keys rotated with plan `from` to plan `to`:
+/// a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from) R(p w_to - p w_from), whose cos and
+/// sin come from the two plans' by the angle-subtraction formulas, in double. One pass over the
+/// keys: half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.
+template <typename C, RopeLayout L>
+class RopeAnglesRerotate {
+ public:
+  RopeAnglesRerotate(const double* inv_from, const double* inv_to, Eigen::Index half,
+                     double ratio)
+      : from_(inv_from, half), to_(inv_to, half), half_(half), ratio_(ratio) {}
+
+  void at(std::int64_t pos) {
+    const bool moved = from_.at(pos);
+    to_.at(pos);
+    if (!moved) return;
+    const double *cf = from_.cos(), *sf = from_.sin(), *ct = to_.cos(), *st = to_.sin();
+    for (Eigen::Index j = 0; j < half_; ++j) {
+      c_[j] = ct[j] * cf[j] + st[j] * sf[j];
+      s_[j] = st[j] * cf[j] - ct[j] * sf[j];
+    }
+    emit_cos_sin<L>(c_, s_, ratio_, ratio_, half_, out_c_, out_s_);
+  }
+  const C* cos() const noexcept { return out_c_; }
+  const C* sin() const noexcept { return out_s_; }
+
+ private:
+  RopeTrig<std::is_same_v<C, double>> from_, to_;
+  Eigen::Index half_;
+  double ratio_;
+  alignas(64) double c_[kMaxRotaryDim / 2];
+  alignas(64) double s_[kMaxRotaryDim / 2];
   alignas(64) C out_c_[kMaxRotaryDim];
   alignas(64) C out_s_[kMaxRotaryDim];
 };
@@ -792,8 +847,9 @@ void apply_rope_qk_inplace(TensorView<T, 4> q, TensorView<T, 4> k, PositionIdsVi
 }
 
 /// \brief Re-rotates cached keys from one plan to another (a dynamic-NTK or LongRoPE plan that
-/// changed, RopePlan::update() == true): k <- R_to(p) R_from(p)^-1 k, in place.
-/// Rounds to T twice (once per rotation). Validates both plans before writing.
+/// changed, RopePlan::update() == true): k <- R_to(p) R_from(p)^-1 k, in place, as one
+/// rotation by (a_to / a_from) R(p w_to - p w_from) per pair: one pass over the keys, rounded
+/// to T once. Validates both plans before writing.
 template <typename T>
 void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
                            const RopeFrequencies& from, const RopeFrequencies& to,
@@ -805,17 +861,27 @@ void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
                   "from and to must rotate the same slice: rotary_dim ", rd_from, " vs ", rd_to,
                   ", rotary_offset ", from.rotary_offset, " vs ", to.rotary_offset);
   detail::require(options.direction == RopeDirection::kForward, fn,
-                  "options.direction must be kForward (the call is inverse(from) then to)");
-  // Validate the second call's inputs now so that a failure cannot leave k half-rotated.
+                  "options.direction must be kForward (the call undoes from and applies to)");
   const detail::RopeTarget<T> target{detail::as_const(k), k};
   detail::validate_heads(fn, "k", k, rd_to, to.rotary_offset);
   detail::validate_layout(fn, layout);
   detail::validate_device(fn, options);
   detail::validate_positions(fn, positions, k.batch, k.seq, kMaxRopePosition + 1, false);
-  RopeApplyOptions inverse = options;
-  inverse.direction = RopeDirection::kInverse;
-  detail::rope_apply_plan<T>(fn, &target, 1, positions, from, layout, inverse);
-  detail::rope_apply_plan<T>(fn, &target, 1, positions, to, layout, options);
+  const Eigen::Index units = k.batch * k.seq;
+  if (units == 0) return;
+  const double bytes = 2.0 * static_cast<double>(k.heads * rd_to * sizeof(T));
+  const double ratio = to.attention_factor / from.attention_factor;
+  const auto run = [&](auto layout_constant) {
+    constexpr RopeLayout L = decltype(layout_constant)::value;
+    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
+      detail::RopeAnglesRerotate<detail::compute_t<T>, L> angles(
+          from.inv_freq.data(), to.inv_freq.data(), rd_to / 2, ratio);
+      detail::rope_run_tokens<T, L>(&target, 1, positions, u0, u1, angles, rd_to,
+                                    to.rotary_offset);
+    };
+    detail::rope_parallel_for(options, units, bytes, worker);
+  };
+  detail::with_rope_layout(layout, run);
 }
 
 // ------------------------------------------------------------------------------------------
