@@ -11,6 +11,7 @@
 #include <posenc/rope.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -251,11 +252,101 @@ TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "
                         Contains("alibi_slopes has 1 entries"));
     CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 9.0f; }));
   }
+  SECTION("update_rope without a plan, or with one of another slice") {
+    cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8),
+                 posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 8), posenc::PositionIdsView(p.data(), 1, 2));
+    const std::vector<float> before(cache.keys().data(), cache.keys().data() + cache.keys().size());
+    const auto unchanged = [&] { return std::equal(before.begin(), before.end(), cache.keys().data()); };
+    REQUIRE_THROWS_WITH(cache.update_rope(rope_plan(8)), Contains("no RoPE plan is set"));
+    CHECK(unchanged());
+    cache.set_rope(rope_plan(8), posenc::RopeLayout::kInterleaved);
+    posenc::RopeParams rp;
+    rp.head_dim = 8;
+    rp.partial_rotary_factor = 0.5;
+    REQUIRE_THROWS_WITH(cache.update_rope(posenc::compute_rope_frequencies(rp)),
+                        Contains("KvCache::update_rope") && Contains("rotary_dim 4 vs 8"));
+    CHECK(unchanged());
+  }
   SECTION("a RoPE plan wider than head_dim") {
     posenc::RopeParams rp;
     rp.head_dim = 16;
     REQUIRE_THROWS_WITH(cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit),
                         Contains("must be <= head_dim = 8"));
     CHECK_FALSE(cache.has_rope());
+  }
+}
+
+TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new plan, rounded once",
+                   "[kv_cache][rope]", float, Eigen::bfloat16) {
+  // A dynamic-NTK plan that changes as the sequence outgrows max_position_embeddings.
+  constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
+  const Batch x(24, 0);
+  const Eigen::Index N = x.N;
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.max_position_embeddings = 8;
+  rp.scaling.type = posenc::RopeScalingType::kDynamic;
+  rp.scaling.factor = 2.0;
+  posenc::RopePlan plan(rp);
+  const auto old_freqs = plan.frequencies();
+  REQUIRE(plan.update(N));
+  const auto new_freqs = plan.frequencies();
+  const auto layout = posenc::RopeLayout::kInterleaved;
+
+  posenc::KvCache<TestType> cache(B, N + 3, KH, d);
+  cache.set_rope(old_freqs, layout);
+  cache.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
+               posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
+               posenc::PositionIdsView(x.pos.data(), B, N),
+               posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+  const std::vector<TestType> stored(cache.keys().data(), cache.keys().data() + cache.keys().size());
+  cache.update_rope(new_freqs);
+
+  // Expected: each stored pair turned by p (w_new - w_old) in long double (both plans have
+  // attention factor 1), then rounded once to the storage type.
+  const Eigen::Index row = KH * d;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    for (Eigen::Index s = 0; s < N; ++s) {
+      const long double pos = static_cast<long double>(x.pos[static_cast<std::size_t>(b * N + s)]);
+      for (Eigen::Index h = 0; h < KH; ++h) {
+        const auto at = static_cast<std::size_t>((b * (N + 3) + s) * row + h * d);
+        for (std::size_t j = 0; j < static_cast<std::size_t>(d / 2); ++j) {
+          const long double angle = pos * new_freqs.inv_freq[j] - pos * old_freqs.inv_freq[j];
+          const long double x1 = posenc::detail::to_double(stored[at + 2 * j]);
+          const long double x2 = posenc::detail::to_double(stored[at + 2 * j + 1]);
+          const long double e1 = x1 * std::cos(angle) - x2 * std::sin(angle);
+          const long double e2 = x2 * std::cos(angle) + x1 * std::sin(angle);
+          for (const auto& [i, e] : {std::pair{at + 2 * j, e1}, std::pair{at + 2 * j + 1, e2}}) {
+            double tol = 1e-6;
+            if constexpr (std::is_same_v<TestType, Eigen::bfloat16>) {
+              tol = std::ldexp(0.5, std::ilogb(static_cast<double>(std::fabs(e))) - 7) +
+                    4.0 * 0x1p-24 * static_cast<double>(std::fabs(x1) + std::fabs(x2));
+            }
+            REQUIRE_THAT(posenc::detail::to_double(cache.keys().data()[i]),
+                         Catch::Matchers::WithinAbs(static_cast<double>(e), tol));
+          }
+        }
+      }
+    }
+  }
+
+  // Decode after the update equals a cache filled with the new plan from the start (float; the
+  // re-rotated bfloat16 keys carry the first rotation's rounding as well).
+  if constexpr (std::is_same_v<TestType, float>) {
+    posenc::KvCache<float> fresh(B, N + 3, KH, d);
+    fresh.set_rope(new_freqs, layout);
+    fresh.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
+                 posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
+                 posenc::PositionIdsView(x.pos.data(), B, N),
+                 posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+    const auto q = slots(x.q, N, H, d, N - 1, 1);
+    std::vector<float> out(q.size()), want(q.size());
+    AttentionParams params;
+    cache.attend(posenc::ConstTensorView<float, 4>(q.data(), B, 1, H, d),
+                 posenc::TensorView<float, 4>(out.data(), B, 1, H, d), params);
+    fresh.attend(posenc::ConstTensorView<float, 4>(q.data(), B, 1, H, d),
+                 posenc::TensorView<float, 4>(want.data(), B, 1, H, d), params);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        out.size(), [&](std::size_t i) { return out[i]; }, [&](std::size_t i) { return want[i]; }, 1e-5));
   }
 }

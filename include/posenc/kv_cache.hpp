@@ -70,13 +70,46 @@ class KvCache {
   ConstTensorView<std::uint8_t, 2> valid() const { return {valid_.data(), batch_, max_len_}; }
 
   /// \brief Rotates keys on append and queries on attend with this plan from now on.
-  /// Keys already stored keep their rotation (a dynamic-NTK / LongRoPE plan change needs
-  /// rerotate_rope_inplace or a re-prefill). Throws std::invalid_argument when the plan does
-  /// not fit head_dim.
+  /// Keys already stored keep their rotation (for a dynamic-NTK / LongRoPE plan change, use
+  /// update_rope). Throws std::invalid_argument when the plan does not fit head_dim.
   void set_rope(RopeFrequencies freqs, RopeLayout layout) {
     detail::validate_attention_rope("KvCache::set_rope", freqs, layout, d_);
     rope_ = std::move(freqs);
     rope_layout_ = layout;
+  }
+  /// \brief Switches to a new plan of the same rotary slice and re-rotates the stored keys to
+  /// it at their stored positions, in place: a dynamic-NTK or LongRoPE plan that changed
+  /// (RopePlan::update() == true) keeps the cache valid without a re-prefill. One pass per
+  /// sequence, 16-bit keys rounded once (rerotate_rope_inplace). Throws std::invalid_argument
+  /// when no plan is set, or the new one does not fit head_dim or rotates another slice; the
+  /// cache is then unchanged.
+  void update_rope(RopeFrequencies freqs, const RopeApplyOptions& options = {}) {
+    constexpr std::string_view fn = "KvCache::update_rope";
+    detail::require(rope_.has_value(), fn, "no RoPE plan is set (set_rope first)");
+    detail::validate_attention_rope(fn, freqs, rope_layout_, d_);
+    detail::require(freqs.rotary_dim == rope_->rotary_dim &&
+                        freqs.rotary_offset == rope_->rotary_offset,
+                    fn, "the new plan must rotate the same slice: rotary_dim ", freqs.rotary_dim,
+                    " vs ", rope_->rotary_dim, ", rotary_offset ", freqs.rotary_offset, " vs ",
+                    rope_->rotary_offset);
+    // Every sequence is re-rotated with the same plans, shapes and validated positions: if the
+    // first call does not throw (before writing), none does.
+    const Eigen::Index row = kv_heads_ * d_;
+    for (Eigen::Index b = 0; b < batch_ && size_ > 0; ++b) {
+      RopeHeads<T> keys;
+      keys.data = k_.data() + b * max_len_ * row;
+      keys.batch = 1;
+      keys.seq = size_;
+      keys.heads = kv_heads_;
+      keys.head_dim = d_;
+      keys.batch_stride = size_ * row;
+      keys.seq_stride = row;
+      keys.head_stride = d_;
+      rerotate_rope_inplace<T>(
+          keys, RopePositions::from_ids(PositionIdsView(pos_.data() + b * max_len_, 1, size_)),
+          *rope_, freqs, rope_layout_, options);
+    }
+    rope_ = std::move(freqs);
   }
   void clear_rope() { rope_.reset(); }
   bool has_rope() const noexcept { return rope_.has_value(); }
