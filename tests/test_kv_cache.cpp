@@ -19,6 +19,7 @@
 
 #include "support/check.hpp"
 #include "support/rng.hpp"
+#include "support/rope_plans.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::AttentionMetadata;
@@ -282,23 +283,18 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
   constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
   const Batch x(24, 0);
   const Eigen::Index N = x.N;
-  posenc::RopeParams rp;
-  rp.head_dim = d;
-  rp.max_position_embeddings = 8;
-  rp.scaling.type = posenc::RopeScalingType::kDynamic;
-  rp.scaling.factor = 2.0;
-  posenc::RopePlan plan(rp);
-  const auto old_freqs = plan.frequencies();
-  REQUIRE(plan.update(N));
-  const auto new_freqs = plan.frequencies();
+  const auto [old_freqs, new_freqs] = posenc_test::dynamic_plan_change(d, 8, 2.0, N);
   const auto layout = posenc::RopeLayout::kInterleaved;
+  auto fill = [&](auto& kv, const posenc::RopeFrequencies& freqs) {
+    kv.set_rope(freqs, layout);
+    kv.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
+              posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
+              posenc::PositionIdsView(x.pos.data(), B, N),
+              posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+  };
 
   posenc::KvCache<TestType> cache(B, N + 3, KH, d);
-  cache.set_rope(old_freqs, layout);
-  cache.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
-               posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
-               posenc::PositionIdsView(x.pos.data(), B, N),
-               posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+  fill(cache, old_freqs);
   const std::vector<TestType> stored(cache.keys().data(), cache.keys().data() + cache.keys().size());
   cache.update_rope(new_freqs);
 
@@ -317,11 +313,7 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
           const long double e1 = x1 * std::cos(angle) - x2 * std::sin(angle);
           const long double e2 = x2 * std::cos(angle) + x1 * std::sin(angle);
           for (const auto& [i, e] : {std::pair{at + 2 * j, e1}, std::pair{at + 2 * j + 1, e2}}) {
-            double tol = 1e-6;
-            if constexpr (std::is_same_v<TestType, Eigen::bfloat16>) {
-              tol = std::ldexp(0.5, std::ilogb(static_cast<double>(std::fabs(e))) - 7) +
-                    4.0 * 0x1p-24 * static_cast<double>(std::fabs(x1) + std::fabs(x2));
-            }
+            const double tol = posenc_test::rounded_once_tolerance<TestType>(e, std::fabs(x1) + std::fabs(x2));
             REQUIRE_THAT(posenc::detail::to_double(cache.keys().data()[i]),
                          Catch::Matchers::WithinAbs(static_cast<double>(e), tol));
           }
@@ -334,11 +326,7 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
   // re-rotated bfloat16 keys carry the first rotation's rounding as well).
   if constexpr (std::is_same_v<TestType, float>) {
     posenc::KvCache<float> fresh(B, N + 3, KH, d);
-    fresh.set_rope(new_freqs, layout);
-    fresh.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
-                 posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
-                 posenc::PositionIdsView(x.pos.data(), B, N),
-                 posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+    fill(fresh, new_freqs);
     const auto q = slots(x.q, N, H, d, N - 1, 1);
     std::vector<float> out(q.size()), want(q.size());
     AttentionParams params;

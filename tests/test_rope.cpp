@@ -18,6 +18,7 @@
 
 #include "support/check.hpp"
 #include "support/rng.hpp"
+#include "support/rope_plans.hpp"
 
 namespace {
 
@@ -635,15 +636,7 @@ TEMPLATE_TEST_CASE("rope: applying from a cache matches on-the-fly angles, forwa
 
 TEST_CASE("rope: re-rotating cached keys from one plan to another equals rotating with the new plan", "[rope][rerotate]") {
   const Eigen::Index S = 64, H = 2, D = 64;
-  posenc::RopeParams p;
-  p.head_dim = D;
-  p.max_position_embeddings = 32;
-  p.scaling.type = posenc::RopeScalingType::kDynamic;
-  p.scaling.factor = 2.0;
-  posenc::RopePlan rp(p);
-  const auto old_freqs = rp.frequencies();
-  REQUIRE(rp.update(S));
-  const auto& new_freqs = rp.frequencies();
+  const auto [old_freqs, new_freqs] = posenc_test::dynamic_plan_change(D, 32, 2.0, S);
   const auto k0 = posenc_test::random_vector<double>(static_cast<std::size_t>(S * H * D), 161);
   auto k = k0, expect = k0;
   const auto positions = posenc::RopePositions::contiguous(1, S);
@@ -659,15 +652,7 @@ TEST_CASE("rope: re-rotating cached keys from one plan to another equals rotatin
 TEMPLATE_TEST_CASE("rope: re-rotation is one rotation by (a_to / a_from) R(p w_to - p w_from), rounded once",
                    "[rope][rerotate]", float, double, Eigen::half, Eigen::bfloat16) {
   const Eigen::Index S = 48, H = 2, D = 64;
-  posenc::RopeParams p;
-  p.head_dim = D;
-  p.max_position_embeddings = 16;
-  p.scaling.type = posenc::RopeScalingType::kDynamic;
-  p.scaling.factor = 4.0;
-  posenc::RopePlan rp(p);
-  auto from = rp.frequencies();
-  REQUIRE(rp.update(S));
-  auto to = rp.frequencies();
+  auto [from, to] = posenc_test::dynamic_plan_change(D, 16, 4.0, S);
   from.attention_factor = 0.8;  // a ratio a_to / a_from != 1 as well
   to.attention_factor = 1.3;
   // Batch 0 contiguous from 0 (anchors and the recurrence), batch 1 left-padded with a jump.
@@ -697,19 +682,9 @@ TEMPLATE_TEST_CASE("rope: re-rotation is one rotation by (a_to / a_from) R(p w_t
           const long double x1 = posenc::detail::to_double(k0[row + i1]);
           const long double x2 = posenc::detail::to_double(k0[row + i2]);
           for (const auto& [i, e] : {std::pair{i1, x1 * c - x2 * sn}, std::pair{i2, x2 * c + x1 * sn}}) {
-            const double got = posenc::detail::to_double(k[row + i]);
-            double tol = 1e-12;
-            if constexpr (std::is_same_v<TestType, float>) tol = 1e-6;
-            if constexpr (!std::is_same_v<TestType, float> && !std::is_same_v<TestType, double>) {
-              // Half an ulp of the storage type (7 or 10 fraction bits) plus the float
-              // arithmetic's error, which cancellation leaves relative to the inputs: the keys
-              // are rounded once. Inverse-then-forward rounds twice and misses this.
-              const int bits = std::is_same_v<TestType, Eigen::bfloat16> ? 7 : 10;
-              const double ulp = std::max(std::ldexp(1.0, std::ilogb(static_cast<double>(std::fabs(e))) - bits),
-                                          bits == 10 ? 0x1p-24 : 0.0);  // half's subnormal spacing
-              tol = 0.5 * ulp + 4.0 * 0x1p-24 * static_cast<double>(ratio * (std::fabs(x1) + std::fabs(x2)));
-            }
-            REQUIRE_THAT(got, WithinAbs(static_cast<double>(e), tol));
+            // Inverse-then-forward rounds 16-bit keys twice and misses this tolerance.
+            const double tol = posenc_test::rounded_once_tolerance<TestType>(e, ratio * (std::fabs(x1) + std::fabs(x2)));
+            REQUIRE_THAT(posenc::detail::to_double(k[row + i]), WithinAbs(static_cast<double>(e), tol));
             ++checked;
           }
         }
