@@ -64,6 +64,18 @@ std::vector<T> seq_positions_tensor(std::size_t n, std::uint64_t seed) {
   return posenc_test::random_vector<T>(n, seed);
 }
 
+/// One head of D random doubles at position p, before and after the half-split rotation by f.
+std::pair<std::vector<double>, std::vector<double>> rotate_one_token(const posenc::RopeFrequencies& f,
+                                                                     Eigen::Index D, std::int64_t p,
+                                                                     std::uint64_t seed) {
+  auto x = posenc_test::random_vector<double>(static_cast<std::size_t>(D), seed);
+  const auto before = x;
+  const std::int64_t pos[1] = {p};
+  posenc::apply_rope_inplace<double>(posenc::TensorView<double, 4>(x.data(), 1, 1, 1, D),
+                                     posenc::PositionIdsView(pos, 1, 1), f, RopeLayout::kHalfSplit);
+  return {before, x};
+}
+
 std::vector<std::int64_t> arange(std::int64_t n, std::int64_t start = 0) {
   std::vector<std::int64_t> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = start + i;
@@ -441,11 +453,7 @@ TEST_CASE("rope: double storage stays exact to 1e-9 at positions up to 2^31", "[
   const auto inv = ref_inv(D);
   for (const std::int64_t p : {std::int64_t{1} << 24, (std::int64_t{1} << 24) + 1, std::int64_t{1} << 31}) {
     CAPTURE(p);
-    auto x = posenc_test::random_vector<double>(D, 111);
-    const auto before = x;
-    const std::int64_t pos[1] = {p};
-    posenc::apply_rope_inplace<double>(posenc::TensorView<double, 4>(x.data(), 1, 1, 1, D),
-                                       posenc::PositionIdsView(pos, 1, 1), f, RopeLayout::kHalfSplit);
+    const auto [before, x] = rotate_one_token(f, D, p, 111);
     // The angle p * w_j itself is only known to |p w_j| * 2^-53 in double; 2^31 * 2^-53 < 1e-6.
     const auto expect = posenc::reference::rope_vector(before.data(), D, p, inv, 1.0L, 0, RopeLayout::kHalfSplit);
     const double tol = static_cast<double>(p) * 0x1p-52 + 1e-14;
@@ -463,11 +471,7 @@ TEST_CASE("rope: angles past the fast reduction (2^30) rotate by the sin / cos o
   for (const std::int64_t p : {std::int64_t{1} << 31, std::int64_t{1} << 40, (std::int64_t{1} << 52) + 1,
                                std::int64_t{3} << 50}) {
     CAPTURE(p);
-    auto x = posenc_test::random_vector<double>(D, 113);
-    const auto before = x;
-    const std::int64_t pos[1] = {p};
-    posenc::apply_rope_inplace<double>(posenc::TensorView<double, 4>(x.data(), 1, 1, 1, D),
-                                       posenc::PositionIdsView(pos, 1, 1), f, RopeLayout::kHalfSplit);
+    const auto [before, x] = rotate_one_token(f, D, p, 113);
     for (Eigen::Index j = 0; j < D / 2; ++j) {
       const auto angle = static_cast<long double>(static_cast<double>(p) * f.inv_freq[static_cast<std::size_t>(j)]);
       const long double c = std::cos(angle), s = std::sin(angle);
