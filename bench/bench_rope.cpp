@@ -28,7 +28,9 @@ namespace {
 
 constexpr Eigen::Index kHeadDim = 128;
 
-enum class Path { kCache, kOnTheFly };
+/// kRerotate: rerotate_rope_inplace of a KV cache's keys from one plan to another (theta
+/// 10000 -> 500000), the one-pass composed rotation; reported against the stream, no floor.
+enum class Path { kCache, kOnTheFly, kRerotate };
 
 struct Config {
   bool bf16 = false;
@@ -115,6 +117,8 @@ void run_rope(benchmark::State& state, Config c) {
   params.head_dim = kHeadDim;
   params.rotary_dim = c.rotary_dim;
   const auto freqs = posenc::compute_rope_frequencies(params);
+  params.theta = 500000.0;
+  const auto freqs_to = posenc::compute_rope_frequencies(params);
   // Decode (T = 1) sits at position 4095 of a 4096-token context; prefill starts at 0.
   const std::int64_t start = c.tokens == 1 ? 4095 : 0;
   const auto cache = posenc::make_rope_cos_sin_cache(freqs, start + c.tokens);
@@ -129,7 +133,9 @@ void run_rope(benchmark::State& state, Config c) {
   // (cache-resident) buffer: one call is too close to the clock's resolution and overhead.
   const int batch = static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / bytes, 1, 64));
   const auto call = [&] {
-    if (c.kv_heads > 0) {
+    if (c.path == Path::kRerotate) {
+      posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
+    } else if (c.kv_heads > 0) {
       if (c.path == Path::kCache) {
         posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
       } else {
@@ -169,6 +175,7 @@ void run_rope(benchmark::State& state, Config c) {
   double floor = c.path == Path::kCache ? 0.90 : 0.50;
   if (c.bf16) floor = 0.70;
   if (c.threads == 2) floor = 0.90;
+  if (c.path == Path::kRerotate) floor = 0.0;
   state.SetLabel(posenc_bench::ratio_label(stream_id(bytes, c.threads), floor));
 }
 
@@ -265,7 +272,8 @@ void run_vs_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Ind
 }
 
 std::string config_name(const Config& c) {
-  return std::string("BM_Rope_") + (c.path == Path::kCache ? "Cache" : "OnTheFly") +
+  const char* path = c.path == Path::kCache ? "Cache" : c.path == Path::kOnTheFly ? "OnTheFly" : "Rerotate";
+  return std::string("BM_Rope_") + path +
          (c.threads == 2 ? "_2T" : "") + "/" + (c.bf16 ? "bf16" : "f32") + "/" +
          std::string(posenc::to_string(c.layout)) + "/q" + std::to_string(c.q_heads) + "k" +
          std::to_string(c.kv_heads) + "/rd" + std::to_string(c.rotary_dim) + "/T:" +
@@ -319,6 +327,17 @@ const bool registered = [] {
       c.kv_heads = 8;
       c.tokens = tokens;
       c.threads = 2;
+      register_config(c, streams);
+    }
+  }
+  // Re-rotating the keys of an 8-head KV cache after a plan change.
+  for (const bool bf16 : {false, true}) {
+    for (const Eigen::Index tokens : {4096, 32768}) {
+      Config c;
+      c.bf16 = bf16;
+      c.path = Path::kRerotate;
+      c.q_heads = 8;
+      c.tokens = tokens;
       register_config(c, streams);
     }
   }

@@ -393,12 +393,11 @@ class RopeTrig {
       ++since_anchor_;
     } else {
       const double p = static_cast<double>(pos);
-      // Angles >= 0 (validated positions and inv_freq), compared on their bits (a -0 only
-      // takes the std::sin / std::cos path).
+      // |angle| <= the limit, compared on the bits without the sign (NaN and inf fail).
       std::int64_t fast = 0;
       for (Eigen::Index j = 0; j < half_; ++j) {
         angle_[j] = p * inv_[j];
-        fast += double_bits(angle_[j]) <= double_bits(kRopeFastTrigLimit);
+        fast += (double_bits(angle_[j]) & 0x7fffffffffffffffull) <= double_bits(kRopeFastTrigLimit);
       }
       if (fast == half_) {
         // The short polynomial's < 4e-13 error is carried, not amplified, by the rotation
@@ -455,36 +454,29 @@ class RopeAnglesOnTheFly {
 };
 
 /// Per-token cos/sin of the one rotation that takes keys rotated with plan `from` to plan `to`:
-/// a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from) R(p w_to - p w_from), whose cos and
-/// sin come from the two plans' by the angle-subtraction formulas, in double. One pass over the
-/// keys: half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.
+/// a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from) R(p (w_to - w_from)), from one
+/// trig state over the frequency differences (which may be negative). One pass over the keys:
+/// half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.
 template <typename C, RopeLayout L>
 class RopeAnglesRerotate {
  public:
   RopeAnglesRerotate(const double* inv_from, const double* inv_to, Eigen::Index half,
                      double ratio)
-      : from_(inv_from, half), to_(inv_to, half), half_(half), ratio_(ratio) {}
+      : trig_(diff_, half), half_(half), ratio_(ratio) {
+    for (Eigen::Index j = 0; j < half; ++j) diff_[j] = inv_to[j] - inv_from[j];
+  }
 
   void at(std::int64_t pos) {
-    const bool moved = from_.at(pos);
-    to_.at(pos);
-    if (!moved) return;
-    const double *cf = from_.cos(), *sf = from_.sin(), *ct = to_.cos(), *st = to_.sin();
-    for (Eigen::Index j = 0; j < half_; ++j) {
-      c_[j] = ct[j] * cf[j] + st[j] * sf[j];
-      s_[j] = st[j] * cf[j] - ct[j] * sf[j];
-    }
-    emit_cos_sin<L>(c_, s_, ratio_, ratio_, half_, out_c_, out_s_);
+    if (trig_.at(pos)) emit_cos_sin<L>(trig_.cos(), trig_.sin(), ratio_, ratio_, half_, out_c_, out_s_);
   }
   const C* cos() const noexcept { return out_c_; }
   const C* sin() const noexcept { return out_s_; }
 
  private:
-  RopeTrig<std::is_same_v<C, double>> from_, to_;
+  alignas(64) double diff_[kMaxRotaryDim / 2];
+  RopeTrig<std::is_same_v<C, double>> trig_;  // reads diff_ (declared first)
   Eigen::Index half_;
   double ratio_;
-  alignas(64) double c_[kMaxRotaryDim / 2];
-  alignas(64) double s_[kMaxRotaryDim / 2];
   alignas(64) C out_c_[kMaxRotaryDim];
   alignas(64) C out_s_[kMaxRotaryDim];
 };
@@ -848,7 +840,7 @@ void apply_rope_qk_inplace(TensorView<T, 4> q, TensorView<T, 4> k, PositionIdsVi
 
 /// \brief Re-rotates cached keys from one plan to another (a dynamic-NTK or LongRoPE plan that
 /// changed, RopePlan::update() == true): k <- R_to(p) R_from(p)^-1 k, in place, as one
-/// rotation by (a_to / a_from) R(p w_to - p w_from) per pair: one pass over the keys, rounded
+/// rotation by (a_to / a_from) R(p (w_to - w_from)) per pair: one pass over the keys, rounded
 /// to T once. Validates both plans before writing.
 template <typename T>
 void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
