@@ -32,6 +32,7 @@
 /// depend on the macro). Single-threaded by default.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -453,34 +454,6 @@ class RopeAnglesOnTheFly {
   alignas(64) C out_s_[kMaxRotaryDim];
 };
 
-/// Per-token cos/sin of the one rotation that takes keys rotated with plan `from` to plan `to`:
-/// a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from) R(p (w_to - w_from)), from one
-/// trig state over the frequency differences (which may be negative). One pass over the keys:
-/// half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.
-template <typename C, RopeLayout L>
-class RopeAnglesRerotate {
- public:
-  RopeAnglesRerotate(const double* inv_from, const double* inv_to, Eigen::Index half,
-                     double ratio)
-      : trig_(diff_, half), half_(half), ratio_(ratio) {
-    for (Eigen::Index j = 0; j < half; ++j) diff_[j] = inv_to[j] - inv_from[j];
-  }
-
-  void at(std::int64_t pos) {
-    if (trig_.at(pos)) emit_cos_sin<L>(trig_.cos(), trig_.sin(), ratio_, ratio_, half_, out_c_, out_s_);
-  }
-  const C* cos() const noexcept { return out_c_; }
-  const C* sin() const noexcept { return out_s_; }
-
- private:
-  alignas(64) double diff_[kMaxRotaryDim / 2];
-  RopeTrig<std::is_same_v<C, double>> trig_;  // reads diff_ (declared first)
-  Eigen::Index half_;
-  double ratio_;
-  alignas(64) C out_c_[kMaxRotaryDim];
-  alignas(64) C out_s_[kMaxRotaryDim];
-};
-
 /// Per-token cos/sin read from a cat(cos, sin) cache row. The forward half-split float case
 /// points straight into the cache; the others rescale/expand into a stack buffer. The inverse
 /// divides by |row pair|^2 = a^2, so it needs no separate attention_factor.
@@ -683,6 +656,24 @@ inline std::pair<double, double> rope_cos_sin_multipliers(double a, RopeDirectio
   return {a, a};
 }
 
+/// Rotates every target (validated) by angles p * inv_freq[j] computed on the fly, cos and sin
+/// times mult = (cm, sm).
+template <typename T>
+void rope_run_on_the_fly(const RopeTarget<T>* targets, int num_targets, const RopePositions& pos,
+                         const double* inv_freq, Eigen::Index rd, Eigen::Index offset,
+                         std::pair<double, double> mult, RopeLayout layout,
+                         const RopeApplyOptions& options, Eigen::Index units, double bytes) {
+  const auto run = [&](auto layout_constant) {
+    constexpr RopeLayout L = decltype(layout_constant)::value;
+    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
+      RopeAnglesOnTheFly<compute_t<T>, L> angles(inv_freq, rd / 2, mult.first, mult.second);
+      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, offset);
+    };
+    rope_parallel_for(options, units, bytes, worker);
+  };
+  with_rope_layout(layout, run);
+}
+
 /// Shared front end of the plan-based calls: validates, then rotates every target.
 template <typename T>
 void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
@@ -702,16 +693,8 @@ void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_
   if (units == 0) return;
   const std::pair<double, double> mult =
       rope_cos_sin_multipliers(freqs.attention_factor, options.direction);
-  const auto run = [&](auto layout_constant) {
-    constexpr RopeLayout L = decltype(layout_constant)::value;
-    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      RopeAnglesOnTheFly<compute_t<T>, L> angles(freqs.inv_freq.data(), rd / 2, mult.first,
-                                                  mult.second);
-      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, freqs.rotary_offset);
-    };
-    rope_parallel_for(options, units, bytes, worker);
-  };
-  with_rope_layout(layout, run);
+  rope_run_on_the_fly<T>(targets, num_targets, pos, freqs.inv_freq.data(), rd,
+                         freqs.rotary_offset, mult, layout, options, units, bytes);
 }
 
 /// Shared front end of the cache-based calls.
@@ -862,18 +845,17 @@ void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
   const Eigen::Index units = k.batch * k.seq;
   if (units == 0) return;
   const double bytes = 2.0 * static_cast<double>(k.heads * rd_to * sizeof(T));
+  // One rotation per pair: a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from)
+  // R(p (w_to - w_from)), on the fly over the frequency differences (which may be negative).
+  // Half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.
+  std::array<double, kMaxRotaryDim / 2> diff;
+  for (Eigen::Index j = 0; j < rd_to / 2; ++j) {
+    const auto at = static_cast<std::size_t>(j);
+    diff[at] = to.inv_freq[at] - from.inv_freq[at];
+  }
   const double ratio = to.attention_factor / from.attention_factor;
-  const auto run = [&](auto layout_constant) {
-    constexpr RopeLayout L = decltype(layout_constant)::value;
-    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      detail::RopeAnglesRerotate<detail::compute_t<T>, L> angles(
-          from.inv_freq.data(), to.inv_freq.data(), rd_to / 2, ratio);
-      detail::rope_run_tokens<T, L>(&target, 1, positions, u0, u1, angles, rd_to,
-                                    to.rotary_offset);
-    };
-    detail::rope_parallel_for(options, units, bytes, worker);
-  };
-  detail::with_rope_layout(layout, run);
+  detail::rope_run_on_the_fly<T>(&target, 1, positions, diff.data(), rd_to, to.rotary_offset,
+                                 {ratio, ratio}, layout, options, units, bytes);
 }
 
 // ------------------------------------------------------------------------------------------
