@@ -57,6 +57,15 @@ auto frequencies(Eigen::Index rd, Eigen::Index off) {
   f.attention_factor = 1.1;
   return f;
 }
+/// The long-double rotation of `before` [1, S, H, D] (BSHD) by frequencies(rd, off).
+template <typename T>
+std::vector<long double> expected_rotation(const std::vector<T>& before, Eigen::Index S, Eigen::Index H,
+                                           Eigen::Index D, const std::vector<std::int64_t>& pos,
+                                           Eigen::Index rd, Eigen::Index off, posenc::RopeLayout layout) {
+  return posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
+                                       posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq,
+                                       1.1L, off, layout);
+}
 }  // namespace
 
 TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[rope][simd]", float,
@@ -68,8 +77,8 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
 #ifndef POSENC_ROPE_SIMD
   FAIL("POSENC_ROPE_SIMD should be defined under the avx2,fma target");
 #endif
-  // 45 tokens run from cache (register-blocked pair order); 3000 tokens move more than
-  // kRopeResidentBytes and take the row-streaming order.
+  // 45 tokens run from cache (register-blocked pair order); the rows of 3000 tokens take more
+  // than kRopeResidentBytes and go through the row-streaming order.
   const Eigen::Index S = GENERATE(45, 3000), H = 3, D = 96;
   CAPTURE(S);
   for (const auto& [rd, off] : kSlices) {
@@ -87,8 +96,7 @@ TEMPLATE_TEST_CASE("rope simd: AVX2 kernels match the long-double reference", "[
                                    posenc::PositionIdsView(pos.data(), 1, S), f, layout,
                                    posenc::TensorView<TestType, 4>(out.data(), 1, S, H, D));
       REQUIRE(std::memcmp(out.data(), x.data(), x.size() * sizeof(TestType)) == 0);
-      const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
-                                                        posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq, 1.1L, off, layout);
+      const auto expect = expected_rotation(before, S, H, D, pos, rd, off, layout);
       // The NaN contaminates its pair partner only; everything else must match.
       const auto [i1, i2] = posenc::reference::rope_pair(layout, (5 - off) >= 0 && 5 - off < rd ? (layout == posenc::RopeLayout::kHalfSplit ? (5 - off) % (rd / 2) : (5 - off) / 2) : 0, rd, off);
       const bool in_slice = 5 >= off && 5 < off + rd;
@@ -128,8 +136,7 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
       const auto positions = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S));
       const auto heads = posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D));
       posenc::apply_rope_inplace_cached<TestType>(heads, positions, cview, layout, off);
-      const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
-                                                        posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq, 1.1L, off, layout);
+      const auto expect = expected_rotation(before, S, H, D, pos, rd, off, layout);
       POSENC_REQUIRE_CLOSE(posenc_test::compare(
           x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
           [&](std::size_t i) { return static_cast<double>(expect[i]); }, 1.1 * tol<TestType>()));

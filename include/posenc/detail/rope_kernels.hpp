@@ -173,7 +173,7 @@ inline void float_to_half(const float* src, Eigen::half* dst, Eigen::Index n) {
 /// the register-blocked order; larger ones stream from memory, where whole rows in address
 /// order are faster. Counting the in-place rows twice (read and write) sent 16 tokens of GQA
 /// Q 32 + K 8 heads (320 KiB) down the streaming path: 0.62 of the in-place stream for
-/// interleaved and 0.93 for half-split pairs, against 0.98 and 1.19 in the blocked order.
+/// interleaved and 0.94 for half-split pairs, against 0.97 and 1.03 in the blocked order.
 inline constexpr double kRopeResidentBytes = 512.0 * 1024.0;
 
 // --- AVX2 + FMA row kernels ---------------------------------------------------------------------
