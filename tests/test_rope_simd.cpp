@@ -156,6 +156,55 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
 #endif
 }
 
+TEMPLATE_TEST_CASE("rope simd: a call too large for the L3 (rows prefetched ahead) equals the "
+                   "same rows rotated in cache-sized calls, bit for bit", "[rope][simd][cache]",
+                   float, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // From a cos/sin cache both orders do the same arithmetic per value, so they must agree
+  // exactly; 32 tokens a call take the register-blocked order.
+  const Eigen::Index S = 16384, H = 8, D = 96, chunk = 32;
+  for (const auto& [rd, off] : {std::pair<Eigen::Index, Eigen::Index>{96, 0}, {64, 16}}) {
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+      CAPTURE(rd, off, posenc::to_string(layout));
+      const double row_bytes = static_cast<double>(H * rd * sizeof(TestType));
+      REQUIRE(posenc::detail::rope_source(row_bytes * S, row_bytes * S) ==
+              posenc::detail::RopeSource::kMemory);
+      REQUIRE(posenc::detail::rope_source(row_bytes * chunk, row_bytes * chunk) ==
+              posenc::detail::RopeSource::kL2);
+      const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off), S);
+      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+      auto whole = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 13);
+      auto chunked = whole;
+      posenc::apply_rope_inplace_cached<TestType>(
+          posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(whole.data(), 1, S, H, D)),
+          posenc::RopePositions::contiguous(1, S), cview, layout, off);
+      for (Eigen::Index s0 = 0; s0 < S; s0 += chunk) {
+        posenc::apply_rope_inplace_cached<TestType>(
+            posenc::rope_heads<TestType>(
+                posenc::TensorView<TestType, 4>(chunked.data() + s0 * H * D, 1, chunk, H, D)),
+            posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, off);
+      }
+      REQUIRE(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(TestType)) == 0);
+    }
+  }
+#endif
+}
+
+TEST_CASE("rope simd: where a call's rows come from", "[rope][simd]") {
+  using posenc::detail::RopeSource;
+  using posenc::detail::rope_source;
+  const double kib = 1024.0, mib = 1024.0 * kib;
+  CHECK(rope_source(512 * kib, 512 * kib) == RopeSource::kL2);
+  CHECK(rope_source(512 * kib + 1, 512 * kib + 1) == RopeSource::kL3);
+  CHECK(rope_source(16 * mib - 1, 16 * mib - 1) == RopeSource::kL3);
+  CHECK(rope_source(16 * mib, 16 * mib) == RopeSource::kMemory);
+  // A thread's share of a large call still comes from DRAM; a share that fits L2 is blocked.
+  CHECK(rope_source(4 * mib, 32 * mib) == RopeSource::kMemory);
+  CHECK(rope_source(256 * kib, 32 * mib) == RopeSource::kL2);
+}
+
 TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "[rope][simd][trig]") {
   posenc_test::SplitMix64 rng(99);
   std::vector<double> x(4096), s(4096), c(4096);

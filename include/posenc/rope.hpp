@@ -514,7 +514,7 @@ template <typename T, RopeLayout L>
 inline void rope_rotate_heads(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                               Eigen::Index dst_hs, Eigen::Index head_dim, Eigen::Index offset,
                               Eigen::Index rd, const compute_t<T>* c, const compute_t<T>* s,
-                              compute_t<T>* scratch, [[maybe_unused]] bool resident) {
+                              compute_t<T>* scratch, [[maybe_unused]] RopeSource source) {
   using C = compute_t<T>;
   const bool in_place = src == dst && src_hs == dst_hs;
   if (!in_place) {
@@ -531,12 +531,12 @@ inline void rope_rotate_heads(const T* src, T* dst, Eigen::Index heads, Eigen::I
   if constexpr (std::is_same_v<C, float>) {
     if constexpr (L == RopeLayout::kHalfSplit) {
       if ((rd / 2) % 8 == 0) {
-        rope_simd_half_split<T>(src, dst, heads, src_hs, dst_hs, c, s, rd / 2, resident);
+        rope_simd_half_split<T>(src, dst, heads, src_hs, dst_hs, c, s, rd / 2, source);
         return;
       }
     } else {
       if (rd % 8 == 0) {
-        rope_simd_interleaved<T>(src, dst, heads, src_hs, dst_hs, c, s, rd, resident);
+        rope_simd_interleaved<T>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
         return;
       }
     }
@@ -580,13 +580,14 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
                      Eigen::Index offset) {
   alignas(64) compute_t<T> scratch[std::is_same_v<T, compute_t<T>> ? 1 : kMaxRotaryDim];
   const Eigen::Index seq = pos.seq;
-  double bytes = 0.0;
+  double token_bytes = 0.0;
   for (int t = 0; t < num_targets; ++t) {
     const bool in_place = targets[t].src.data == targets[t].dst.data;
-    bytes += (in_place ? 1.0 : 2.0) *
-             static_cast<double>((u1 - u0) * targets[t].dst.heads * rd * sizeof(T));
+    token_bytes +=
+        (in_place ? 1.0 : 2.0) * static_cast<double>(targets[t].dst.heads * rd * sizeof(T));
   }
-  const bool resident = bytes <= kRopeResidentBytes;
+  const RopeSource source = rope_source(token_bytes * static_cast<double>(u1 - u0),
+                                        token_bytes * static_cast<double>(pos.batch * seq));
   for (Eigen::Index u = u0; u < u1; ++u) {
     const Eigen::Index b = u / seq, s = u - b * seq;
     angles.at(pos.at(b, s));
@@ -596,7 +597,7 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
                               tg.dst.data + b * tg.dst.batch_stride + s * tg.dst.seq_stride,
                               tg.dst.heads, tg.src.head_stride, tg.dst.head_stride,
                               tg.dst.head_dim, offset, rd, angles.cos(), angles.sin(), scratch,
-                              resident);
+                              source);
     }
   }
 }

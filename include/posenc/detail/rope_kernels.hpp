@@ -176,6 +176,24 @@ inline void float_to_half(const float* src, Eigen::half* dst, Eigen::Index n) {
 /// interleaved and 0.94 for half-split pairs, against 0.97 and 1.03 in the blocked order.
 inline constexpr double kRopeResidentBytes = 512.0 * 1024.0;
 
+/// Calls whose rows take at least this many bytes in all (half the 32 MiB L3 of the machines we
+/// measure on) come from DRAM and prefetch ahead (kRopePrefetchBytes), on every thread. From
+/// L3 the prefetches only cost issue slots: 8-10 MiB calls measured 0-5 % slower with them.
+inline constexpr double kRopePrefetchMinBytes = 16.0 * 1024.0 * 1024.0;
+
+/// Where a call's rows come from, which sets the kernels' loop order.
+enum class RopeSource {
+  kL2,      ///< at most kRopeResidentBytes: pair blocks outer, heads inner, cos/sin in registers
+  kL3,      ///< below kRopePrefetchMinBytes: one head row at a time, in address order
+  kMemory,  ///< larger: as kL3, with each row's lines prefetched kRopePrefetchBytes ahead
+};
+
+/// range_bytes: the rows one thread rotates; call_bytes: the whole call's.
+inline RopeSource rope_source(double range_bytes, double call_bytes) {
+  if (range_bytes <= kRopeResidentBytes) return RopeSource::kL2;
+  return call_bytes < kRopePrefetchMinBytes ? RopeSource::kL3 : RopeSource::kMemory;
+}
+
 // --- AVX2 + FMA row kernels ---------------------------------------------------------------------
 // One pass per head row for every storage type: load 8 values, widen to float, rotate, round
 // back, store. The 16-bit types are converted in registers, with no scratch row. src == dst is
@@ -183,13 +201,13 @@ inline constexpr double kRopeResidentBytes = 512.0 * 1024.0;
 #if (defined(__AVX2__) && defined(__FMA__)) || defined(POSENC_ROPE_FORCE_SIMD)
 #define POSENC_ROPE_SIMD 1
 
-/// Calls that stream from memory (not resident) prefetch each head row's lines this many bytes
-/// ahead in address order: the next rows of a [.., seq, heads, head_dim] tensor, or the same
-/// head a few tokens on when heads are the outer dimension. The core's own prefetchers alone
+/// Calls that stream from DRAM (RopeSource::kMemory) prefetch each head row's lines this many
+/// bytes ahead in address order: the next rows of a [.., seq, heads, head_dim] tensor, or the
+/// same head a few tokens on when heads are the outer dimension. The core's own prefetchers alone
 /// left the rotation's arithmetic serialised with the DRAM traffic. Paired with the in-place
 /// stream at T = 4096 / 32768, 32 (+ 8) heads (medians of two runs): bfloat16 0.58-0.71 ->
-/// 0.83-0.91, float 0.80-0.94 -> 0.93-1.09. 2 and 8 KiB ahead were within the noise of 4 KiB;
-/// 1 KiB fell short (bfloat16 0.72-0.83).
+/// 0.83-0.91, float 0.80-0.94 -> 0.93-1.09; float on 2 threads (q32k8) 0.92-0.99 -> 1.03-1.14.
+/// 2 and 8 KiB ahead were within the noise of 4 KiB; 1 KiB fell short (bfloat16 0.72-0.83).
 inline constexpr std::uintptr_t kRopePrefetchBytes = 4096;
 
 /// Prefetches the cache lines of row[0, n) + kRopePrefetchBytes into L1.
@@ -266,7 +284,7 @@ inline void rope_bf16_join(Eigen::bfloat16* p, __m256 even, __m256 odd) {
 inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                       Eigen::Index heads, Eigen::Index src_hs,
                                       Eigen::Index dst_hs, const float* c, const float* s,
-                                      Eigen::Index half, bool resident) {
+                                      Eigen::Index half, RopeSource source) {
   alignas(32) float cp[kRopeSimdMaxHalf];
   alignas(32) float sp[kRopeSimdMaxHalf];
   for (Eigen::Index j = 0; j < half; j += 16) {
@@ -280,7 +298,7 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
-    if (!resident) rope_prefetch_ahead(x, 2 * half);
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, 2 * half);
     for (Eigen::Index j = 0; j < half; j += 16) {
       const __m256 ce = _mm256_load_ps(cp + j), co = _mm256_load_ps(cp + j + 8);
       const __m256 se = _mm256_load_ps(sp + j), so = _mm256_load_ps(sp + j + 8);
@@ -300,7 +318,7 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
 inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                        Eigen::Index heads, Eigen::Index src_hs,
                                        Eigen::Index dst_hs, const float* cc, const float* ss,
-                                       Eigen::Index rd, bool resident) {
+                                       Eigen::Index rd, RopeSource source) {
   alignas(32) float cp[kRopeSimdMaxHalf];
   alignas(32) float sp[kRopeSimdMaxHalf];
   for (Eigen::Index k = 0; k < rd / 2; ++k) {
@@ -310,7 +328,7 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
-    if (!resident) rope_prefetch_ahead(x, rd);
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, rd);
     for (Eigen::Index j = 0; j < rd; j += 16) {
       const __m256 cv = _mm256_load_ps(cp + j / 2), sv = _mm256_load_ps(sp + j / 2);
       __m256 e, o;
@@ -357,21 +375,21 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
 }
 
 /// Half-split rotation of `heads` rows (row h at src + h * src_hs), rd / 2 a multiple of 8.
-/// resident: the call's data is in cache (see kRopeResidentBytes), so pair blocks go outer.
+/// source: see RopeSource.
 template <typename T>
 inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                                  Eigen::Index dst_hs, const float* c, const float* s,
-                                 Eigen::Index half, bool resident) {
+                                 Eigen::Index half, RopeSource source) {
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (half % 16 == 0) {
-      rope_simd_half_split_bf16(src, dst, heads, src_hs, dst_hs, c, s, half, resident);
+      rope_simd_half_split_bf16(src, dst, heads, src_hs, dst_hs, c, s, half, source);
       return;
     }
   }
-  if (!resident) {
+  if (source != RopeSource::kL2) {
     // From memory: one sequential pass per head row (see rope_simd_interleaved).
     for (Eigen::Index h = 0; h < heads; ++h) {
-      rope_prefetch_ahead(src + h * src_hs, 2 * half);
+      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, 2 * half);
       rope_simd_half_split_block<T, 1>(src + h * src_hs, dst + h * dst_hs, 1, 0, 0, c, s, half,
                                        half / 8);
     }
@@ -418,14 +436,14 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
 template <typename T>
 inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                                   Eigen::Index dst_hs, const float* cc, const float* ss,
-                                  Eigen::Index rd, bool resident) {
+                                  Eigen::Index rd, RopeSource source) {
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 16 == 0) {
-      rope_simd_interleaved_bf16(src, dst, heads, src_hs, dst_hs, cc, ss, rd, resident);
+      rope_simd_interleaved_bf16(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
       return;
     }
   }
-  if (!resident) {
+  if (source != RopeSource::kL2) {
     // From memory: one sequential pass per head row, cos / sin loaded with each 8 values.
     // Blocking the pairs walks each row in several strided passes, which the hardware
     // prefetcher follows worse than the extra loads cost; sweeping two heads at once (one
@@ -433,7 +451,7 @@ inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eige
     // this with 32-byte aligned rows (T = 4096, 32 heads), though 0.92 against 0.86-0.88 with
     // rows 16 bytes off.
     for (Eigen::Index h = 0; h < heads; ++h) {
-      rope_prefetch_ahead(src + h * src_hs, rd);
+      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, rd);
       for (Eigen::Index j = 0; j < rd; j += 8) {
         rope_simd_interleaved_block<T, 1>(src + h * src_hs + j, dst + h * dst_hs + j, 1, 0, 0,
                                           cc + j, ss + j);
