@@ -205,8 +205,8 @@ inline RopeSource rope_source(double range_bytes, double call_bytes) {
 /// bytes ahead in address order: the next rows of a [.., seq, heads, head_dim] tensor, or the
 /// same head a few tokens on when heads are the outer dimension. The core's own prefetchers alone
 /// left the rotation's arithmetic serialised with the DRAM traffic. Paired with the in-place
-/// stream at T = 4096 / 32768, 32 (+ 8) heads (medians of two runs): bfloat16 0.58-0.71 ->
-/// 0.83-0.91, float 0.80-0.94 -> 0.93-1.09; float on 2 threads (q32k8) 0.92-0.99 -> 1.03-1.14.
+/// stream at T = 4096 / 32768, 32 (+ 8) heads (medians of two runs): bfloat16 0.58-0.72 ->
+/// 0.81-0.91, float 0.76-0.94 -> 0.93-1.09; float on 2 threads (q32k8) 0.92-0.99 -> 1.03-1.14.
 /// 2 and 8 KiB ahead were within the noise of 4 KiB; 1 KiB fell short (bfloat16 0.72-0.83).
 inline constexpr std::uintptr_t kRopePrefetchBytes = 4096;
 
