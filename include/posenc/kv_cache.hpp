@@ -94,20 +94,13 @@ class KvCache {
                     rope_->rotary_offset);
     // Every sequence is re-rotated with the same plans, shapes and validated positions: if the
     // first call does not throw (before writing), none does.
-    const Eigen::Index row = kv_heads_ * d_;
     for (Eigen::Index b = 0; b < batch_ && size_ > 0; ++b) {
-      RopeHeads<T> keys;
-      keys.data = k_.data() + b * max_len_ * row;
-      keys.batch = 1;
-      keys.seq = size_;
-      keys.heads = kv_heads_;
-      keys.head_dim = d_;
-      keys.batch_stride = size_ * row;
-      keys.seq_stride = row;
-      keys.head_stride = d_;
+      T* first = k_.data() + b * max_len_ * kv_heads_ * d_;
+      const TensorView<T, 4> keys(first, 1, size_, kv_heads_, d_);
       rerotate_rope_inplace<T>(
-          keys, RopePositions::from_ids(PositionIdsView(pos_.data() + b * max_len_, 1, size_)),
-          *rope_, freqs, rope_layout_, options);
+          rope_heads<T>(keys),
+          RopePositions::from_ids(PositionIdsView(pos_.data() + b * max_len_, 1, size_)), *rope_,
+          freqs, rope_layout_, options);
     }
     rope_ = std::move(freqs);
   }
