@@ -811,6 +811,50 @@ TEST_CASE("rope: invalid apply arguments throw before writing anything", "[rope]
   REQUIRE(unchanged());
 }
 
+TEST_CASE("rope: invalid re-rotation arguments throw before writing anything", "[rope][errors][rerotate]") {
+  const Eigen::Index S = 4, H = 2, D = 16;
+  auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 173);
+  const auto before = k;
+  const auto hk = posenc::rope_heads<float>(posenc::TensorView<float, 4>(k.data(), 1, S, H, D));
+  const auto unchanged = [&] { return std::memcmp(k.data(), before.data(), k.size() * sizeof(float)) == 0; };
+  const auto from = plan(D, 8, 2), to = plan(D, 8, 2);
+  const auto pos = arange(S);
+  const auto positions = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S));
+  const auto rerotate = [&](const posenc::RopeFrequencies& a, const posenc::RopeFrequencies& b,
+                            const posenc::RopePositions& p, const posenc::RopeApplyOptions& options) {
+    posenc::rerotate_rope_inplace<float>(hk, p, a, b, RopeLayout::kHalfSplit, options);
+  };
+
+  SECTION("plans that rotate different slices") {
+    REQUIRE_THROWS_MATCHES(rerotate(from, plan(D, 12, 2), positions, {}), std::invalid_argument,
+                           Catch::Matchers::Message("posenc::rerotate_rope_inplace: from and to must rotate the "
+                                                    "same slice: rotary_dim 8 vs 12, rotary_offset 2 vs 2"));
+    REQUIRE_THROWS_WITH(rerotate(from, plan(D, 8, 4), positions, {}), Contains("rotary_offset 2 vs 4"));
+  }
+  SECTION("a direction other than forward") {
+    posenc::RopeApplyOptions inverse;
+    inverse.direction = posenc::RopeDirection::kInverse;
+    REQUIRE_THROWS_AS(rerotate(from, to, positions, inverse), std::invalid_argument);
+    REQUIRE_THROWS_WITH(rerotate(from, to, positions, inverse), Contains("options.direction must be kForward"));
+  }
+  SECTION("a non-finite inv_freq in either plan") {
+    auto bad = to;
+    bad.inv_freq[1] = std::numeric_limits<double>::infinity();
+    REQUIRE_THROWS_WITH(rerotate(from, bad, positions, {}), Contains("inv_freq[1]"));
+    REQUIRE_THROWS_WITH(rerotate(bad, to, positions, {}), Contains("inv_freq[1]"));
+  }
+  SECTION("a negative position") {
+    const std::vector<std::int64_t> bad = {0, 1, 2, -3};
+    REQUIRE_THROWS_WITH(rerotate(from, to, posenc::RopePositions::from_ids(posenc::PositionIdsView(bad.data(), 1, S)), {}),
+                        Contains("position_ids[0, 3] = -3"));
+  }
+  SECTION("a slice past head_dim") {
+    REQUIRE_THROWS_WITH(rerotate(plan(2 * D, 16, 8), plan(2 * D, 16, 8), positions, {}),
+                        Contains("rotary_offset + rotary_dim = 8 + 16 must be <= k head_dim (16)"));
+  }
+  REQUIRE(unchanged());
+}
+
 TEST_CASE("rope: invalid parameters name the parameter", "[rope][errors][params]") {
   posenc::RopeParams p;
   p.head_dim = 64;
