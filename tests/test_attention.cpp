@@ -466,8 +466,45 @@ TEST_CASE("attention: results do not depend on the thread count", "[attention][t
   posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(a), one, {}, &ws);
   posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(b), two, {}, &ws);
   CHECK(a == b);
-  // The workspace holds O(threads * tile * head_dim) values, not O(q_len * k_len).
-  CHECK(ws.size() < 2 * (48 * 64 * 3 + 64 * 48 + 2 * 64 * 64) + 1024);
+  // Per thread: Q^T, Q, O of 48 rows x 64, the 64 x 48 score tile, and K, V packed with a row
+  // pad of 16: 100 keys rounded up to two tiles kept for the next item, plus one tile.
+  CHECK(ws.size() <= 2 * (48 * 64 * 3 + 64 * 48 + 2 * (128 + 64) * (64 + 16)));
+}
+
+TEST_CASE("attention: the workspace stops growing with k_len; keys past the packed prefix are right",
+          "[attention][workspace]") {
+  // d = 8: packed rows of 8 + 16 floats, so the 4 MiB of K + V kept packed hold 21824 keys
+  // (a whole number of 64-key tiles); 25000 and 50000 keys both run past them.
+  posenc::AttentionWorkspace ws;
+  std::size_t sizes[2] = {};
+  int i = 0;
+  for (Eigen::Index k_len : {25000, 50000}) {
+    const Problem<float> p(1, 60, k_len, 2, 1, 8, 41);  // 60 x 2 rows: three work items
+    const AttentionParams params = make_params(MaskMode::kCausal);
+    std::vector<float> out(p.out_size(), -7.0f);
+    posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(out), params, {}, &ws);
+    POSENC_REQUIRE_CLOSE(close(out, reference(p, params), 1e-5));
+    sizes[i++] = ws.size();
+  }
+  CHECK(sizes[1] == sizes[0]);
+  CHECK(sizes[0] * sizeof(float) <= (std::size_t{4} << 20) + 2 * 64 * 24 * sizeof(float) +
+                                        (3 * 48 * 8 + 64 * 48) * sizeof(float));
+}
+
+TEST_CASE("attention: a reused workspace sees K and V rewritten in place between calls",
+          "[attention][workspace]") {
+  // Packed K/V rows are kept from one work item to the next within a call; the next call must
+  // pack again even though the caller's pointers are the same (a KV cache appends in place).
+  Problem<float> p(1, 150, 150, 2, 1, 16, 43);  // 150 x 2 rows: seven work items, one kv head
+  const AttentionParams params = make_params(MaskMode::kCausal);
+  posenc::AttentionWorkspace ws;
+  std::vector<float> out(p.out_size(), -7.0f);
+  posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(out), params, {}, &ws);
+  POSENC_REQUIRE_CLOSE(close(out, reference(p, params), 1e-5));
+  for (auto& x : p.k) x = -0.5f * x + 0.25f;
+  for (auto& x : p.v) x = 2.0f * x - 1.0f;
+  posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(out), params, {}, &ws);
+  POSENC_REQUIRE_CLOSE(close(out, reference(p, params), 1e-5));
 }
 
 TEST_CASE("attention: bad input throws before anything is written", "[attention][errors]") {

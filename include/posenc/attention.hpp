@@ -36,7 +36,8 @@ namespace posenc {
 /// time per workspace.
 class AttentionWorkspace {
  public:
-  /// Floats (or doubles) held, for reporting: O(threads * (rows * head_dim + tile)).
+  /// Floats (or doubles) held, for reporting: O(threads * (rows * head_dim + tile)), plus per
+  /// thread at most 4 MiB of K/V rows kept packed between work items (whatever k_len is).
   std::size_t size() const noexcept {
     std::size_t n = 0;
     for (const auto& b : f_) n += b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();

@@ -89,6 +89,12 @@ inline constexpr int kAttnBlock = 6;
 /// (12 KiB) stay in L2 while each K/V tile streams once per work item.
 inline constexpr Eigen::Index kAttnTargetRows = 48;
 inline constexpr Eigen::Index kAttnKeyTile = 64;
+/// Packed K and V rows (in Acc) a thread keeps from one work item to the next of the same kv
+/// heads, at most: the leading keys of a call, up to this many bytes, are packed once per thread
+/// and kv head instead of once per work item. The copy reads rows kv_heads * d apart, which alias
+/// in L2 (a 512 KiB 8-way L2 holds only 32 rows 16 KiB apart) and so come from L3 on every item;
+/// the packed copy is contiguous and streams back. Keys past the bound are packed tile by tile.
+inline constexpr Eigen::Index kAttnResidentPackBytes = Eigen::Index{4} << 20;
 
 template <typename T>
 using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
@@ -125,20 +131,35 @@ struct AttentionTileBuffers {
   attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (decode: [lanes][d])
   attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output (idem)
   attn_vector<Acc> st;                           // [key_tile][rows]    scores, then P^T
-  attn_vector<Acc> kf, vf;                       // [key_tile][slots * d + pad] packed K, V (prefill)
+  attn_vector<Acc> kf, vf;  // [resident_keys + key_tile][slots * d + pad] packed K, V (prefill)
+  Eigen::Index resident_keys = 0;  // leading keys kept packed across items (multiple of key_tile)
+  Eigen::Index packed_heads = -1;  // b * kv_heads + g0 of the rows packed there; -1: none
+  Eigen::Index packed_keys = 0;    // keys [0, packed_keys) of those heads are packed
   attn_vector<Acc> m, l, alpha, q_rel, slope, limit;  // [slots][rows]
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
   /// in place and pass packs = false.
+  /// `k_len` bounds the resident keys; every call starts with nothing packed (the caller's K/V
+  /// may have changed since the last one).
   void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_key_tile,
-               Eigen::Index need_slots, bool packs = true) {
+               Eigen::Index need_slots, Eigen::Index k_len, bool packs = true) {
     constexpr Eigen::Index lanes = kAttnLanes<Acc>;
     need_rows = (need_rows + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
-    const auto pack_size = static_cast<std::size_t>(need_key_tile * (need_slots * need_d + kAttnRowPad));
-    if (packs && kf.size() < pack_size) {
-      kf.assign(pack_size, Acc(0));
-      vf.assign(pack_size, Acc(0));
+    packed_heads = -1;
+    packed_keys = 0;
+    resident_keys = 0;
+    if (packs) {
+      const Eigen::Index row = need_slots * need_d + kAttnRowPad;
+      const Eigen::Index row_pair_bytes = 2 * row * static_cast<Eigen::Index>(sizeof(Acc));
+      const Eigen::Index fit = kAttnResidentPackBytes / row_pair_bytes / need_key_tile * need_key_tile;
+      const Eigen::Index keys = (k_len + need_key_tile - 1) / need_key_tile * need_key_tile;
+      resident_keys = std::min(fit, keys);
+      const auto pack_size = static_cast<std::size_t>((resident_keys + need_key_tile) * row);
+      if (kf.size() < pack_size) {
+        kf.assign(pack_size, Acc(0));
+        vf.assign(pack_size, Acc(0));
+      }
     }
     if (need_rows <= rows && need_d <= d && need_key_tile <= key_tile && need_slots <= slots) return;
     rows = std::max(rows, need_rows);
@@ -278,24 +299,46 @@ inline void attn_qk_rows(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const 
   }
 }
 
-/// S^T [nk, rs] for the first `vec_rows` rows (a whole number of packets).
+/// How many of a K/V tile's keys a block of rows needs. Rows are in query order, so under the
+/// causal mask the block's last row sees the most keys; keys past it are masked for every row of
+/// the block (the softmax sets their scores to -inf whatever the QK product left there, and their
+/// P entries are exactly 0), so the micro-kernels skip them instead of computing the triangle.
+struct AttnTileKeys {
+  Eigen::Index nk;     // keys in the tile
+  Eigen::Index first;  // keys row 0 sees (nk or more when no row is cut)
+  Eigen::Index group;  // rows per query position
+  Eigen::Index nrows;  // real rows (padding rows follow and need nothing)
+
+  /// Keys visible to some row of [0, end_row).
+  Eigen::Index upto(Eigen::Index end_row) const {
+    const Eigen::Index last = std::min(end_row, nrows) - 1;
+    return std::clamp<Eigen::Index>(first + last / group, 0, nk);
+  }
+};
+
+/// S^T [nk, rs] for the first `vec_rows` rows (a whole number of packets); per packet pair only
+/// the keys its rows can see.
 template <typename Acc>
 inline void attn_qk(const Acc* qt, Eigen::Index rs, Eigen::Index vec_rows, const Acc* k,
-                    Eigen::Index k_stride, Eigen::Index d, Eigen::Index nk, Acc* st) {
+                    Eigen::Index k_stride, Eigen::Index d, const AttnTileKeys& keys, Acc* st) {
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   Eigen::Index i0 = 0;
-  for (; i0 + 2 * L <= vec_rows; i0 += 2 * L) attn_qk_rows<Acc, 2>(qt, rs, i0, k, k_stride, d, nk, st);
-  if (i0 < vec_rows) attn_qk_rows<Acc, 1>(qt, rs, i0, k, k_stride, d, nk, st);
+  for (; i0 + 2 * L <= vec_rows; i0 += 2 * L) {
+    attn_qk_rows<Acc, 2>(qt, rs, i0, k, k_stride, d, keys.upto(i0 + 2 * L), st);
+  }
+  if (i0 < vec_rows) attn_qk_rows<Acc, 1>(qt, rs, i0, k, k_stride, d, keys.upto(i0 + L), st);
 }
 
 template <typename Acc, int NP>
 inline void attn_pv_cols(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
-                         const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o,
+                         const Acc* v, Eigen::Index v_stride, const AttnTileKeys& keys, Acc* o,
                          Eigen::Index d, Eigen::Index c0) {
   Eigen::Index r = 0;
   for (; r + kAttnBlock <= nrows; r += kAttnBlock) {
-    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0);
+    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, keys.upto(r + kAttnBlock), o,
+                                       d, c0);
   }
+  const Eigen::Index nk = keys.upto(nrows);
   switch (nrows - r) {
     case 5: attn_pv_block<Acc, 5, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
     case 4: attn_pv_block<Acc, 4, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
@@ -306,18 +349,20 @@ inline void attn_pv_cols(const Acc* st, Eigen::Index rs, Eigen::Index nrows, con
   }
 }
 
-/// O = alpha O + P V over all d columns for the first nrows rows.
+/// O = alpha O + P V over all d columns for the first nrows rows; per row block only the keys
+/// its rows can see (the others have P = 0).
 template <typename Acc>
 inline void attn_pv(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
-                    const Acc* v, Eigen::Index v_stride, Eigen::Index nk, Acc* o, Eigen::Index d) {
+                    const Acc* v, Eigen::Index v_stride, const AttnTileKeys& keys, Acc* o,
+                    Eigen::Index d) {
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   Eigen::Index c0 = 0;
-  for (; c0 + 2 * L <= d; c0 += 2 * L) attn_pv_cols<Acc, 2>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
+  for (; c0 + 2 * L <= d; c0 += 2 * L) attn_pv_cols<Acc, 2>(st, rs, nrows, alpha, v, v_stride, keys, o, d, c0);
   if (c0 + L <= d) {
-    attn_pv_cols<Acc, 1>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
+    attn_pv_cols<Acc, 1>(st, rs, nrows, alpha, v, v_stride, keys, o, d, c0);
     c0 += L;
   }
-  if (c0 < d) attn_pv_scalar<Acc>(st, rs, nrows, alpha, v, v_stride, nk, o, d, c0);
+  if (c0 < d) attn_pv_scalar<Acc>(st, rs, nrows, alpha, v, v_stride, keys.nk, o, d, c0);
 }
 
 // ---- the softmax step shared by both work items ---------------------------------------------
@@ -550,6 +595,13 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
   const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   Acc* st = ws.st.data();
+  // Keys [0, resident_keys) sit at their own index and are packed at most once per call for
+  // these kv heads; a later tile goes to the slot after them.
+  const Eigen::Index heads_id = b * p.kv_heads + g0;
+  if (ws.packed_heads != heads_id) {
+    ws.packed_heads = heads_id;
+    ws.packed_keys = 0;
+  }
 
   for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
     const Eigen::Index nk = std::min(key_tile, j_end - j0);
@@ -562,16 +614,26 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     // K and V are packed (and converted), one contiguous run of ns * d elements per key row:
     // the micro-kernels pass over the tile once per row / column block, and unpacked rows
     // kv_heads * d apart would all share L1 sets.
-    attn_pack_rows(kbase + j0 * kv_row, kv_row, nk, ns * d, ws.kf.data(), kstride);
-    attn_pack_rows(vbase + j0 * kv_row, kv_row, nk, ns * d, ws.vf.data(), kstride);
+    const bool resident = j0 + nk <= ws.resident_keys;
+    const Eigen::Index slot = resident ? j0 : ws.resident_keys;
+    const Acc* kt = ws.kf.data() + slot * kstride;
+    const Acc* vt = ws.vf.data() + slot * kstride;
+    if (!resident || ws.packed_keys < j0 + nk) {
+      const Eigen::Index from = resident ? std::max(ws.packed_keys, j0) : j0;
+      const Eigen::Index rows = j0 + nk - from;
+      attn_pack_rows(kbase + from * kv_row, kv_row, rows, ns * d, ws.kf.data() + (slot + from - j0) * kstride, kstride);
+      attn_pack_rows(vbase + from * kv_row, kv_row, rows, ns * d, ws.vf.data() + (slot + from - j0) * kstride, kstride);
+      if (resident) ws.packed_keys = j0 + nk;
+    }
+    const AttnTileKeys keys{nk, causal_cut ? first_limit + 1 - j0 : nk, group, nrows};
     for (Eigen::Index s = 0; s < ns; ++s) {
-      attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, ws.kf.data() + s * d, kstride, d, nk, st);
+      attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt + s * d, kstride, d, keys, st);
       Acc* alpha = ws.alpha.data() + s * rs;
       attn_softmax_tile(p, kpos, kmask, base, j0, nk, causal_cut, masked, st, rs, vec_rows,
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
                          ws.limit.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
                          alpha});
-      attn_pv<Acc>(st, rs, nrows, alpha, ws.vf.data() + s * d, kstride, nk,
+      attn_pv<Acc>(st, rs, nrows, alpha, vt + s * d, kstride, keys,
                    ws.o.data() + s * rs * d, d);
     }
   }
@@ -900,9 +962,9 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   for (int t = 0; t < threads; ++t) {
     auto& ws = buffers[static_cast<std::size_t>(t)];
     if (sched.decode) {
-      ws.reserve(sched.slots * p.q_len * group, p.d, sched.key_tile, 1, false);
+      ws.reserve(sched.slots * p.q_len * group, p.d, sched.key_tile, 1, p.k_len, false);
     } else {
-      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots);
+      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots, p.k_len);
     }
   }
   std::atomic<Eigen::Index> next{0};
