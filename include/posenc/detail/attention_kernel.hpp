@@ -152,7 +152,8 @@ struct AttentionTileBuffers {
     if (packs) {
       const Eigen::Index row = need_slots * need_d + kAttnRowPad;
       const Eigen::Index row_pair_bytes = 2 * row * static_cast<Eigen::Index>(sizeof(Acc));
-      const Eigen::Index fit = kAttnResidentPackBytes / row_pair_bytes / need_key_tile * need_key_tile;
+      const Eigen::Index fit =
+          kAttnResidentPackBytes / row_pair_bytes / need_key_tile * need_key_tile;
       const Eigen::Index keys = (k_len + need_key_tile - 1) / need_key_tile * need_key_tile;
       resident_keys = std::min(fit, keys);
       const auto pack_size = static_cast<std::size_t>((resident_keys + need_key_tile) * row);
@@ -620,9 +621,10 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     const Acc* vt = ws.vf.data() + slot * kstride;
     if (!resident || ws.packed_keys < j0 + nk) {
       const Eigen::Index from = resident ? std::max(ws.packed_keys, j0) : j0;
-      const Eigen::Index rows = j0 + nk - from;
-      attn_pack_rows(kbase + from * kv_row, kv_row, rows, ns * d, ws.kf.data() + (slot + from - j0) * kstride, kstride);
-      attn_pack_rows(vbase + from * kv_row, kv_row, rows, ns * d, ws.vf.data() + (slot + from - j0) * kstride, kstride);
+      const Eigen::Index at = (slot + from - j0) * kstride;
+      const Eigen::Index n = j0 + nk - from;
+      attn_pack_rows(kbase + from * kv_row, kv_row, n, ns * d, ws.kf.data() + at, kstride);
+      attn_pack_rows(vbase + from * kv_row, kv_row, n, ns * d, ws.vf.data() + at, kstride);
       if (resident) ws.packed_keys = j0 + nk;
     }
     const AttnTileKeys keys{nk, causal_cut ? first_limit + 1 - j0 : nk, group, nrows};
