@@ -500,6 +500,19 @@ TEST_CASE("attention: the workspace stops growing with k_len; keys past the pack
                                         (3 * 48 * 8 + 64 * 48) * sizeof(float));
 }
 
+TEST_CASE("attention: one work item per kv head packs K/V tile by tile, keeping nothing",
+          "[attention][workspace]") {
+  // 40 queries x 1 head fit one 48-row work item: no later item would reuse packed rows, so
+  // the workspace holds one 64-key K and V tile (rows of 64 + 16 floats), not 5000 keys' worth.
+  const Problem<float> p(1, 40, 5000, 1, 1, 64, 47);
+  const AttentionParams params = make_params(MaskMode::kCausal);
+  posenc::AttentionWorkspace ws;
+  std::vector<float> out(p.out_size(), -7.0f);
+  posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(out), params, {}, &ws);
+  POSENC_REQUIRE_CLOSE(close(out, reference(p, params), 1e-5));
+  CHECK(ws.size() <= 48 * 64 * 3 + 64 * 48 + 2 * 64 * (64 + 16));
+}
+
 TEST_CASE("attention: a reused workspace sees K and V rewritten in place between calls",
           "[attention][workspace]") {
   // Packed K/V rows are kept from one work item to the next within a call; the next call must

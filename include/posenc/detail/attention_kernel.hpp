@@ -140,8 +140,8 @@ struct AttentionTileBuffers {
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
   /// in place and pass packs = false.
-  /// `k_len` bounds the resident keys; every call starts with nothing packed (the caller's K/V
-  /// may have changed since the last one).
+  /// `k_len` bounds the resident keys (0: none, every tile packed into one slot); every call
+  /// starts with nothing packed (the caller's K/V may have changed since the last one).
   void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_key_tile,
                Eigen::Index need_slots, Eigen::Index k_len, bool packs = true) {
     constexpr Eigen::Index lanes = kAttnLanes<Acc>;
@@ -966,7 +966,10 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
     if (sched.decode) {
       ws.reserve(sched.slots * p.q_len * group, p.d, sched.key_tile, 1, p.k_len, false);
     } else {
-      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots, p.k_len);
+      // Packed rows are kept only when a kv head has several work items to reuse them; with one
+      // they would only be written back from the cache.
+      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots,
+                 sched.q_tiles > 1 ? p.k_len : 0);
     }
   }
   std::atomic<Eigen::Index> next{0};
