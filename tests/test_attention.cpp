@@ -466,6 +466,9 @@ TEST_CASE("attention: results do not depend on the thread count", "[attention][t
   posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(a), one, {}, &ws);
   posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(b), two, {}, &ws);
   CHECK(a == b);
+  // Per thread: Q^T, Q, O of 48 rows x 64, the 64 x 48 score tile, and K, V packed with a row
+  // pad of 16: 100 keys rounded up to two tiles kept for the next item, plus one tile.
+  CHECK(ws.size() <= 2 * (48 * 64 * 3 + 64 * 48 + 2 * (128 + 64) * (64 + 16)));
   {
     // 8 kv heads, 3 query tiles each: the two threads share heads as well as tiles.
     const Problem<float> h(1, 130, 130, 8, 8, 32, 5);
@@ -475,9 +478,6 @@ TEST_CASE("attention: results do not depend on the thread count", "[attention][t
     CHECK(ha == hb);
     POSENC_REQUIRE_CLOSE(close(hb, reference(h, two), 1e-5));
   }
-  // Per thread: Q^T, Q, O of 48 rows x 64, the 64 x 48 score tile, and K, V packed with a row
-  // pad of 16: 100 keys rounded up to two tiles kept for the next item, plus one tile.
-  CHECK(ws.size() <= 2 * (48 * 64 * 3 + 64 * 48 + 2 * (128 + 64) * (64 + 16)));
 }
 
 TEST_CASE("attention: the workspace stops growing with k_len; keys past the packed prefix are right",
