@@ -17,6 +17,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/check.hpp"
@@ -290,6 +291,153 @@ TEMPLATE_TEST_CASE("attention: decode over 16-bit and double K / V accumulates i
                        : std::is_same_v<TestType, float> ? 1e-5
                        : std::is_same_v<TestType, Eigen::half> ? 2e-3 : 1.6e-2;
     POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), tol));
+  }
+}
+
+// ---- sliding window ----------------------------------------------------------------------------
+// Query i (a = i + k_len - q_len) sees key j iff a - j < W (causal, j <= a) or |a - j| < W
+// (bidirectional): HF's sliding_window_overlay, kv_idx > q_idx - sliding_window.
+
+namespace {
+
+/// Keys [first, last] query i may see with window W (the rule above), before key padding.
+std::pair<Eigen::Index, Eigen::Index> window_keys(Eigen::Index i, Eigen::Index q_len,
+                                                  Eigen::Index k_len, Eigen::Index w, MaskMode mask) {
+  const Eigen::Index a = i + k_len - q_len;
+  const Eigen::Index last = mask == MaskMode::kCausal ? std::min(a, k_len - 1) : std::min(a + w - 1, k_len - 1);
+  return {std::max<Eigen::Index>(0, a - w + 1), last};
+}
+
+}  // namespace
+
+TEST_CASE("attention: a sliding window of 1 returns each query's own value row, exactly",
+          "[attention][window]") {
+  // W = 1 leaves one visible key, j = a: its weight is exp(0) / exp(0) = 1 and out = v_a bit for
+  // bit. q_len > k_len leaves the first q_len - k_len queries no key at all (zeros). Shapes: decode
+  // rows (q_len x group <= 4), several heads per item, 48-row items over 64-key tiles.
+  const Shape shape = GENERATE(Shape{1, 1, 77, 8, 8, 12}, Shape{2, 3, 40, 8, 2, 16},
+                               Shape{1, 130, 130, 4, 1, 32}, Shape{2, 20, 150, 8, 2, 64},
+                               Shape{1, 10, 6, 2, 2, 8});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  CAPTURE(shape, posenc::to_string(mask));
+  const Problem<float> p(shape, 900, 2.0);
+  AttentionParams params = make_params(mask, shape.heads);  // ALiBi cannot move a lone key
+  params.sliding_window = 1;
+  const auto got = fused(p, params), ref = reference(p, params);
+  const Eigen::Index group = shape.heads / shape.kv_heads, d = shape.d;
+  for (Eigen::Index b = 0; b < shape.batch; ++b) {
+    for (Eigen::Index i = 0; i < shape.q_len; ++i) {
+      const Eigen::Index a = i + shape.k_len - shape.q_len;
+      for (Eigen::Index h = 0; h < shape.heads; ++h) {
+        for (Eigen::Index c = 0; c < d; ++c) {
+          const float want = a < 0 ? 0.0f
+                                   : p.v[static_cast<std::size_t>(((b * shape.k_len + a) * shape.kv_heads + h / group) * d + c)];
+          const auto at = static_cast<std::size_t>(((b * shape.q_len + i) * shape.heads + h) * d + c);
+          REQUIRE(got[at] == want);
+          REQUIRE(ref[at] == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: with equal scores a sliding window averages exactly the keys it covers",
+          "[attention][window]") {
+  // K = 0 makes every score 0, so each query's weights are uniform over its visible keys and
+  // out = the mean of V over [max(0, a - W + 1), a] (causal) or up to min(a + W - 1, k_len - 1)
+  // (bidirectional), computed here in double from V. Windows on both sides of the 64-key tile
+  // and of k_len; the chunk (q_len < k_len) is bottom-right aligned; key_lengths cut sequence 1.
+  const Shape shape = GENERATE(Shape{2, 200, 200, 4, 2, 16}, Shape{2, 30, 300, 8, 8, 8},
+                               Shape{2, 1, 300, 8, 2, 32});
+  const Eigen::Index w = GENERATE(2, 63, 64, 65, 100, 299, 300, 1000);
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const int threads = GENERATE(1, 2);
+  CAPTURE(shape, w, posenc::to_string(mask), threads);
+  Problem<float> p(shape, 910);
+  std::fill(p.k.begin(), p.k.end(), 0.0f);
+  AttentionParams params = make_params(mask);
+  params.sliding_window = w;
+  params.num_threads = threads;
+  const std::vector<std::int64_t> lengths = {shape.k_len, shape.k_len - 37};
+  AttentionMetadata meta;
+  meta.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(lengths.data(), 2);
+  std::vector<double> want(p.out_size(), 0.0);
+  const Eigen::Index group = shape.heads / shape.kv_heads, d = shape.d;
+  for (Eigen::Index b = 0; b < 2; ++b) {
+    for (Eigen::Index i = 0; i < shape.q_len; ++i) {
+      auto [first, last] = window_keys(i, shape.q_len, shape.k_len, w, mask);
+      last = std::min<Eigen::Index>(last, lengths[static_cast<std::size_t>(b)] - 1);
+      for (Eigen::Index h = 0; h < shape.heads; ++h) {
+        for (Eigen::Index c = 0; c < d; ++c) {
+          double sum = 0.0;
+          for (Eigen::Index j = first; j <= last; ++j) {
+            sum += p.v[static_cast<std::size_t>(((b * shape.k_len + j) * shape.kv_heads + h / group) * d + c)];
+          }
+          want[static_cast<std::size_t>(((b * shape.q_len + i) * shape.heads + h) * d + c)] =
+              last >= first ? sum / static_cast<double>(last - first + 1) : 0.0;
+        }
+      }
+    }
+  }
+  POSENC_REQUIRE_CLOSE(close(fused(p, params, meta), want, 1e-5));
+  POSENC_REQUIRE_CLOSE(close(reference(p, params, meta), want, 1e-7));  // rounded to float
+}
+
+TEST_CASE("attention: sliding-window attention equals the reference over shapes, masks, ALiBi "
+          "and key padding", "[attention][window]") {
+  // Random scores: the window's edges inside and across tiles, items of several q tiles per kv
+  // head (600 queries: the packed K/V run moves with the window), decode and multi-head items.
+  const Shape shape = GENERATE(Shape{1, 600, 600, 4, 2, 64}, Shape{2, 70, 333, 8, 2, 80},
+                               Shape{1, 1, 500, 32, 8, 128}, Shape{2, 4, 90, 8, 8, 24},
+                               Shape{1, 12, 200, 16, 2, 40});
+  const Eigen::Index w = GENERATE(1, 17, 64, 129, 450);
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const bool alibi = GENERATE(false, true);
+  CAPTURE(shape, w, posenc::to_string(mask), alibi);
+  const Problem<float> p(shape, 920 + static_cast<std::uint64_t>(w), 2.0);
+  AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
+  params.sliding_window = w;
+  const auto got = fused(p, params);
+  POSENC_REQUIRE_CLOSE(close(got, reference(p, params), 1e-5));
+  params.num_threads = 2;
+  CHECK(fused(p, params) == got);
+  // Left-padded sequence 1 (first 50 slots masked), every 7th key of sequence 0 masked.
+  std::vector<std::uint8_t> key_mask(static_cast<std::size_t>(shape.batch * shape.k_len), 1);
+  for (Eigen::Index j = 0; j < shape.k_len; ++j) {
+    key_mask[static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(j % 7 != 3);
+    if (shape.batch > 1 && j < 50) key_mask[static_cast<std::size_t>(shape.k_len + j)] = 0;
+  }
+  AttentionMetadata meta;
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(key_mask.data(), shape.batch, shape.k_len);
+  POSENC_REQUIRE_CLOSE(close(fused(p, params, meta), reference(p, params, meta), 1e-5));
+}
+
+TEST_CASE("attention: a window as wide as the keys changes nothing; a narrower one does",
+          "[attention][window]") {
+  const Problem<float> p(1, 150, 150, 4, 2, 32, 930, 2.0);
+  for (const MaskMode mask : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+    CAPTURE(posenc::to_string(mask));
+    AttentionParams params = make_params(mask, 4);
+    const auto none = fused(p, params);
+    params.sliding_window = 150;  // a - j <= 149 for every pair: every key stays visible
+    CHECK(fused(p, params) == none);
+    params.sliding_window = std::int64_t{1} << 62;
+    CHECK(fused(p, params) == none);
+    params.sliding_window = 149;  // the last query loses key 0 (and the first, bidirectional, key 149)
+    CHECK(max_abs_diff(fused(p, params), none) > 1e-4);
+  }
+}
+
+TEST_CASE("attention: a sliding window over more keys than stay packed equals the reference",
+          "[attention][window][workspace]") {
+  // 25000 keys of d = 8 exceed the 21824 keys kept packed, and 120 queries make three work items
+  // per kv head: their windows start inside and past the packed run.
+  const Problem<float> p(1, 120, 25000, 2, 1, 8, 940);
+  for (const Eigen::Index w : {100, 3000, 24000}) {
+    CAPTURE(w);
+    AttentionParams params = make_params(MaskMode::kCausal);
+    params.sliding_window = w;
+    POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
   }
 }
 
@@ -575,6 +723,13 @@ TEST_CASE("attention: bad input throws before anything is written", "[attention]
     AttentionMetadata meta3;
     meta3.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(km.data(), 1, 5);
     REQUIRE_THROWS_WITH(run(p, {}, meta3), Contains("key_mask shape [1, 5] must be [batch, k_len] = [1, 6]"));
+    CHECK(unchanged());
+  }
+  SECTION("negative sliding window") {
+    AttentionParams params;
+    params.sliding_window = -1;
+    REQUIRE_THROWS_MATCHES(run(p, params), std::invalid_argument,
+                           Catch::Matchers::Message("posenc::attention: sliding_window = -1 must be >= 0 (0 = no window)"));
     CHECK(unchanged());
   }
   SECTION("reference: the same checks plus the weights shape") {

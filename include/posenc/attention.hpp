@@ -16,6 +16,7 @@
 /// Accumulation is float for float/half/bfloat16 storage and double for double storage. For
 /// the materialised scores and weights, see posenc/reference/attention.hpp.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -91,6 +92,9 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
                                           : softmax_scale_multiplier /
                                                 std::sqrt(static_cast<double>(d)));
   p.causal = params.mask == MaskMode::kCausal;
+  // A window of k_len + q_len keys or more hides nothing; clipping it keeps a +- window in range.
+  p.window = static_cast<Eigen::Index>(
+      std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(k_len + q_len)));
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
   p.q_pos = q_pos;
@@ -108,11 +112,13 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
 /// q: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
 /// out: [batch, q_len, heads, head_dim] (must not alias q, k or v).
 /// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
-/// bottom-right; metadata gives positions (ALiBi) and key padding. Rows with no visible key are
-/// written as zeros.
+/// bottom-right; params.sliding_window limits each query to its last W key slots (see
+/// attention_types.hpp), and the kernel does not read keys outside every query's window;
+/// metadata gives positions (ALiBi) and key padding. Rows with no visible key are written as
+/// zeros.
 /// Throws std::invalid_argument (shape mismatch, head_dim mismatch, heads not a multiple of
-/// kv_heads, slope count != heads, bad scale, positions outside [0, 2^53], key_lengths outside
-/// [0, k_len]) before writing anything.
+/// kv_heads, slope count != heads, bad scale, negative sliding_window, positions outside
+/// [0, 2^53], key_lengths outside [0, k_len]) before writing anything.
 template <typename T>
 void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
                TensorView<T, 4> out, const AttentionParams& params = {},

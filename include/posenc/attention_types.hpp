@@ -14,6 +14,14 @@
 /// (per-sequence lengths or a key mask) removes keys for every query. A row with no visible key
 /// returns zeros, never NaN.
 ///
+/// Sliding window (AttentionParams::sliding_window = W > 0; Mistral, Gemma-2/3 local layers,
+/// Qwen2 with use_sliding_window): with a = i + (k_len - q_len), query i sees key j only if
+/// a - j < W (causal: the W keys a - W + 1 .. a, itself included) or, bidirectional,
+/// |a - j| < W (2W - 1 keys). This is HF transformers' sliding_window_overlay
+/// (kv_idx > q_idx - sliding_window) and FlashAttention's window_size = (W - 1, 0) (causal) or
+/// (W - 1, W - 1); implementations that use <= W instead see one key more. Like the causal mask
+/// it counts key slots (cache indices), not positions.
+///
 /// Positions (int64, >= 0) matter only to positional schemes: ALiBi adds
 /// -slope_h * (pos_q - pos_k) (causal) or -slope_h * |pos_q - pos_k| (bidirectional), always from
 /// the tokens' absolute positions, never from tensor columns — so it stays right at decode
@@ -53,6 +61,9 @@ struct AttentionParams {
   /// ALiBi slopes, one per query head (alibi_slopes(heads) or a checkpoint's own); empty = no
   /// ALiBi. Must be finite and >= 0.
   std::vector<double> alibi_slopes;
+  /// Sliding window W (keys per query, the query's own included); 0 = no window. Must be >= 0.
+  /// Keys outside every query's window are never read.
+  std::int64_t sliding_window = 0;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.
   int num_threads = 1;
@@ -141,6 +152,8 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
     require(std::isfinite(*params.scale) && *params.scale > 0.0, fn, "scale = ", *params.scale,
             " must be finite and > 0");
   }
+  require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
+          " must be >= 0 (0 = no window)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
   if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
   if (meta.query_positions) {

@@ -134,8 +134,9 @@ struct AttentionTileBuffers {
   attn_vector<Acc> kf, vf;  // [resident_keys + key_tile][slots * d + pad] packed K, V (prefill)
   Eigen::Index resident_keys = 0;  // leading keys kept packed across items (multiple of key_tile)
   Eigen::Index packed_heads = -1;  // b * kv_heads + g0 of the rows packed there; -1: none
-  Eigen::Index packed_keys = 0;    // keys [0, packed_keys) of those heads are packed
-  attn_vector<Acc> m, l, alpha, q_rel, slope, limit;  // [slots][rows]
+  Eigen::Index packed_first = 0;   // keys [packed_first, packed_keys) of those heads are packed
+  Eigen::Index packed_keys = 0;
+  attn_vector<Acc> m, l, alpha, q_rel, slope, first, limit;  // [slots][rows]
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
@@ -147,6 +148,7 @@ struct AttentionTileBuffers {
     constexpr Eigen::Index lanes = kAttnLanes<Acc>;
     need_rows = (need_rows + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
     packed_heads = -1;
+    packed_first = 0;
     packed_keys = 0;
     resident_keys = 0;
     if (packs) {
@@ -173,7 +175,7 @@ struct AttentionTileBuffers {
     qr.assign(ns * r * dd, Acc(0));
     o.assign(ns * r * dd, Acc(0));
     st.assign(kt * r, Acc(0));
-    for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &limit}) v->assign(ns * r, Acc(0));
+    for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &first, &limit}) v->assign(ns * r, Acc(0));
     row_q.assign(ns * r, 0);
     row_h.assign(ns * r, 0);
   }
@@ -192,6 +194,7 @@ struct AttentionProblem {
   Eigen::Index kv_batch_stride = 0;
   Acc scale = Acc(1);
   bool causal = true;
+  Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
   const std::int64_t* q_pos = nullptr;     // [batch, q_len] or null: k_len - q_len + i
@@ -199,6 +202,20 @@ struct AttentionProblem {
   const std::int64_t* key_lengths = nullptr;  // [batch] or null
   const std::uint8_t* key_mask = nullptr;  // row b at key_mask + b * meta_batch_stride, or null
   Eigen::Index meta_batch_stride = 0;
+
+  /// Keys [first, last] that query qi may see before key padding: the causal limit (bottom-right,
+  /// a = qi + k_len - q_len) and the sliding window (a - j < window, and j - a < window when
+  /// bidirectional), within [0, k_len). last < first when none.
+  std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index qi) const {
+    const Eigen::Index a = k_len - q_len + qi;
+    Eigen::Index first = 0, last = k_len - 1;
+    if (causal) last = std::min(last, a);
+    if (window > 0) {
+      first = std::max(first, a - window + 1);
+      last = std::min(last, a + window - 1);
+    }
+    return {first, last};
+  }
 };
 
 /// One packet of Acc from storage T: widened in registers where attn_loads_widened_v, else
@@ -374,20 +391,22 @@ template <typename Acc>
 struct AttnLaneState {
   const Acc* q_rel;  // pos_q - base (ALiBi)
   const Acc* slope;  // ALiBi slope, 0 when off or padding
-  const Acc* limit;  // last causally visible key index
+  const Acc* first;  // first visible key index (sliding window)
+  const Acc* limit;  // last visible key index (causal mask, sliding window)
   Acc* m;            // running max
   Acc* l;            // running sum of exp
   Acc* alpha;        // out: exp(m_old - m_new) of this tile
 };
 
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
-/// P^T: ALiBi bias from absolute positions, key padding and causal mask (-inf), then the online
+/// P^T: ALiBi bias from absolute positions, key padding and the lanes' visible key ranges
+/// (-inf; only when range_cut, i.e. the tile crosses some lane's first or limit), then the online
 /// softmax update of m and l; alpha receives the factor the caller rescales O by.
 template <typename Acc, typename TQ, typename TKV, typename TO>
 inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
                               const std::int64_t* kpos, const std::uint8_t* kmask,
                               std::int64_t base, Eigen::Index j0, Eigen::Index nk,
-                              bool causal_cut, bool masked, Acc* st, Eigen::Index rs,
+                              bool range_cut, bool masked, Acc* st, Eigen::Index rs,
                               Eigen::Index lanes, const AttnLaneState<Acc>& ls) {
   namespace ei = Eigen::internal;
   using P = attn_packet_t<Acc>;
@@ -412,10 +431,11 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
       Acc* srow = st + j * rs;
       if (kmask && kmask[j0 + j] == 0) {
         for (Eigen::Index i = 0; i < lanes; i += L) ei::pstoreu(srow + i, neg_inf);
-      } else if (causal_cut) {
+      } else if (range_cut) {
         const P jj = ei::pset1<P>(static_cast<Acc>(j0 + j));
         for (Eigen::Index i = 0; i < lanes; i += L) {
-          const P visible = ei::pcmp_le(jj, ei::ploadu<P>(ls.limit + i));
+          const P visible = ei::pand(ei::pcmp_le(jj, ei::ploadu<P>(ls.limit + i)),
+                                     ei::pcmp_le(ei::ploadu<P>(ls.first + i), jj));
           ei::pstoreu(srow + i, ei::pselect(visible, ei::ploadu<P>(srow + i), neg_inf));
         }
       }
@@ -572,8 +592,10 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.row_h[at(r)] = h;
       ws.q_rel[at(r)] = static_cast<Acc>(q_position(qi) - base);
       ws.slope[at(r)] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
-      // Last visible key index (causal); padding rows see everything so they never go all -inf.
-      ws.limit[at(r)] = p.causal && real ? static_cast<Acc>(offset + qi) : static_cast<Acc>(p.k_len);
+      // Visible key range; padding rows see everything so they never go all -inf.
+      const auto [first, last] = p.visible_keys(qi);
+      ws.first[at(r)] = real ? static_cast<Acc>(first) : Acc(0);
+      ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
       ws.m[at(r)] = kNegInf;
       ws.l[at(r)] = Acc(0);
       const TQ* qrow = q_row(qi, h);
@@ -585,11 +607,13 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
   }
 
-  // Keys this tile can see at all.
-  Eigen::Index j_end = p.k_len;
-  if (p.causal) j_end = std::min(j_end, offset + qi0 + nq);  // last row's limit + 1
+  // Keys this tile can see at all: rows are in query order, so both ends of their visible
+  // ranges move forward row by row. Tiles stay on multiples of key_tile (the resident slots).
+  const auto [row0_first, first_limit] = p.visible_keys(qi0);  // keys <= first_limit: every row
+  const auto [last_first, last_limit] = p.visible_keys(qi0 + nq - 1);  // >= last_first: every row
+  const Eigen::Index j_begin = row0_first / key_tile * key_tile;
+  Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
-  const Eigen::Index first_limit = offset + qi0;  // keys <= this are causally visible to all rows
 
   const Eigen::Index kv_row = p.kv_heads * d;
   const Eigen::Index kstride = ns == 1 ? d : ns * d + kAttnRowPad;
@@ -601,17 +625,24 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const Eigen::Index heads_id = b * p.kv_heads + g0;
   if (ws.packed_heads != heads_id) {
     ws.packed_heads = heads_id;
+    ws.packed_first = 0;
     ws.packed_keys = 0;
   }
+  // K and V rows [from, to) packed at row `at` of kf / vf.
+  auto pack = [&](Eigen::Index from, Eigen::Index to, Eigen::Index at) {
+    attn_pack_rows(kbase + from * kv_row, kv_row, to - from, ns * d, ws.kf.data() + at * kstride, kstride);
+    attn_pack_rows(vbase + from * kv_row, kv_row, to - from, ns * d, ws.vf.data() + at * kstride, kstride);
+  };
 
-  for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
+  for (Eigen::Index j0 = j_begin; j0 < j_end; j0 += key_tile) {
     const Eigen::Index nk = std::min(key_tile, j_end - j0);
     bool padded = false;
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
-    const bool causal_cut = p.causal && j0 + nk - 1 > first_limit;
-    const bool masked = padded || causal_cut;
+    const bool upper_cut = j0 + nk - 1 > first_limit;
+    const bool range_cut = upper_cut || j0 < last_first;
+    const bool masked = padded || range_cut;
     // K and V are packed (and converted), one contiguous run of ns * d elements per key row:
     // the micro-kernels pass over the tile once per row / column block, and unpacked rows
     // kv_heads * d apart would all share L1 sets.
@@ -619,22 +650,29 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     const Eigen::Index slot = resident ? j0 : ws.resident_keys;
     const Acc* kt = ws.kf.data() + slot * kstride;
     const Acc* vt = ws.vf.data() + slot * kstride;
-    if (!resident || ws.packed_keys < j0 + nk) {
-      const Eigen::Index from = resident ? std::max(ws.packed_keys, j0) : j0;
-      const Eigen::Index at = (slot + from - j0) * kstride;
-      const Eigen::Index n = j0 + nk - from;
-      attn_pack_rows(kbase + from * kv_row, kv_row, n, ns * d, ws.kf.data() + at, kstride);
-      attn_pack_rows(vbase + from * kv_row, kv_row, n, ns * d, ws.vf.data() + at, kstride);
-      if (resident) ws.packed_keys = j0 + nk;
+    const Eigen::Index j1 = j0 + nk;
+    if (!resident) {
+      pack(j0, j1, slot);
+    } else if (j1 < ws.packed_first || j0 > ws.packed_keys || ws.packed_keys == ws.packed_first) {
+      // Apart from the packed run (a sliding window moved past it): start a new one.
+      pack(j0, j1, j0);
+      ws.packed_first = j0;
+      ws.packed_keys = j1;
+    } else {
+      // Extend the run downwards (an earlier query tile's window) and upwards (more keys).
+      if (j0 < ws.packed_first) pack(j0, ws.packed_first, j0);
+      if (j1 > ws.packed_keys) pack(ws.packed_keys, j1, ws.packed_keys);
+      ws.packed_first = std::min(ws.packed_first, j0);
+      ws.packed_keys = std::max(ws.packed_keys, j1);
     }
-    const AttnTileKeys keys{nk, causal_cut ? first_limit + 1 - j0 : nk, group, nrows};
+    const AttnTileKeys keys{nk, upper_cut ? first_limit + 1 - j0 : nk, group, nrows};
     for (Eigen::Index s = 0; s < ns; ++s) {
       attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt + s * d, kstride, d, keys, st);
       Acc* alpha = ws.alpha.data() + s * rs;
-      attn_softmax_tile(p, kpos, kmask, base, j0, nk, causal_cut, masked, st, rs, vec_rows,
+      attn_softmax_tile(p, kpos, kmask, base, j0, nk, range_cut, masked, st, rs, vec_rows,
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
-                         ws.limit.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
-                         alpha});
+                         ws.first.data() + s * rs, ws.limit.data() + s * rs, ws.m.data() + s * rs,
+                         ws.l.data() + s * rs, alpha});
       attn_pv<Acc>(st, rs, nrows, alpha, vt + s * d, kstride, keys,
                    ws.o.data() + s * rs * d, d);
     }
@@ -849,7 +887,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.row_h[at] = real ? h : 0;
     ws.q_rel[at] = static_cast<Acc>(q_position(qi) - base);
     ws.slope[at] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
-    ws.limit[at] = p.causal && real ? static_cast<Acc>(offset + qi) : static_cast<Acc>(p.k_len);
+    const auto [first, last] = p.visible_keys(qi);
+    ws.first[at] = real ? static_cast<Acc>(first) : Acc(0);
+    ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
     ws.m[at] = -std::numeric_limits<Acc>::infinity();
     ws.l[at] = Acc(0);
     if (!real) continue;
@@ -861,26 +901,29 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   // Padding lanes are never written by the dot products: zero scores keep their softmax finite.
   for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
 
-  Eigen::Index j_end = p.k_len;
-  if (p.causal) j_end = std::min(j_end, offset + p.q_len);
+  // Keys some query can see: from the first query's first to the last one's last.
+  const auto [j_begin, first_limit] = p.visible_keys(0);          // keys <= first_limit: all
+  const auto [last_first, last_limit] = p.visible_keys(p.q_len - 1);  // keys >= last_first: all
+  Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   const Eigen::Index kv_row = p.kv_heads * d;
   const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
   const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
   const Eigen::Index row_bytes = ns * slice_bytes;
-  const bool prefetch_slices = R > 1 && 2 * j_end * row_bytes >= kAttnDecodePrefetchMinBytes;
+  const bool prefetch_slices =
+      R > 1 && 2 * (j_end - j_begin) * row_bytes >= kAttnDecodePrefetchMinBytes;
   // Keys [j + ahead, j + ahead + n), clipped to the visible ones.
   auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
     return std::pair{std::min(j + ahead, j_end), std::min(j + ahead + n, j_end)};
   };
-  for (Eigen::Index j0 = 0; j0 < j_end; j0 += key_tile) {
+  for (Eigen::Index j0 = j_begin; j0 < j_end; j0 += key_tile) {
     const Eigen::Index nk = std::min(key_tile, j_end - j0);
     bool padded = false;
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
-    const bool causal_cut = p.causal && j0 + nk - 1 > offset;
+    const bool range_cut = j0 + nk - 1 > first_limit || j0 < last_first;
     // S^T: KJ key rows at a time, each walked once from its first kv head to its last.
     Eigen::Index j = 0;
     for (; j + KJ <= nk; j += KJ) {
@@ -902,9 +945,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       }
     }
     const Acc* alpha = ws.alpha.data();
-    attn_softmax_tile(p, kpos, kmask, base, j0, nk, causal_cut, padded || causal_cut, st, rs,
-                      vec_lanes, {ws.q_rel.data(), ws.slope.data(), ws.limit.data(), ws.m.data(),
-                                  ws.l.data(), ws.alpha.data()});
+    attn_softmax_tile(p, kpos, kmask, base, j0, nk, range_cut, padded || range_cut, st, rs,
+                      vec_lanes, {ws.q_rel.data(), ws.slope.data(), ws.first.data(),
+                                  ws.limit.data(), ws.m.data(), ws.l.data(), ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {

@@ -74,6 +74,10 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
           const std::int64_t pk =
               metadata.key_positions ? (*metadata.key_positions)(b, j) : static_cast<std::int64_t>(j);
           bool visible = !causal || j <= i + offset;
+          if (params.sliding_window > 0) {
+            const Eigen::Index ahead = i + offset - j;  // a - j
+            visible = visible && ahead < params.sliding_window && -ahead < params.sliding_window;
+          }
           if (metadata.key_lengths && j >= (*metadata.key_lengths)(b)) visible = false;
           if (metadata.key_mask && (*metadata.key_mask)(b, j) == 0) visible = false;
           if (!params.alibi_slopes.empty()) {
