@@ -92,13 +92,14 @@ std::vector<X> slots_of(const std::vector<X>& x, Eigen::Index N, Eigen::Index s0
 }
 
 template <typename T>
-void check_decode_equals_full_forward(Positional positional) {
+void check_decode_equals_full_forward(Positional positional, std::int64_t window = 0) {
   const Eigen::Index n = 7, m = 5;
   const Batch x(n, m);
   constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
   const Eigen::Index N = x.N;
   AttentionParams params;
   params.mask = MaskMode::kCausal;
+  params.sliding_window = window;
   if (positional == Positional::kAlibi) params.alibi_slopes = posenc::alibi_slopes(H);
 
   // Full forward (oracle): rotate Q and K in float (RoPE), round K and V to the cache storage
@@ -150,6 +151,20 @@ void check_decode_equals_full_forward(Positional positional) {
   // The padded sequence's padding queries see no key: exact zeros (checked via the oracle,
   // which writes 0 there); spot-check the oracle itself.
   for (Eigen::Index i = 0; i < Batch::pad * H * d; ++i) CHECK(full[static_cast<std::size_t>(i)] == 0.0f);
+  if (window > 0) {
+    // The window must have cut something: the same oracle without it differs at the last step.
+    AttentionParams wide = params;
+    wide.sliding_window = 0;
+    std::vector<float> unwindowed(full.size());
+    posenc::reference::attention<float>(
+        posenc::ConstTensorView<float, 4>(q.data(), B, N, H, d),
+        posenc::ConstTensorView<float, 4>(k_stored.data(), B, N, KH, d),
+        posenc::ConstTensorView<float, 4>(v_stored.data(), B, N, KH, d),
+        posenc::TensorView<float, 4>(unwindowed.data(), B, N, H, d), wide, meta);
+    double diff = 0.0;
+    for (std::size_t i = 0; i < full.size(); ++i) diff = std::max(diff, double(std::abs(full[i] - unwindowed[i])));
+    CHECK(diff > 1e-3);
+  }
 }
 
 }  // namespace
@@ -159,6 +174,16 @@ TEMPLATE_TEST_CASE("kv_cache: prefill + decode steps equal one full causal forwa
   const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
   CAPTURE(name(positional));
   check_decode_equals_full_forward<TestType>(positional);
+}
+
+TEMPLATE_TEST_CASE("kv_cache: with a sliding window, prefill + decode steps equal one full "
+                   "windowed forward", "[kv_cache][decode][window]", float, Eigen::bfloat16) {
+  // 12 slots, the first 3 of sequence 0 padding: windows of 1, 4 and 6 slots (padding slots
+  // count, as cache indices do in HF) cut both the prefill chunk and every decode step.
+  const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
+  const std::int64_t window = GENERATE(1, 4, 6);
+  CAPTURE(name(positional), window);
+  check_decode_equals_full_forward<TestType>(positional, window);
 }
 
 TEST_CASE("kv_cache: ALiBi at decode uses the cached positions, not the query length",

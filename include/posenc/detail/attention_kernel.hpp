@@ -317,20 +317,27 @@ inline void attn_qk_rows(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const 
   }
 }
 
-/// How many of a K/V tile's keys a block of rows needs. Rows are in query order, so under the
-/// causal mask the block's last row sees the most keys; keys past it are masked for every row of
-/// the block (the softmax sets their scores to -inf whatever the QK product left there, and their
-/// P entries are exactly 0), so the micro-kernels skip them instead of computing the triangle.
+/// Which of a K/V tile's keys a block of rows needs. Rows are in query order, so the block's last
+/// row sees the most keys under the causal mask, and its first row the earliest under a sliding
+/// window (both ends move one key per query position). Keys outside that range are masked for
+/// every row of the block (the softmax sets their scores to -inf whatever the QK product left
+/// there, and their P entries are exactly 0), so the micro-kernels skip them instead of
+/// computing the triangles.
 struct AttnTileKeys {
   Eigen::Index nk;     // keys in the tile
   Eigen::Index first;  // keys row 0 sees (nk or more when no row is cut)
   Eigen::Index group;  // rows per query position
   Eigen::Index nrows;  // real rows (padding rows follow and need nothing)
+  Eigen::Index low = 0;  // the first key row 0 sees (0 or less when the window cuts no row)
 
-  /// Keys visible to some row of [0, end_row).
+  /// Keys visible to some row of [0, end_row) end before this one.
   Eigen::Index upto(Eigen::Index end_row) const {
     const Eigen::Index last = std::min(end_row, nrows) - 1;
     return std::clamp<Eigen::Index>(first + last / group, 0, nk);
+  }
+  /// ... and start at this one, for rows [start_row, ..).
+  Eigen::Index from(Eigen::Index start_row) const {
+    return std::clamp<Eigen::Index>(low + std::min(start_row, nrows) / group, 0, nk);
   }
 };
 
@@ -340,29 +347,45 @@ template <typename Acc>
 inline void attn_qk(const Acc* qt, Eigen::Index rs, Eigen::Index vec_rows, const Acc* k,
                     Eigen::Index k_stride, Eigen::Index d, const AttnTileKeys& keys, Acc* st) {
   constexpr Eigen::Index L = kAttnLanes<Acc>;
+  auto rows = [&](auto np, Eigen::Index i0) {
+    constexpr int NP = decltype(np)::value;
+    const Eigen::Index lo = keys.from(i0), hi = keys.upto(i0 + NP * L);
+    if (hi > lo) {
+      attn_qk_rows<Acc, NP>(qt, rs, i0, k + lo * k_stride, k_stride, d, hi - lo, st + lo * rs);
+    }
+  };
   Eigen::Index i0 = 0;
-  for (; i0 + 2 * L <= vec_rows; i0 += 2 * L) {
-    attn_qk_rows<Acc, 2>(qt, rs, i0, k, k_stride, d, keys.upto(i0 + 2 * L), st);
-  }
-  if (i0 < vec_rows) attn_qk_rows<Acc, 1>(qt, rs, i0, k, k_stride, d, keys.upto(i0 + L), st);
+  for (; i0 + 2 * L <= vec_rows; i0 += 2 * L) rows(std::integral_constant<int, 2>{}, i0);
+  if (i0 < vec_rows) rows(std::integral_constant<int, 1>{}, i0);
 }
 
 template <typename Acc, int NP>
 inline void attn_pv_cols(const Acc* st, Eigen::Index rs, Eigen::Index nrows, const Acc* alpha,
                          const Acc* v, Eigen::Index v_stride, const AttnTileKeys& keys, Acc* o,
                          Eigen::Index d, Eigen::Index c0) {
-  Eigen::Index r = 0;
+  // Keys [lo, lo + n) of rows [r, ..): the block's P rows and V rows start at lo. A block that
+  // sees none of the tile's keys is left as it is: its rows' maxima did not move, so alpha = 1
+  // (or O = 0 while they have seen nothing).
+  Eigen::Index r = 0, lo = 0, n = 0;
+  auto span = [&](Eigen::Index end_row) {
+    lo = keys.from(r);
+    n = std::max<Eigen::Index>(keys.upto(end_row) - lo, 0);
+    return st + lo * rs;
+  };
   for (; r + kAttnBlock <= nrows; r += kAttnBlock) {
-    attn_pv_block<Acc, kAttnBlock, NP>(st, rs, r, alpha, v, v_stride, keys.upto(r + kAttnBlock), o,
-                                       d, c0);
+    const Acc* p = span(r + kAttnBlock);
+    if (n > 0) {
+      attn_pv_block<Acc, kAttnBlock, NP>(p, rs, r, alpha, v + lo * v_stride, v_stride, n, o, d, c0);
+    }
   }
-  const Eigen::Index nk = keys.upto(nrows);
-  switch (nrows - r) {
-    case 5: attn_pv_block<Acc, 5, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
-    case 4: attn_pv_block<Acc, 4, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
-    case 3: attn_pv_block<Acc, 3, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
-    case 2: attn_pv_block<Acc, 2, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
-    case 1: attn_pv_block<Acc, 1, NP>(st, rs, r, alpha, v, v_stride, nk, o, d, c0); break;
+  const Acc* p = span(nrows);
+  const Acc* vl = v + lo * v_stride;
+  switch (n > 0 ? nrows - r : 0) {
+    case 5: attn_pv_block<Acc, 5, NP>(p, rs, r, alpha, vl, v_stride, n, o, d, c0); break;
+    case 4: attn_pv_block<Acc, 4, NP>(p, rs, r, alpha, vl, v_stride, n, o, d, c0); break;
+    case 3: attn_pv_block<Acc, 3, NP>(p, rs, r, alpha, vl, v_stride, n, o, d, c0); break;
+    case 2: attn_pv_block<Acc, 2, NP>(p, rs, r, alpha, vl, v_stride, n, o, d, c0); break;
+    case 1: attn_pv_block<Acc, 1, NP>(p, rs, r, alpha, vl, v_stride, n, o, d, c0); break;
     default: break;
   }
 }
@@ -612,6 +635,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const auto [row0_first, first_limit] = p.visible_keys(qi0);  // keys <= first_limit: every row
   const auto [last_first, last_limit] = p.visible_keys(qi0 + nq - 1);  // >= last_first: every row
   const Eigen::Index j_begin = row0_first / key_tile * key_tile;
+  // Row r's window starts at window_low + r / group: unclipped, so that it never overshoots.
+  const Eigen::Index window_low = p.window > 0 ? offset + qi0 - p.window + 1 : -(p.k_len + nq);
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
 
@@ -630,8 +655,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   }
   // K and V rows [from, to) packed at row `at` of kf / vf.
   auto pack = [&](Eigen::Index from, Eigen::Index to, Eigen::Index at) {
-    attn_pack_rows(kbase + from * kv_row, kv_row, to - from, ns * d, ws.kf.data() + at * kstride, kstride);
-    attn_pack_rows(vbase + from * kv_row, kv_row, to - from, ns * d, ws.vf.data() + at * kstride, kstride);
+    const Eigen::Index n = to - from;
+    attn_pack_rows(kbase + from * kv_row, kv_row, n, ns * d, ws.kf.data() + at * kstride, kstride);
+    attn_pack_rows(vbase + from * kv_row, kv_row, n, ns * d, ws.vf.data() + at * kstride, kstride);
   };
 
   for (Eigen::Index j0 = j_begin; j0 < j_end; j0 += key_tile) {
@@ -665,7 +691,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.packed_first = std::min(ws.packed_first, j0);
       ws.packed_keys = std::max(ws.packed_keys, j1);
     }
-    const AttnTileKeys keys{nk, upper_cut ? first_limit + 1 - j0 : nk, group, nrows};
+    const AttnTileKeys keys{nk, upper_cut ? first_limit + 1 - j0 : nk, group, nrows,
+                            window_low - j0};
     for (Eigen::Index s = 0; s < ns; ++s) {
       attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt + s * d, kstride, d, keys, st);
       Acc* alpha = ws.alpha.data() + s * rs;
