@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <ostream>
 #include <string>
@@ -441,6 +442,69 @@ TEST_CASE("attention: a sliding window over more keys than stay packed equals th
   }
 }
 
+// ---- logit soft cap (Gemma-2) ------------------------------------------------------------------
+
+TEST_CASE("attention: a logit soft cap c turns scores s into c tanh(s / c) before the softmax",
+          "[attention][softcap]") {
+  // One query against keys whose scores are s_j = q.k_j (scale 1): q = e_0, k_j = s_j e_0, and
+  // V rows e_j, so out = the weights: softmax_j(c tanh(s_j / c)), computed here in long double.
+  const std::vector<double> scores = {3.0, 0.0, -3.0, 40.0, -1e4, 1e4};
+  const Eigen::Index n = static_cast<Eigen::Index>(scores.size()), d = n;
+  for (const double cap : {2.0, 50.0}) {
+    CAPTURE(cap);
+    std::vector<float> q(static_cast<std::size_t>(d), 0.0f), k(static_cast<std::size_t>(n * d), 0.0f),
+        v(static_cast<std::size_t>(n * d), 0.0f);
+    q[0] = 1.0f;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      k[static_cast<std::size_t>(j * d)] = static_cast<float>(scores[static_cast<std::size_t>(j)]);
+      v[static_cast<std::size_t>(j * d + j)] = 1.0f;
+    }
+    long double capped[6], total = 0.0L;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      capped[j] = cap * std::tanh(static_cast<long double>(scores[static_cast<std::size_t>(j)]) / cap);
+    }
+    const long double top = *std::max_element(capped, capped + n);
+    for (Eigen::Index j = 0; j < n; ++j) total += std::exp(capped[j] - top);
+    AttentionParams params = make_params(MaskMode::kBidirectional);
+    params.scale = 1.0;
+    params.logit_softcap = cap;
+    for (const bool use_fused : {true, false}) {
+      std::vector<float> out(static_cast<std::size_t>(d), -1.0f);
+      const posenc::ConstTensorView<float, 4> Q(q.data(), 1, 1, 1, d), K(k.data(), 1, n, 1, d), V(v.data(), 1, n, 1, d);
+      const posenc::TensorView<float, 4> O(out.data(), 1, 1, 1, d);
+      if (use_fused) {
+        posenc::attention<float>(Q, K, V, O, params);
+      } else {
+        posenc::reference::attention<float>(Q, K, V, O, params);
+      }
+      for (Eigen::Index j = 0; j < n; ++j) {
+        const double want = static_cast<double>(std::exp(capped[j] - top) / total);
+        CAPTURE(use_fused, j);
+        CHECK_THAT(out[static_cast<std::size_t>(j)], WithinAbs(want, 2e-7));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: soft-capped attention equals the reference over prefill, decode, windows "
+          "and ALiBi", "[attention][softcap]") {
+  const Shape shape = GENERATE(Shape{1, 130, 130, 4, 2, 64}, Shape{1, 1, 300, 32, 8, 128},
+                               Shape{2, 4, 90, 8, 8, 24}, Shape{1, 12, 200, 16, 2, 40});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const bool alibi = GENERATE(false, true);
+  const std::int64_t window = GENERATE(0, 50);
+  CAPTURE(shape, posenc::to_string(mask), alibi, window);
+  // Amplitude 6: scale q.k reaches ~25 for d = 128, well into the cap's bend at c = 5.
+  const Problem<float> p(shape, 950, 6.0);
+  AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
+  params.logit_softcap = 5.0;
+  params.sliding_window = window;
+  const auto capped = fused(p, params);
+  POSENC_REQUIRE_CLOSE(close(capped, reference(p, params), 1e-5));
+  params.logit_softcap = 0.0;
+  CHECK(max_abs_diff(fused(p, params), capped) > 1e-3);  // the cap changed the result
+}
+
 TEST_CASE("attention: key padding by lengths and by mask, rows with no visible key are 0",
           "[attention][padding]") {
   const Problem<float> p(3, 6, 10, 4, 2, 16, 7);
@@ -723,6 +787,14 @@ TEST_CASE("attention: bad input throws before anything is written", "[attention]
     AttentionMetadata meta3;
     meta3.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(km.data(), 1, 5);
     REQUIRE_THROWS_WITH(run(p, {}, meta3), Contains("key_mask shape [1, 5] must be [batch, k_len] = [1, 6]"));
+    CHECK(unchanged());
+  }
+  SECTION("logit soft cap") {
+    AttentionParams params;
+    params.logit_softcap = -1.0;
+    REQUIRE_THROWS_WITH(run(p, params), Contains("logit_softcap = -1 must be finite and >= 0"));
+    params.logit_softcap = std::numeric_limits<double>::infinity();
+    REQUIRE_THROWS_WITH(run(p, params), Contains("logit_softcap = inf must be finite"));
     CHECK(unchanged());
   }
   SECTION("negative sliding window") {

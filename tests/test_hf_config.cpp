@@ -246,6 +246,25 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
   }
 }
 
+TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are read; a bad cap "
+          "names its key", "[hf_config][attention]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
+          "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 26,
+          "rope_theta": 10000.0, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+          "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256,
+          "max_position_embeddings": 8192})");
+  REQUIRE(c.attn_logit_softcapping == 50.0);  // not final_logit_softcapping (the LM head's)
+  REQUIRE(c.sliding_window == 4096);
+  const auto none = posenc::parse_hf_config(
+      R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+          "attn_logit_softcapping": null})");
+  REQUIRE(none.attn_logit_softcapping == 0.0);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+                                                   "attn_logit_softcapping": -1})"),
+                      Contains("\"attn_logit_softcapping\" = -1 must be finite and > 0"));
+}
+
 TEST_CASE("hf_config: Gemma-3 style sliding layers use the local base, full layers the scaled",
           "[hf_config][layers]") {
   const auto c = posenc::parse_hf_config(

@@ -92,6 +92,7 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
                                           : softmax_scale_multiplier /
                                                 std::sqrt(static_cast<double>(d)));
   p.causal = params.mask == MaskMode::kCausal;
+  p.softcap = static_cast<Acc>(params.logit_softcap);
   // A window of k_len + q_len keys or more hides nothing; clipping it keeps a +- window in range.
   p.window = static_cast<Eigen::Index>(
       std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(k_len + q_len)));

@@ -8,6 +8,9 @@
 /// K/V [batch, k_len, kv_heads, head_dim], heads a multiple of kv_heads (GQA; MQA when
 /// kv_heads = 1). Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv order).
 ///
+/// Scores: s = scale q.k, soft-capped to c tanh(s / c) when logit_softcap = c > 0 (Gemma-2),
+/// then the ALiBi bias, then the mask.
+///
 /// Mask: causal attention aligns bottom-right (FlashAttention >= 2.1, TE causal_bottom_right):
 /// query i sees key j iff j <= i + (k_len - q_len), so a chunk of q_len new tokens at the end
 /// of k_len keys (chunked prefill, decode with q_len = 1) sees exactly its past. Key padding
@@ -61,6 +64,10 @@ struct AttentionParams {
   /// ALiBi slopes, one per query head (alibi_slopes(heads) or a checkpoint's own); empty = no
   /// ALiBi. Must be finite and >= 0.
   std::vector<double> alibi_slopes;
+  /// Gemma-2's attn_logit_softcapping c: scores s = scale q.k become c tanh(s / c), before the
+  /// ALiBi bias and the mask (HF Gemma2Attention, FlashAttention's softcap). 0 = none; must be
+  /// finite and >= 0.
+  double logit_softcap = 0.0;
   /// Sliding window W (keys per query, the query's own included); 0 = no window. Must be >= 0.
   /// Keys outside every query's window are never read.
   std::int64_t sliding_window = 0;
@@ -152,6 +159,8 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
     require(std::isfinite(*params.scale) && *params.scale > 0.0, fn, "scale = ", *params.scale,
             " must be finite and > 0");
   }
+  require(std::isfinite(params.logit_softcap) && params.logit_softcap >= 0.0, fn,
+          "logit_softcap = ", params.logit_softcap, " must be finite and >= 0 (0 = none)");
   require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
           " must be >= 0 (0 = no window)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");

@@ -133,8 +133,11 @@ struct HfModelConfig {
   std::int64_t max_position_embeddings = 0;
   /// Pre-training context L0 (0 = absent; then max_position_embeddings is the trained length).
   std::int64_t original_max_position_embeddings = 0;
-  /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false).
+  /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false):
+  /// AttentionParams::sliding_window on those layers.
   std::int64_t sliding_window = 0;
+  /// Gemma-2's attn_logit_softcapping (0 = none): AttentionParams::logit_softcap.
+  double attn_logit_softcapping = 0.0;
 
   /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
   std::vector<double> alibi_slopes;
@@ -638,6 +641,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     } else {
       out.sliding_window = *sw;
     }
+  }
+  if (auto cap = r.number(c, "attn_logit_softcapping", path("attn_logit_softcapping"))) {
+    if (!(std::isfinite(*cap) && *cap > 0.0)) {
+      r.fail(path("attn_logit_softcapping"), "= ", *cap, " must be finite and > 0");
+    }
+    out.attn_logit_softcapping = *cap;
   }
 
   // ---- ALiBi -----------------------------------------------------------------------------

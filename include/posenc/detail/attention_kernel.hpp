@@ -194,6 +194,7 @@ struct AttentionProblem {
   Eigen::Index kv_batch_stride = 0;
   Acc scale = Acc(1);
   bool causal = true;
+  Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
   Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
@@ -422,9 +423,10 @@ struct AttnLaneState {
 };
 
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
-/// P^T: ALiBi bias from absolute positions, key padding and the lanes' visible key ranges
-/// (-inf; only when range_cut, i.e. the tile crosses some lane's first or limit), then the online
-/// softmax update of m and l; alpha receives the factor the caller rescales O by.
+/// P^T: the logit soft cap, ALiBi bias from absolute positions, key padding and the lanes'
+/// visible key ranges (-inf; only when range_cut, i.e. the tile crosses some lane's first or
+/// limit), then the online softmax update of m and l; alpha receives the factor the caller
+/// rescales O by.
 template <typename Acc, typename TQ, typename TKV, typename TO>
 inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
                               const std::int64_t* kpos, const std::uint8_t* kmask,
@@ -436,6 +438,15 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   const P zero = ei::pset1<P>(Acc(0));
   const P neg_inf = ei::pset1<P>(-std::numeric_limits<Acc>::infinity());
+  if (p.softcap > Acc(0)) {
+    // Entries the micro-kernels skipped hold stale finite values; the mask below replaces them.
+    using Row = Eigen::Array<Acc, Eigen::Dynamic, 1>;
+    const Acc cap = p.softcap, inv_cap = Acc(1) / p.softcap;
+    for (Eigen::Index j = 0; j < nk; ++j) {
+      Eigen::Map<Row> row(st + j * rs, lanes);
+      row = (row * inv_cap).tanh() * cap;
+    }
+  }
   if (p.alibi) {
     for (Eigen::Index j = 0; j < nk; ++j) {
       const std::int64_t kp = kpos ? kpos[j0 + j] : static_cast<std::int64_t>(j0 + j);

@@ -66,6 +66,10 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
       }
       // S[i, j] = scale * sum_c Q[i, c] K[j, c]
       Matrix s = scale * (qh * kh.transpose());
+      if (params.logit_softcap > 0.0) {
+        const double c = params.logit_softcap;
+        s = s.unaryExpr([c](double x) { return c * std::tanh(x / c); });
+      }
       for (Eigen::Index i = 0; i < q_len; ++i) {
         const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
                                                          : static_cast<std::int64_t>(offset + i);
