@@ -77,7 +77,10 @@ void BM_Attention_CausalPrefill(benchmark::State& state) {
   const Eigen::Index kv_heads = state.range(0), d = state.range(1), n = state.range(2);
   const bool alibi = state.range(3) != 0;
   const int threads = static_cast<int>(state.range(4));
-  const bool scaling = state.range(5) != 0;  // thread-scaling pair (real time)
+  // Last argument: 0 plain, 1 / 2 the thread-scaling pairs (wall clock / CPU time), 3 the
+  // logit soft cap (compared with the plain run).
+  const bool scaling = state.range(5) == 1 || state.range(5) == 2;
+  const bool softcap = state.range(5) == 3;
   const Eigen::Index heads = 32;
   const auto q = filled(static_cast<std::size_t>(n * heads * d), 3);
   const auto k = filled(static_cast<std::size_t>(n * kv_heads * d), 4);
@@ -87,6 +90,7 @@ void BM_Attention_CausalPrefill(benchmark::State& state) {
   params.mask = posenc::MaskMode::kCausal;
   params.num_threads = threads;
   if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
+  if (softcap) params.logit_softcap = 50.0;  // Gemma-2's attn_logit_softcapping
   posenc::AttentionWorkspace ws;
   for (auto _ : state) {
     posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
@@ -100,7 +104,9 @@ void BM_Attention_CausalPrefill(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const std::string plain = "causal/kv" + std::to_string(kv_heads) + "/" + shape_id(d, n);
   std::string label;
-  if (scaling) {
+  if (softcap) {
+    label = posenc_bench::ratio_label(plain, 0.0, "GFLOP/s");  // the tanh per score, no floor
+  } else if (scaling) {
     // scaling = 1: wall-clock rates, 2 threads >= 1.7x one thread (needs two idle cores).
     // scaling = 2: rates per CPU-second of the whole process, i.e. parallel efficiency; the
     // speedup on two idle cores is 2x this ratio, so its floor is 1.7 / 2.
@@ -156,6 +162,11 @@ BENCHMARK(BM_Attention_SlidingWindowPrefill)
     ->Args({4096, 512})
     ->Unit(benchmark::kMillisecond);
 
+BENCHMARK(BM_Attention_CausalPrefill)
+    ->Name("BM_Attention_SoftcapPrefill")
+    ->ArgNames({"kv", "d", "n", "alibi", "threads", "softcap"})
+    ->Args({32, 128, 2048, 0, 1, 3})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention_CausalPrefill)
     ->Name("BM_Attention_ThreadScaling")
     ->ArgNames({"kv", "d", "n", "alibi", "threads", "scaling"})
