@@ -265,6 +265,68 @@ TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are 
                       Contains("\"attn_logit_softcapping\" = -1 must be finite and > 0"));
 }
 
+TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer rules",
+          "[hf_config][attention]") {
+  // Mistral: no layer_types, every layer slides.
+  const auto mistral = posenc::parse_hf_config(
+      R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "num_hidden_layers": 32, "sliding_window": 4096,
+          "rope_theta": 10000.0, "max_position_embeddings": 32768})");
+  for (const Eigen::Index layer : {0, 17, 31}) {
+    const auto p = posenc::hf_attention_params(mistral, layer);
+    CHECK(p.sliding_window == 4096);
+    CHECK(p.mask == posenc::MaskMode::kCausal);
+    REQUIRE(p.scale.has_value());
+    CHECK_THAT(*p.scale, WithinRel(1.0 / std::sqrt(128.0), 1e-15));
+    CHECK(p.logit_softcap == 0.0);
+    CHECK(p.alibi_slopes.empty());
+  }
+  // Gemma-2: no layer_types, the even layers slide (HF: (i + 1) % 2 != 0); the soft cap and
+  // query_pre_attn_scalar^-1/2 on every layer.
+  const auto gemma2 = posenc::parse_hf_config(
+      R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
+          "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 26,
+          "rope_theta": 10000.0, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
+          "query_pre_attn_scalar": 224, "max_position_embeddings": 8192})");
+  CHECK(posenc::hf_attention_params(gemma2, 0).sliding_window == 4096);
+  CHECK(posenc::hf_attention_params(gemma2, 1).sliding_window == 0);
+  CHECK(posenc::hf_attention_params(gemma2, 24).sliding_window == 4096);
+  CHECK(posenc::hf_attention_params(gemma2, 25).logit_softcap == 50.0);
+  CHECK_THAT(*posenc::hf_attention_params(gemma2, 3).scale, WithinRel(1.0 / std::sqrt(224.0), 1e-15));
+  // Qwen2 with use_sliding_window: layers [max_window_layers, ..) slide.
+  const auto qwen = posenc::parse_hf_config(
+      R"({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
+          "num_key_value_heads": 4, "num_hidden_layers": 28, "rope_theta": 1000000.0,
+          "use_sliding_window": true, "sliding_window": 32768, "max_window_layers": 21,
+          "max_position_embeddings": 131072})");
+  CHECK(qwen.max_window_layers == 21);
+  CHECK(posenc::hf_attention_params(qwen, 20).sliding_window == 0);
+  CHECK(posenc::hf_attention_params(qwen, 21).sliding_window == 32768);
+  // The shipped Qwen2.5-7B turns the window off (use_sliding_window = false).
+  const auto qwen25 = load("Qwen2.5-7B.json");
+  for (Eigen::Index layer = 0; layer < qwen25.num_hidden_layers; ++layer) {
+    CHECK(posenc::hf_attention_params(qwen25, layer).sliding_window == 0);
+  }
+  // Gemma-3: layer_types built from sliding_window_pattern = 6 (layer 5 is full).
+  const auto gemma3 = posenc::parse_hf_config(
+      R"({"model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8,
+          "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 12,
+          "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 1024,
+          "sliding_window_pattern": 6, "max_position_embeddings": 131072})");
+  CHECK(posenc::hf_attention_params(gemma3, 4).sliding_window == 1024);
+  CHECK(posenc::hf_attention_params(gemma3, 5).sliding_window == 0);
+  // BLOOM: ALiBi slopes, no window.
+  const auto bloom = load("bloom.json");
+  const auto pb = posenc::hf_attention_params(bloom, 0);
+  CHECK(pb.alibi_slopes == bloom.alibi_slopes);
+  CHECK(pb.alibi_slopes.size() == static_cast<std::size_t>(bloom.num_attention_heads));
+  CHECK(pb.sliding_window == 0);
+  // Layers outside the model.
+  REQUIRE_THROWS_AS(posenc::hf_attention_params(mistral, 32), std::out_of_range);
+  REQUIRE_THROWS_WITH(posenc::hf_attention_params(mistral, -1),
+                      Contains("layer = -1 is outside [0, num_hidden_layers = 32)"));
+}
+
 TEST_CASE("hf_config: Gemma-3 style sliding layers use the local base, full layers the scaled",
           "[hf_config][layers]") {
   const auto c = posenc::parse_hf_config(

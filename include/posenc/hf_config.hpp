@@ -62,6 +62,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/alibi.hpp"
+#include "posenc/attention_types.hpp"
 #include "posenc/error.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
@@ -136,6 +137,9 @@ struct HfModelConfig {
   /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false):
   /// AttentionParams::sliding_window on those layers.
   std::int64_t sliding_window = 0;
+  /// Qwen2-family max_window_layers: layers [max_window_layers, ..) slide when no layer_types
+  /// are given (-1 = absent).
+  std::int64_t max_window_layers = -1;
   /// Gemma-2's attn_logit_softcapping (0 = none): AttentionParams::logit_softcap.
   double attn_logit_softcapping = 0.0;
 
@@ -642,6 +646,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.sliding_window = *sw;
     }
   }
+  if (auto mw = r.integer(c, "max_window_layers", path("max_window_layers"))) {
+    if (*mw < 0 || *mw > detail::kHfMaxLayers) {
+      r.fail(path("max_window_layers"), "= ", *mw, " must be in [0, ", detail::kHfMaxLayers, "]");
+    }
+    out.max_window_layers = *mw;
+  }
   if (auto cap = r.number(c, "attn_logit_softcapping", path("attn_logit_softcapping"))) {
     if (!(std::isfinite(*cap) && *cap > 0.0)) {
       r.fail(path("attn_logit_softcapping"), "= ", *cap, " must be finite and > 0");
@@ -988,6 +998,42 @@ inline HfModelConfig parse_hf_config(std::string_view text, std::string source =
     detail::throw_invalid_argument("load_hf_config", source, ": malformed JSON: ", e.what());
   }
   return hf_config_from_json(root, std::move(source), options);
+}
+
+/// \brief Whether layer `layer` of the model is a sliding-window layer, by HF's rules: the
+/// config's layer_types entry ("sliding_attention"); without layer_types, Qwen2-family configs
+/// slide from max_window_layers on, Gemma-2 and GPT-OSS on the even layers, and every other
+/// model (Mistral, Mixtral, Phi-3, Starcoder2) on all layers. False when sliding_window = 0.
+/// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
+inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
+  constexpr std::string_view fn = "hf_layer_is_sliding";
+  const Eigen::Index layers =
+      c.num_hidden_layers > 0 ? c.num_hidden_layers : static_cast<Eigen::Index>(c.layer_types.size());
+  if (layer < 0 || (layers > 0 && layer >= layers)) {
+    detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
+                               layers, ")");
+  }
+  if (c.sliding_window <= 0) return false;
+  if (!c.layer_types.empty()) {
+    return layer < static_cast<Eigen::Index>(c.layer_types.size()) &&
+           c.layer_types[static_cast<std::size_t>(layer)] == "sliding_attention";
+  }
+  if (c.max_window_layers >= 0) return layer >= c.max_window_layers;
+  const std::string family = detail::hf_lower_alnum(c.model_type);
+  if (family == "gemma2" || family == "gptoss") return layer % 2 == 0;
+  return true;
+}
+
+/// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
+/// logit soft cap and, on sliding layers (hf_layer_is_sliding), its sliding window; causal mask,
+/// one thread. Throws std::out_of_range for a layer outside the model.
+inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
+  AttentionParams p;
+  p.sliding_window = hf_layer_is_sliding(c, layer) ? c.sliding_window : 0;
+  if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
+  if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
+  p.logit_softcap = c.attn_logit_softcapping;
+  return p;
 }
 
 /// \brief Reads and parses a config.json file.
