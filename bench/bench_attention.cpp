@@ -72,6 +72,27 @@ BENCHMARK(BM_Baseline_GemmQK)
     ->Args({64, 512})->Args({128, 512})->Args({64, 2048})->Args({128, 2048})
     ->Unit(benchmark::kMillisecond);
 
+// Times posenc::attention over Q [1, n, heads, d] and K, V [1, n, kv_heads, d] filled from seeds
+// seed .. seed + 2, with one workspace; returns the workspace's size in floats.
+std::size_t time_prefill(benchmark::State& state, Eigen::Index n, Eigen::Index heads,
+                         Eigen::Index kv_heads, Eigen::Index d, const posenc::AttentionParams& params,
+                         std::uint64_t seed) {
+  const auto q = filled(static_cast<std::size_t>(n * heads * d), seed);
+  const auto k = filled(static_cast<std::size_t>(n * kv_heads * d), seed + 1);
+  const auto v = filled(static_cast<std::size_t>(n * kv_heads * d), seed + 2);
+  std::vector<float> out(q.size());
+  posenc::AttentionWorkspace ws;
+  for (auto _ : state) {
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, kv_heads, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, kv_heads, d),
+                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  return ws.size();
+}
+
 // Causal prefill, batch 1, 32 query heads.
 void BM_Attention_CausalPrefill(benchmark::State& state) {
   const Eigen::Index kv_heads = state.range(0), d = state.range(1), n = state.range(2);
@@ -82,24 +103,12 @@ void BM_Attention_CausalPrefill(benchmark::State& state) {
   const bool scaling = state.range(5) == 1 || state.range(5) == 2;
   const bool softcap = state.range(5) == 3;
   const Eigen::Index heads = 32;
-  const auto q = filled(static_cast<std::size_t>(n * heads * d), 3);
-  const auto k = filled(static_cast<std::size_t>(n * kv_heads * d), 4);
-  const auto v = filled(static_cast<std::size_t>(n * kv_heads * d), 5);
-  std::vector<float> out(q.size());
   posenc::AttentionParams params;
   params.mask = posenc::MaskMode::kCausal;
   params.num_threads = threads;
   if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
   if (softcap) params.logit_softcap = 50.0;  // Gemma-2's attn_logit_softcapping
-  posenc::AttentionWorkspace ws;
-  for (auto _ : state) {
-    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
-                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, kv_heads, d),
-                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, kv_heads, d),
-                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
+  time_prefill(state, n, heads, kv_heads, d, params, 3);
   const double flops = 2.0 * 2.0 * double(n) * double(n) * double(d) * double(heads) / 2.0;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const std::string plain = "causal/kv" + std::to_string(kv_heads) + "/" + shape_id(d, n);
@@ -136,21 +145,9 @@ BENCHMARK(BM_Attention_CausalPrefill)
 // window must cost nothing.
 void BM_Attention_SlidingWindowPrefill(benchmark::State& state) {
   const Eigen::Index kv_heads = 8, heads = 32, d = 128, n = state.range(0), w = state.range(1);
-  const auto q = filled(static_cast<std::size_t>(n * heads * d), 3);
-  const auto k = filled(static_cast<std::size_t>(n * kv_heads * d), 4);
-  const auto v = filled(static_cast<std::size_t>(n * kv_heads * d), 5);
-  std::vector<float> out(q.size());
   posenc::AttentionParams params;
   params.sliding_window = w;
-  posenc::AttentionWorkspace ws;
-  for (auto _ : state) {
-    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
-                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, kv_heads, d),
-                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, kv_heads, d),
-                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
+  time_prefill(state, n, heads, kv_heads, d, params, 3);
   double pairs = 0.0;
   for (Eigen::Index i = 0; i < n; ++i) pairs += static_cast<double>(std::min(i + 1, w));
   const double flops = 2.0 * 2.0 * pairs * double(d) * double(heads);
@@ -267,24 +264,13 @@ BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})-
 void BM_Attention_LongContext(benchmark::State& state) {
   const Eigen::Index n = state.range(0), heads = 32, d = 128;
   const int threads = static_cast<int>(state.range(1));
-  const auto q = filled(static_cast<std::size_t>(n * heads * d), 8);
-  const auto k = filled(static_cast<std::size_t>(n * heads * d), 9);
-  const auto v = filled(static_cast<std::size_t>(n * heads * d), 10);
-  std::vector<float> out(q.size());
   posenc::AttentionParams params;
   params.num_threads = threads;
-  posenc::AttentionWorkspace ws;
-  for (auto _ : state) {
-    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
-                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, heads, d),
-                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, heads, d),
-                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params, {}, &ws);
-    benchmark::DoNotOptimize(out.data());
-  }
+  const std::size_t workspace = time_prefill(state, n, heads, heads, d, params, 8);
   const double flops = 2.0 * double(n) * double(n) * double(d) * double(heads);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["inputs_MiB"] = double(4 * q.size() * sizeof(float)) / (1024.0 * 1024.0);
-  state.counters["workspace_KiB"] = double(ws.size() * sizeof(float)) / 1024.0;
+  state.counters["inputs_MiB"] = double(4 * n * heads * d) * sizeof(float) / (1024.0 * 1024.0);
+  state.counters["workspace_KiB"] = double(workspace * sizeof(float)) / 1024.0;
   state.counters["peak_RSS_MiB"] = peak_rss_mib();
 }
 // Heavy shapes, opt-in (see the file comment).
