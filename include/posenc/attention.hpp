@@ -114,7 +114,7 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
 /// out: [batch, q_len, heads, head_dim] (must not alias q, k or v).
 /// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
 /// bottom-right; params.sliding_window limits each query to its last W key slots (see
-/// attention_types.hpp), and the kernel does not read keys outside every query's window;
+/// attention_types.hpp), and the kernel skips key tiles outside every query's window;
 /// metadata gives positions (ALiBi) and key padding. Rows with no visible key are written as
 /// zeros.
 /// Throws std::invalid_argument (shape mismatch, head_dim mismatch, heads not a multiple of

@@ -69,7 +69,7 @@ struct AttentionParams {
   /// finite and >= 0.
   double logit_softcap = 0.0;
   /// Sliding window W (keys per query, the query's own included); 0 = no window. Must be >= 0.
-  /// Keys outside every query's window are never read.
+  /// Key tiles outside every query's window are skipped: the cost grows with W, not k_len.
   std::int64_t sliding_window = 0;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.

@@ -1007,8 +1007,9 @@ inline HfModelConfig parse_hf_config(std::string_view text, std::string source =
 /// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
 inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
   constexpr std::string_view fn = "hf_layer_is_sliding";
-  const Eigen::Index layers =
-      c.num_hidden_layers > 0 ? c.num_hidden_layers : static_cast<Eigen::Index>(c.layer_types.size());
+  const Eigen::Index layers = c.num_hidden_layers > 0
+                                  ? c.num_hidden_layers
+                                  : static_cast<Eigen::Index>(c.layer_types.size());
   if (layer < 0 || (layers > 0 && layer >= layers)) {
     detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
                                layers, ")");

@@ -329,7 +329,7 @@ struct AttnTileKeys {
   Eigen::Index first;  // keys row 0 sees (nk or more when no row is cut)
   Eigen::Index group;  // rows per query position
   Eigen::Index nrows;  // real rows (padding rows follow and need nothing)
-  Eigen::Index low = 0;  // the first key row 0 sees (0 or less when the window cuts no row)
+  Eigen::Index low = 0;  // row 0's window start, unclipped (far below 0 without a window)
 
   /// Keys visible to some row of [0, end_row) end before this one.
   Eigen::Index upto(Eigen::Index end_row) const {
