@@ -170,7 +170,8 @@ class KvCache {
   /// out = softmax(scale q K^T + ALiBi + mask) V with causal bottom-right alignment (query i is
   /// slot size() - q_len + i), padding slots masked, query positions = the stored positions of
   /// those slots, and q rotated by them when RoPE is set (then the default scale also takes the
-  /// plan's softmax_scale_multiplier, as attention_with_rope).
+  /// plan's softmax_scale_multiplier, as attention_with_rope). params.sliding_window counts
+  /// slots back from each query's own (decode reads only the last W slots; every slot is kept).
   /// q, out: [batch, q_len, heads, head_dim], 1 <= q_len <= size(), heads % kv_heads == 0.
   /// Throws std::invalid_argument (shapes, q_len, slopes, scale) before writing anything.
   template <typename TQ>
