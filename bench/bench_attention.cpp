@@ -255,6 +255,46 @@ void BM_Attention_Decode(benchmark::State& state) {
                                              "items_per_second"));
   }
 }
+// Decode with a sliding window (Mistral-7B: W = 4096, GQA 32/8) at the end of a 32768-slot float
+// cache: the step reads only the window's slots, so it is paired with the read stream over those
+// slots' K and V (the same 32 MiB as the 4096-key decode above), floor 0.85 as for decode.
+void BM_Attention_DecodeWindow(benchmark::State& state) {
+  const Eigen::Index kv_heads = 8, d = 128, heads = 32, ctx = state.range(0), w = state.range(1);
+  const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
+  for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<float> cache(1, ctx, kv_heads, d);
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::PositionIdsView(pos.data(), 1, ctx));
+  const auto q = filled(static_cast<std::size_t>(heads * d), 7);
+  std::vector<float> out(q.size());
+  posenc::AttentionParams params;
+  params.sliding_window = w;
+  const std::int64_t bytes = 2 * w * kv_heads * d * static_cast<std::int64_t>(sizeof(float));
+  const auto window_floats = static_cast<std::size_t>(w * kv_heads * d);
+  const float* kw = cache.keys().data() + (ctx - w) * kv_heads * d;
+  const float* vw = cache.values().data() + (ctx - w) * kv_heads * d;
+  const double paired = posenc_bench::run_paired(
+      state,
+      [&] {
+        cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, heads, d),
+                     posenc::TensorView<float, 4>(out.data(), 1, 1, heads, d), params);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        float sum = posenc_bench::stream_read(kw, window_floats);
+        sum += posenc_bench::stream_read(vw, window_floats);
+        benchmark::DoNotOptimize(sum);
+        benchmark::ClobberMemory();
+      });
+  state.counters["paired_stream_read"] = paired;
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
+  state.SetLabel(posenc_bench::ratio_label("stream_read/" + std::to_string(bytes), 0.85));
+}
+BENCHMARK(BM_Attention_DecodeWindow)->ArgNames({"ctx", "window"})->Args({32768, 4096})->UseManualTime();
+
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})->Args({8, 0})->UseManualTime();
