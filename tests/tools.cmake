@@ -99,7 +99,8 @@ posenc_rope_inspect_test("DeepSeek-V3 yarn, interleaved, softmax multiplier"
 posenc_rope_inspect_test("Phi-3.5 longrope switch warning"
   ARGS "${_posenc_configs}/Phi-3.5-mini-instruct.json" --length 131072
   EXPECT "longrope (48-entry short/long factor lists, original 4096)"
-         "attention factor     1.19024" "short_factor to long_factor")
+         "attention factor     1.19024" "short_factor to long_factor"
+         "sliding window       262144 on 32 of 32 layers")
 
 # Qwen2.5 + yarn 4: attention factor 0.1 ln 4 + 1 = 1.13863; covered 32768 x 4 = 131072.
 posenc_rope_inspect_test("Qwen2.5 yarn from the legacy type key"

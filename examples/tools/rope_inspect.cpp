@@ -401,12 +401,22 @@ int main(int argc, char** argv) {
   std::int64_t length = args.length;
   if (length == 0) length = c.max_position_embeddings > 0 ? c.max_position_embeddings : 131072;
 
+  // Which layers slide, by HF's rules (posenc::hf_layer_is_sliding).
+  std::vector<Eigen::Index> sliding_layers;
+  for (Eigen::Index i = 0; i < c.num_hidden_layers; ++i) {
+    if (posenc::hf_layer_is_sliding(c, i)) sliding_layers.push_back(i);
+  }
+  const bool all_slide = c.num_hidden_layers > 0 &&
+                         static_cast<Eigen::Index>(sliding_layers.size()) == c.num_hidden_layers;
+
   std::vector<posenc::RopeLengthReport> reports;
   if (c.scheme == posenc::HfPositionScheme::kRope) {
     for (const auto& lr : c.layer_ropes) {
-      // Only layers typed sliding_attention are judged with the window: without layer_types the
-      // config does not say which layers slide (Mistral: all; Gemma-2: every other one).
-      const bool windowed = lr.layer_type == "sliding_attention";
+      // A layer-type entry is judged with the window when its layers slide: typed
+      // sliding_attention, or "all" when every layer slides (Mistral, Phi-3). An untyped model
+      // whose layers alternate (Gemma-2) keeps one report for both kinds, without the window.
+      const bool windowed =
+          lr.layer_type == "sliding_attention" || (lr.layer_type == "all" && all_slide);
       reports.push_back(
           posenc::analyze_rope_length(lr.params, length, windowed ? c.sliding_window : 0));
       if (!windowed && lr.layer_type == "all" && c.sliding_window > 0 &&
@@ -442,6 +452,9 @@ int main(int argc, char** argv) {
     j["softmax_scale"] = c.softmax_scale;
     j["layer_types_per_layer"] = c.layer_types;
     j["layer_uses_rope"] = c.layer_uses_rope;
+    j["sliding_window"] = c.sliding_window;
+    j["sliding_layers"] = sliding_layers;
+    j["attn_logit_softcapping"] = c.attn_logit_softcapping;
     nlohmann::json layers = nlohmann::json::array();
     for (std::size_t i = 0; i < reports.size(); ++i) {
       layers.push_back(layer_json(c, c.layer_ropes[i], reports[i]));
@@ -484,6 +497,13 @@ int main(int argc, char** argv) {
       std::cout << "layer types          " << c.layer_types.size() << " layers:";
       for (const auto& lr : c.layer_ropes) std::cout << " " << lr.num_layers << " " << lr.layer_type;
       std::cout << "\n";
+    }
+    if (!sliding_layers.empty()) {
+      std::cout << "sliding window       " << c.sliding_window << " on " << sliding_layers.size()
+                << " of " << c.num_hidden_layers << " layers\n";
+    }
+    if (c.attn_logit_softcapping > 0) {
+      std::cout << "logit soft cap       " << num(c.attn_logit_softcapping) << "\n";
     }
     if (!c.layer_uses_rope.empty()) {
       const auto nope = std::count(c.layer_uses_rope.begin(), c.layer_uses_rope.end(), false);
