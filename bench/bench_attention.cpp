@@ -193,25 +193,30 @@ BENCHMARK(BM_Baseline_StreamRead)
 //   float, no ALiBi: a read-only stream over the cache's own K and V  -> paired_stream_read;
 //   float, ALiBi:    the same step without ALiBi                      -> paired_vs_plain;
 //   bf16 / half:     the same step over a float cache of equal values -> paired_vs_f32.
+/// A [1, ctx, kv_heads, d] KV cache of storage T holding ctx slots (positions 0..ctx-1), with
+/// K = V = the same pseudo-random floats for every T (so caches of different T hold equal values
+/// up to rounding).
+template <typename T>
+posenc::KvCache<T> filled_cache(Eigen::Index ctx, Eigen::Index kv_heads, Eigen::Index d) {
+  const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
+  for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<T> cache(1, ctx, kv_heads, d);
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+               posenc::PositionIdsView(pos.data(), 1, ctx));
+  return cache;
+}
+
 template <typename T>
 void BM_Attention_Decode(benchmark::State& state) {
   const Eigen::Index kv_heads = state.range(0), d = 128, ctx = 4096, heads = 32;
   const bool alibi = state.range(1) != 0;
   constexpr bool is_float = std::is_same_v<T, float>;
-  const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
-  for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
-  auto make_cache = [&](auto tag) {
-    posenc::KvCache<decltype(tag)> cache(1, ctx, kv_heads, d);
-    cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-                 posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-                 posenc::PositionIdsView(pos.data(), 1, ctx));
-    return cache;
-  };
-  auto cache = make_cache(T{});
+  auto cache = filled_cache<T>(ctx, kv_heads, d);
   // The float reference cache of the 16-bit rows (the values it is filled from are equal).
   std::optional<posenc::KvCache<float>> f32_cache;
-  if constexpr (!is_float) f32_cache.emplace(make_cache(float{}));
+  if constexpr (!is_float) f32_cache.emplace(filled_cache<float>(ctx, kv_heads, d));
   const auto q = filled(static_cast<std::size_t>(heads * d), 7);
   std::vector<float> out(q.size()), ref_out(q.size());
   posenc::AttentionParams params, plain;
@@ -260,13 +265,7 @@ void BM_Attention_Decode(benchmark::State& state) {
 // slots' K and V (the same 32 MiB as the 4096-key decode above), floor 0.85 as for decode.
 void BM_Attention_DecodeWindow(benchmark::State& state) {
   const Eigen::Index kv_heads = 8, d = 128, heads = 32, ctx = state.range(0), w = state.range(1);
-  const auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
-  for (Eigen::Index i = 0; i < ctx; ++i) pos[static_cast<std::size_t>(i)] = i;
-  posenc::KvCache<float> cache(1, ctx, kv_heads, d);
-  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-               posenc::ConstTensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
-               posenc::PositionIdsView(pos.data(), 1, ctx));
+  auto cache = filled_cache<float>(ctx, kv_heads, d);
   const auto q = filled(static_cast<std::size_t>(heads * d), 7);
   std::vector<float> out(q.size());
   posenc::AttentionParams params;
