@@ -91,9 +91,19 @@ std::vector<X> slots_of(const std::vector<X>& x, Eigen::Index N, Eigen::Index s0
   return out;
 }
 
+/// How the tokens reach the cache: a first chunk of `first` tokens, then chunks cycling
+/// through `then`, until n + m tokens are in. max_len = 0: a cache of n + m + 2 slots that
+/// keeps every token; max_len > 0 with window > 0: a rolling cache of max_len slots.
+struct Schedule {
+  Eigen::Index n = 7, m = 5;
+  Eigen::Index max_len = 0;
+  std::vector<Eigen::Index> then = {1};
+};
+
 template <typename T>
-void check_decode_equals_full_forward(Positional positional, std::int64_t window = 0) {
-  const Eigen::Index n = 7, m = 5;
+void check_decode_equals_full_forward(Positional positional, std::int64_t window = 0,
+                                      const Schedule& schedule = {}) {
+  const Eigen::Index n = schedule.n, m = schedule.m;
   const Batch x(n, m);
   constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
   const Eigen::Index N = x.N;
@@ -126,7 +136,8 @@ void check_decode_equals_full_forward(Positional positional, std::int64_t window
 
   // Through the cache: prefill n tokens, then m decode steps of one token. Q and K go in
   // unrotated; the cache rotates them.
-  posenc::KvCache<T> cache(B, N + 2, KH, d);
+  const bool rolling = schedule.max_len > 0;
+  posenc::KvCache<T> cache(B, rolling ? schedule.max_len : N + 2, KH, d, rolling ? window : 0);
   if (positional == Positional::kRope) cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
   auto step = [&](Eigen::Index s0, Eigen::Index len) {
     const auto ks = slots(x.k, N, KH, d, s0, len), vs = slots(x.v, N, KH, d, s0, len),
@@ -144,10 +155,24 @@ void check_decode_equals_full_forward(Positional positional, std::int64_t window
     INFO("tokens [" << s0 << ", " << s0 + len << ")");
     POSENC_REQUIRE_CLOSE(posenc_test::compare(
         out.size(), [&](std::size_t i) { return out[i]; }, [&](std::size_t i) { return want[i]; }, 1e-5));
+    // Stored slot s holds token evicted() + s, for every sequence.
+    REQUIRE(cache.evicted() + cache.size() == s0 + len);
+    for (Eigen::Index b = 0; b < B; ++b) {
+      CHECK(cache.positions()(b, 0) == x.pos[static_cast<std::size_t>(b * N + cache.evicted())]);
+    }
   };
   step(0, n);
-  for (Eigen::Index t = n; t < N; ++t) step(t, 1);
-  CHECK(cache.size() == N);
+  for (std::size_t c = 0, t = static_cast<std::size_t>(n); t < static_cast<std::size_t>(N); ++c) {
+    const Eigen::Index len = std::min(schedule.then[c % schedule.then.size()], N - Eigen::Index(t));
+    step(Eigen::Index(t), len);
+    t += static_cast<std::size_t>(len);
+  }
+  if (rolling) {
+    CHECK(cache.size() <= schedule.max_len);
+    CHECK(cache.evicted() > 0);
+  } else {
+    CHECK(cache.size() == N);
+  }
   // The padded sequence's padding queries see no key: exact zeros (checked via the oracle,
   // which writes 0 there); spot-check the oracle itself.
   for (Eigen::Index i = 0; i < Batch::pad * H * d; ++i) CHECK(full[static_cast<std::size_t>(i)] == 0.0f);
@@ -184,6 +209,23 @@ TEMPLATE_TEST_CASE("kv_cache: with a sliding window, prefill + decode steps equa
   const std::int64_t window = GENERATE(1, 4, 6);
   CAPTURE(name(positional), window);
   check_decode_equals_full_forward<TestType>(positional, window);
+}
+
+TEMPLATE_TEST_CASE("kv_cache: a rolling cache of a few slots gives the windowed full forward "
+                   "over many more tokens", "[kv_cache][decode][window][rolling]", float,
+                   Eigen::bfloat16) {
+  // 40 tokens through max_len = W - 1 + 5 slots: chunks of 1, 3, 1, 2 and 5 tokens (5 is the
+  // largest chunk that fits next to the W - 1 kept slots), so the cache drops its oldest slots
+  // every few appends, with the padding slots of sequence 0 among the first dropped.
+  const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
+  const std::int64_t window = GENERATE(1, 4, 6);
+  CAPTURE(name(positional), window);
+  Schedule schedule;
+  schedule.n = 5;
+  schedule.m = 35;
+  schedule.max_len = window - 1 + 5;
+  schedule.then = {1, 3, 1, 2, 5};
+  check_decode_equals_full_forward<TestType>(positional, window, schedule);
 }
 
 TEST_CASE("kv_cache: ALiBi at decode uses the cached positions, not the query length",
@@ -240,6 +282,57 @@ TEST_CASE("kv_cache: appending past capacity throws std::out_of_range and change
   cache.append(posenc::ConstTensorView<float, 4>(k2.data(), 1, 1, 2, 8),
                posenc::ConstTensorView<float, 4>(k2.data(), 1, 1, 2, 8), posenc::PositionIdsView(p.data() + 3, 1, 1));
   CHECK(cache.size() == 4);
+}
+
+TEST_CASE("kv_cache: a rolling cache rejects chunks that do not fit next to its W - 1 kept "
+          "slots, and windows wider than its own, changing nothing", "[kv_cache][errors][rolling]") {
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 4, 2, 8, 5), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::KvCache<float>(1, 4, 2, 8, 5),
+                      Contains("sliding_window = 5 must be in [0, max_len = 4]"));
+  REQUIRE_THROWS_WITH(posenc::KvCache<float>(1, 4, 2, 8, -1), Contains("sliding_window = -1"));
+
+  // max_len 6, W 4: after 5 tokens, 3 are kept and at most 3 more fit in one append.
+  posenc::KvCache<float> cache(1, 6, 2, 8, 4);
+  const auto x = posenc_test::random_vector<float>(6 * 2 * 8, 4);
+  const std::vector<std::int64_t> p = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto append = [&](Eigen::Index n, Eigen::Index p0) {
+    cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, n, 2, 8),
+                 posenc::ConstTensorView<float, 4>(x.data(), 1, n, 2, 8),
+                 posenc::PositionIdsView(p.data() + p0, 1, n));
+  };
+  append(5, 0);
+  const std::vector<float> before(cache.keys().data(), cache.keys().data() + cache.keys().size());
+  const std::vector<std::int64_t> pos_before(cache.positions().data(), cache.positions().data() + 6);
+  REQUIRE_THROWS_AS(append(4, 5), std::out_of_range);
+  REQUIRE_THROWS_WITH(append(4, 5), Contains("posenc::KvCache::append: appending n = 4 tokens to a "
+                                             "rolling cache of max_len = 6 slots that must keep the "
+                                             "last sliding_window - 1 = 3") &&
+                                        Contains("chunks of at most 3 tokens"));
+  CHECK(cache.size() == 5);
+  CHECK(cache.evicted() == 0);
+  CHECK(std::equal(before.begin(), before.end(), cache.keys().data()));
+  CHECK(std::equal(pos_before.begin(), pos_before.end(), cache.positions().data()));
+
+  std::vector<float> out(4 * 8, 9.0f);
+  const posenc::ConstTensorView<float, 4> q(x.data(), 1, 1, 4, 8);
+  const posenc::TensorView<float, 4> o(out.data(), 1, 1, 4, 8);
+  AttentionParams params;
+  REQUIRE_THROWS_WITH(cache.attend(q, o, params),
+                      Contains("params.sliding_window = 0 must be in [1, 4]"));
+  params.sliding_window = 5;
+  REQUIRE_THROWS_AS(cache.attend(q, o, params), std::invalid_argument);
+  CHECK(std::all_of(out.begin(), out.end(), [](float v) { return v == 9.0f; }));
+  params.sliding_window = 3;  // narrower than the cache's window: fine
+  cache.attend(q, o, params);
+  CHECK(out[0] != 9.0f);
+
+  append(3, 5);  // fits exactly: the oldest 2 slots go
+  CHECK(cache.size() == 6);
+  CHECK(cache.evicted() == 2);
+  CHECK(cache.positions()(0, 0) == 2);
+  CHECK(cache.positions()(0, 5) == 7);
+  cache.clear();
+  CHECK(cache.evicted() == 0);
 }
 
 TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "[kv_cache][errors]") {

@@ -1,7 +1,7 @@
 // Decode steps through a warmed-up KvCache never allocate: this translation unit replaces the
 // global operator new with a counting one (tests/support/alloc_counter.hpp) and counts the
 // append + attend calls of steady-state decoding, with and without RoPE, for float and bfloat16
-// caches, GQA and MHA.
+// caches, GQA and MHA, and for a rolling cache dropping its old slots.
 
 #include <catch2/catch.hpp>
 
@@ -16,9 +16,14 @@
 namespace {
 
 template <typename T>
-long allocations_during_decode(Eigen::Index kv_heads, bool rope) {
+long allocations_during_decode(Eigen::Index kv_heads, bool rope, bool rolling) {
   const Eigen::Index B = 2, prefill = 20, steps = 6, heads = 8, D = 64;
-  posenc::KvCache<T> cache(B, prefill + steps, kv_heads, D);
+  // The rolling cache (window 8, 2 slots to spare after the prefill) drops all but 7 slots at
+  // the third step, which is counted.
+  const std::int64_t window = rolling ? 8 : 0;
+  posenc::KvCache<T> cache(B, prefill + (rolling ? 2 : steps), kv_heads, D, window);
+  posenc::AttentionParams params;
+  params.sliding_window = window;
   if (rope) {
     posenc::RopeParams params;
     params.head_dim = D;
@@ -34,7 +39,7 @@ long allocations_during_decode(Eigen::Index kv_heads, bool rope) {
                posenc::ConstTensorView<float, 4>(v.data(), B, prefill, kv_heads, D),
                posenc::PositionIdsView(pos.data(), B, prefill));
   cache.attend(posenc::ConstTensorView<float, 4>(q.data(), B, prefill, heads, D),
-               posenc::TensorView<float, 4>(out.data(), B, prefill, heads, D));
+               posenc::TensorView<float, 4>(out.data(), B, prefill, heads, D), params);
   long counted = 0;
   for (Eigen::Index t = 0; t < steps; ++t) {
     std::vector<std::int64_t> step_pos(static_cast<std::size_t>(B), prefill + t);
@@ -43,10 +48,11 @@ long allocations_during_decode(Eigen::Index kv_heads, bool rope) {
                  posenc::ConstTensorView<float, 4>(v.data(), B, 1, kv_heads, D),
                  posenc::PositionIdsView(step_pos.data(), B, 1));
     cache.attend(posenc::ConstTensorView<float, 4>(q.data(), B, 1, heads, D),
-                 posenc::TensorView<float, 4>(out.data(), B, 1, heads, D));
+                 posenc::TensorView<float, 4>(out.data(), B, 1, heads, D), params);
     // The first step sizes the decode workspace (a new shape); the later ones must reuse it.
     if (t > 0) counted += posenc_test::allocation_count() - before;
   }
+  if (rolling) REQUIRE(cache.evicted() > 0);
   return counted;
 }
 
@@ -56,8 +62,10 @@ TEMPLATE_TEST_CASE("kv_cache: steady-state decode steps allocate nothing", "[kv_
                    float, Eigen::bfloat16) {
   for (const Eigen::Index kv_heads : {2, 8}) {
     for (const bool rope : {false, true}) {
-      CAPTURE(kv_heads, rope);
-      CHECK(allocations_during_decode<TestType>(kv_heads, rope) == 0);
+      for (const bool rolling : {false, true}) {
+        CAPTURE(kv_heads, rope, rolling);
+        CHECK(allocations_during_decode<TestType>(kv_heads, rope, rolling) == 0);
+      }
     }
   }
 }

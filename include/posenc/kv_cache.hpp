@@ -15,6 +15,21 @@
 ///
 /// Flow per layer:  prefill  append(K, V, positions[, valid]) then attend(Q, out, params)
 ///                  decode   append(k_t, v_t, {t}) then attend(q_t, out, params)
+///
+/// Rolling cache (the 5th constructor argument, sliding_window = W > 0) for sliding-window
+/// layers (Mistral, Gemma-2/3 local layers): its memory is max_len slots however long the
+/// sequence grows. Each query needs only the W - 1 slots before it, so a chunk of n tokens needs
+/// the W - 1 slots before the chunk plus itself. When an append would overflow, the cache first
+/// keeps just the newest W - 1 slots, moved to the front (HF's sliding-window cache layer keeps
+/// the same W - 1), and drops the rest:
+///
+///   max_len = 8, W = 4      before: [t0 t1 t2 t3 t4 t5 t6 t7]   append t8, t9
+///                           after:  [t5 t6 t7 t8 t9 .. .. ..]   evicted() = 5
+///
+/// The kept slots stay contiguous and in order, so the attention kernel reads one plain slot
+/// range. The move copies W - 1 slots once per max_len - W + 1 appended tokens: with
+/// max_len = 2W about one slot copy per token, amortised (bench: BM_Attention_DecodeRolling).
+/// Chunks may hold up to max_len - (W - 1) tokens, and attend requires windows of at most W.
 
 #include <algorithm>
 #include <cstdint>
@@ -41,13 +56,22 @@ class KvCache {
                                               "Eigen::half or Eigen::bfloat16");
 
  public:
-  /// \brief An empty cache of max_len slots per sequence.
-  /// Throws std::invalid_argument when a dimension is <= 0.
-  KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim)
-      : batch_(batch), max_len_(max_len), kv_heads_(kv_heads), d_(head_dim) {
+  /// \brief An empty cache of max_len slots per sequence. sliding_window = 0 keeps every token
+  /// (appending past max_len throws); W > 0 makes a rolling cache for a layer whose queries see
+  /// their last W slots only (see the file comment): it never overflows, it drops slots no
+  /// query can see any more.
+  /// Throws std::invalid_argument when a dimension is <= 0, sliding_window < 0, or
+  /// sliding_window > max_len (a rolling cache must hold W - 1 slots plus the new token).
+  KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim,
+          std::int64_t sliding_window = 0)
+      : batch_(batch), max_len_(max_len), kv_heads_(kv_heads), d_(head_dim),
+        window_(sliding_window) {
     detail::require(batch > 0 && max_len > 0 && kv_heads > 0 && head_dim > 0, "KvCache",
                     "shape [batch, max_len, kv_heads, head_dim] = [", batch, ", ", max_len, ", ",
                     kv_heads, ", ", head_dim, "] must have no zero dimension");
+    detail::require(sliding_window >= 0 && sliding_window <= max_len, "KvCache",
+                    "sliding_window = ", sliding_window, " must be in [0, max_len = ", max_len,
+                    "] (0: keep every token)");
     const auto slots = static_cast<std::size_t>(batch * max_len);
     k_.assign(slots * static_cast<std::size_t>(kv_heads * head_dim), T(0.0f));
     v_.assign(k_.size(), T(0.0f));
@@ -61,6 +85,11 @@ class KvCache {
   Eigen::Index head_dim() const noexcept { return d_; }
   /// Slots filled so far (the same for every sequence of the batch).
   Eigen::Index size() const noexcept { return size_; }
+  /// The rolling cache's window W, or 0 for a cache that keeps every token.
+  std::int64_t sliding_window() const noexcept { return window_; }
+  /// Slots a rolling cache has dropped from the front: stored slot s holds the sequence's
+  /// slot evicted() + s (always 0 for a cache that keeps every token).
+  std::int64_t evicted() const noexcept { return evicted_; }
 
   /// Whole storage [batch, max_len, kv_heads, head_dim]; slots >= size() are unspecified.
   ConstTensorView<T, 4> keys() const { return {k_.data(), batch_, max_len_, kv_heads_, d_}; }
@@ -107,15 +136,20 @@ class KvCache {
   void clear_rope() { rope_.reset(); }
   bool has_rope() const noexcept { return rope_.has_value(); }
 
-  /// Forgets every token (size() = 0); storage and the RoPE plan are kept.
-  void clear() noexcept { size_ = 0; }
+  /// Forgets every token (size() = 0, evicted() = 0); storage and the RoPE plan are kept.
+  void clear() noexcept {
+    size_ = 0;
+    evicted_ = 0;
+  }
 
   /// \brief Appends n tokens per sequence: keys (rotated by their positions when RoPE is set),
   /// values, positions and validity.
   /// k, v: [batch, n, kv_heads, head_dim]; positions: [batch, n] in [0, 2^53];
   /// valid (optional, default all 1): [batch, n], 0 marks a padding token.
-  /// Throws std::out_of_range when size() + n > max_len, std::invalid_argument for shape or
-  /// position errors; on any throw the cache is unchanged.
+  /// A rolling cache first drops all but its newest W - 1 slots when size() + n > max_len.
+  /// Throws std::out_of_range when the tokens do not fit (size() + n > max_len; for a rolling
+  /// cache n > max_len - (W - 1)), std::invalid_argument for shape or position errors; on any
+  /// throw the cache is unchanged.
   template <typename In>
   void append(ConstTensorView<In, 4> k, ConstTensorView<In, 4> v, PositionIdsView positions,
               std::optional<ConstTensorView<std::uint8_t, 2>> valid = std::nullopt) {
@@ -131,7 +165,16 @@ class KvCache {
                       "kv_heads, head_dim] = [", batch_, ", ", n, ", ", kv_heads_, ", ", d_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
-    if (n > max_len_ - size_) {
+    // A rolling cache keeps the newest W - 1 slots: the first new query's window.
+    const Eigen::Index keep =
+        window_ > 0 ? std::min<Eigen::Index>(size_, static_cast<Eigen::Index>(window_ - 1)) : size_;
+    if (n > max_len_ - keep) {
+      if (window_ > 0) {
+        detail::throw_out_of_range(fn, "appending n = ", n, " tokens to a rolling cache of ",
+                                   "max_len = ", max_len_, " slots that must keep the last ",
+                                   "sliding_window - 1 = ", keep, " would overflow it: append ",
+                                   "chunks of at most ", max_len_ - keep, " tokens");
+      }
       detail::throw_out_of_range(fn, "appending n = ", n, " tokens to a cache holding ", size_,
                                  " of max_len = ", max_len_, " slots would overflow it");
     }
@@ -142,6 +185,7 @@ class KvCache {
                       "] must be [batch, n] = [", batch_, ", ", n, "]");
     }
 
+    if (n > max_len_ - size_) evict_all_but(keep);
     const Eigen::Index row = kv_heads_ * d_;
     if (rope_) {
       // Rotate a float (double) copy, then round once into the cache.
@@ -171,9 +215,10 @@ class KvCache {
   /// slot size() - q_len + i), padding slots masked, query positions = the stored positions of
   /// those slots, and q rotated by them when RoPE is set (then the default scale also takes the
   /// plan's softmax_scale_multiplier, as attention_with_rope). params.sliding_window counts
-  /// slots back from each query's own (decode reads only the last W slots; every slot is kept).
+  /// slots back from each query's own (decode reads only the last W slots). A rolling cache
+  /// requires params.sliding_window in [1, W]: a wider window would need dropped slots.
   /// q, out: [batch, q_len, heads, head_dim], 1 <= q_len <= size(), heads % kv_heads == 0.
-  /// Throws std::invalid_argument (shapes, q_len, slopes, scale) before writing anything.
+  /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window) before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
     static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
@@ -183,6 +228,11 @@ class KvCache {
                     " must equal the cache's batch (", batch_, ")");
     detail::require(q_len >= 1 && q_len <= size_, fn, "q_len = ", q_len, " must be in [1, size = ",
                     size_, "]: append the new tokens' keys and values first");
+    detail::require(window_ == 0 || (params.sliding_window >= 1 &&
+                                     params.sliding_window <= window_),
+                    fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ",
+                    window_, "]: this rolling cache keeps only the slots a window of ", window_,
+                    " sees (0 would mean full attention)");
     const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
     detail::validate_attention(fn, q, k_shape, k_shape, out, params, {});
 
@@ -218,6 +268,25 @@ class KvCache {
     }
   }
 
+  /// Moves each sequence's newest `keep` slots (K, V, position, validity) to the front.
+  /// std::copy is safe here: the destination starts before the source.
+  void evict_all_but(Eigen::Index keep) {
+    const Eigen::Index drop = size_ - keep, row = kv_heads_ * d_;
+    for (Eigen::Index b = 0; b < batch_ && drop > 0; ++b) {
+      const Eigen::Index slot0 = b * max_len_;
+      const auto move_front = [&](auto& x, Eigen::Index width) {
+        const auto from = x.begin() + (slot0 + drop) * width;
+        std::copy(from, from + keep * width, x.begin() + slot0 * width);
+      };
+      move_front(k_, row);
+      move_front(v_, row);
+      move_front(pos_, 1);
+      move_front(valid_, 1);
+    }
+    size_ = keep;
+    evicted_ += drop;
+  }
+
   /// The query rows' positions, gathered contiguously ([batch, q_len]) from the cache slots.
   const std::int64_t* query_positions(Eigen::Index q_len) {
     qpos_.resize(static_cast<std::size_t>(batch_ * q_len));
@@ -240,7 +309,9 @@ class KvCache {
   }
 
   Eigen::Index batch_, max_len_, kv_heads_, d_;
+  std::int64_t window_;
   Eigen::Index size_ = 0;
+  std::int64_t evicted_ = 0;
   std::vector<T> k_, v_;
   std::vector<std::int64_t> pos_;
   std::vector<std::uint8_t> valid_;
