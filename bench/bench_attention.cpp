@@ -19,8 +19,10 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -293,6 +295,52 @@ void BM_Attention_DecodeWindow(benchmark::State& state) {
   state.SetLabel(posenc_bench::ratio_label("stream_read/" + std::to_string(bytes), 0.85));
 }
 BENCHMARK(BM_Attention_DecodeWindow)->ArgNames({"ctx", "window"})->Args({32768, 4096})->UseManualTime();
+
+// The cost of a rolling cache (KvCache with sliding_window = W; Mistral-7B: W = 4096, GQA 32/8,
+// d = 128, float): when an append would overflow max_len slots, it first moves its newest
+// W - 1 slots to the front, 32 MiB of K+V at W = 4096, once per max_len - W + 1 appended
+// tokens. Timed: the evicting one-token append (the cache is refilled, untimed, between
+// passes), paired with a memcpy of the same bytes between two other buffers (paired_memcpy =
+// best memcpy / best append). amortised_us_per_step spreads the append over the tokens between
+// evictions, for comparison with a decode step (BM_Attention_DecodeWindow, a few ms).
+void BM_KvCache_RollingEvict(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  const Eigen::Index kv_heads = 8, d = 128, w = state.range(0), max_len = state.range(1);
+  const auto x = filled(static_cast<std::size_t>(max_len * kv_heads * d), 6);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(max_len));
+  for (Eigen::Index i = 0; i < max_len; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<float> cache(1, max_len, kv_heads, d, w);
+  const auto moved = static_cast<std::size_t>(2 * (w - 1) * kv_heads * d);
+  std::vector<float> copy_from(moved, 1.0f), copy_to(moved);
+  double best_append = 1e30, best_copy = 1e30;
+  for (auto _ : state) {
+    const Eigen::Index fill = max_len - cache.size();
+    cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, fill, kv_heads, d),
+                 posenc::ConstTensorView<float, 4>(x.data(), 1, fill, kv_heads, d),
+                 posenc::PositionIdsView(pos.data(), 1, fill));
+    const auto t0 = Clock::now();
+    cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 1, kv_heads, d),
+                 posenc::ConstTensorView<float, 4>(x.data(), 1, 1, kv_heads, d),
+                 posenc::PositionIdsView(pos.data(), 1, 1));
+    const auto t1 = Clock::now();
+    std::memcpy(copy_to.data(), copy_from.data(), moved * sizeof(float));
+    benchmark::DoNotOptimize(copy_to.data());
+    benchmark::ClobberMemory();
+    const auto t2 = Clock::now();
+    const double ta = std::chrono::duration<double>(t1 - t0).count();
+    state.SetIterationTime(ta);
+    best_append = std::min(best_append, ta);
+    best_copy = std::min(best_copy, std::chrono::duration<double>(t2 - t1).count());
+  }
+  if (cache.size() != w) state.SkipWithError("the timed append did not evict");
+  state.counters["paired_memcpy"] = best_copy / best_append;
+  state.counters["evict_ms"] = best_append * 1e3;
+  state.counters["amortised_us_per_step"] = best_append * 1e6 / static_cast<double>(max_len - w + 1);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(moved * sizeof(float)));
+}
+BENCHMARK(BM_KvCache_RollingEvict)->ArgNames({"window", "max_len"})->Args({4096, 8192})
+    ->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();

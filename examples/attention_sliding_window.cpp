@@ -11,10 +11,12 @@
 // expect: query 1 weights (W = 3): 0.500 0.500 0.000 0.000 0.000 0.000
 // expect: query 5 weights (W = 3): 0.000 0.000 0.000 0.333 0.333 0.333
 // expect: decode at slot 5, W = 3: 0.000 0.000 0.000 0.333 0.333 0.333
+// expect: rolling 4-slot cache, W = 3, token 5: 0.000 0.000 0.000 0.333 0.333 0.333 (holds tokens 2-5)
 // expect: scores [3, 0, -3], no cap:    [0.950, 0.047, 0.002]
 // expect: scores [3, 0, -3], cap c = 2: [0.840, 0.137, 0.022]
 
 #include <posenc/attention.hpp>
+#include <posenc/kv_cache.hpp>
 
 #include <cstdio>
 #include <vector>
@@ -48,6 +50,24 @@ int main() {
   std::printf("decode at slot 5, W = 3:");
   for (const float w : one) std::printf(" %.3f", static_cast<double>(w));
   std::printf("\n");
+
+  // The same decode through a rolling cache of 4 slots (KvCache's 5th argument W = 3): tokens
+  // go in one at a time; token 4 finds the cache full, so it keeps the newest W - 1 = 2 slots
+  // (tokens 2, 3) and drops 0 and 1. Token 5 then sees tokens 3-5, as without the cache. Its
+  // output row is indexed by token, from the V rows e_token.
+  posenc::KvCache<float> rolling(1, 4, 1, n, 3);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    const std::int64_t position = t;
+    rolling.append(posenc::ConstTensorView<float, 4>(k.data() + t * n, 1, 1, 1, n),
+                   posenc::ConstTensorView<float, 4>(v.data() + t * n, 1, 1, 1, n),
+                   posenc::PositionIdsView(&position, 1, 1));
+    rolling.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, 1, n),
+                   posenc::TensorView<float, 4>(one.data(), 1, 1, 1, n), params);
+  }
+  std::printf("rolling 4-slot cache, W = 3, token 5:");
+  for (const float w : one) std::printf(" %.3f", static_cast<double>(w));
+  std::printf(" (holds tokens %ld-%ld)\n", static_cast<long>(rolling.evicted()),
+              static_cast<long>(rolling.evicted() + rolling.size() - 1));
 
   // Soft cap: scores 3, 0, -3 become 2 tanh(1.5) = 1.8103, 0, -1.8103, whose softmax is
   // e^1.8103 / (e^1.8103 + 1 + e^-1.8103) = 6.1123 / 7.2760 = 0.840, then 0.137 and 0.022.
