@@ -505,6 +505,90 @@ TEST_CASE("attention: soft-capped attention equals the reference over prefill, d
   CHECK(max_abs_diff(fused(p, params), capped) > 1e-3);  // the cap changed the result
 }
 
+// ---- attention sinks (GPT-OSS) -----------------------------------------------------------------
+
+TEST_CASE("attention: a sink logit adds exp(sink) to the softmax denominator and nothing else",
+          "[attention][sinks]") {
+  // One query per head against keys with scores s_j = q.k_j (scale 1; q = e_0, k_j = s_j e_0)
+  // and V rows e_j, so out = the weights exp(s_j) / (exp(sink_h) + sum_k exp(s_k)), here in
+  // long double. Head 1's sink dwarfs every score. Separately, the first row of a causal call
+  // with q_len = n + 1 sees no key and must stay 0.
+  const std::vector<double> scores = {2.0, 0.0, -1.0, 30.0, -50.0};
+  const std::vector<double> sinks = {29.0, 40.0, 26.0};  // near the top score 30, and above it
+  const Eigen::Index n = static_cast<Eigen::Index>(scores.size()), d = n, H = 3;
+  std::vector<float> q(static_cast<std::size_t>(2 * H * d), 0.0f), k(static_cast<std::size_t>(n * d), 0.0f),
+      v(static_cast<std::size_t>(n * d), 0.0f);
+  for (Eigen::Index r = 0; r < 2 * H; ++r) q[static_cast<std::size_t>(r * d)] = 1.0f;
+  for (Eigen::Index j = 0; j < n; ++j) {
+    k[static_cast<std::size_t>(j * d)] = static_cast<float>(scores[static_cast<std::size_t>(j)]);
+    v[static_cast<std::size_t>(j * d + j)] = 1.0f;
+  }
+  AttentionParams params = make_params(MaskMode::kCausal);
+  params.scale = 1.0;
+  params.sink_logits = sinks;
+  for (const bool use_fused : {true, false}) {
+    // Causal, bottom-right: row 1 of q_len = 2 sees all n keys (checked); row 0 sees n - 1.
+    std::vector<float> out(static_cast<std::size_t>(2 * H * d), -1.0f);
+    const posenc::ConstTensorView<float, 4> Q(q.data(), 1, 2, H, d), K(k.data(), 1, n, 1, d),
+        V(v.data(), 1, n, 1, d);
+    const posenc::TensorView<float, 4> O(out.data(), 1, 2, H, d);
+    std::vector<double> w(static_cast<std::size_t>(H * 2 * n), -1.0);
+    if (use_fused) {
+      posenc::attention<float>(Q, K, V, O, params);
+    } else {
+      posenc::reference::attention<float>(Q, K, V, O, params, {},
+                                          posenc::TensorView<double, 4>(w.data(), 1, H, 2, n));
+    }
+    for (Eigen::Index h = 0; h < H; ++h) {
+      long double total = std::exp(static_cast<long double>(sinks[static_cast<std::size_t>(h)]));
+      for (const double sj : scores) total += std::exp(static_cast<long double>(sj));
+      long double weight_sum = 0.0L;
+      for (Eigen::Index j = 0; j < n; ++j) {
+        const long double want = std::exp(static_cast<long double>(scores[static_cast<std::size_t>(j)])) / total;
+        weight_sum += want;
+        CAPTURE(use_fused, h, j);
+        CHECK_THAT(out[static_cast<std::size_t>((H + h) * d + j)], WithinAbs(static_cast<double>(want), 2e-7));
+        if (!use_fused) {
+          CHECK_THAT(w[static_cast<std::size_t>((h * 2 + 1) * n + j)], WithinAbs(static_cast<double>(want), 1e-15));
+        }
+      }
+      // The case is one where every head's sink takes a real share (>= 1.8 %) of the softmax.
+      CHECK(weight_sum < 1.0L - 1e-2L);
+    }
+  }
+  // A row with no visible key gives 0 with a sink too (its denominator holds the sink alone).
+  std::vector<float> out(static_cast<std::size_t>((n + 1) * H * d), -1.0f);
+  std::vector<float> q_long(out.size(), 1.0f);
+  posenc::attention<float>(posenc::ConstTensorView<float, 4>(q_long.data(), 1, n + 1, H, d),
+                           posenc::ConstTensorView<float, 4>(k.data(), 1, n, 1, d),
+                           posenc::ConstTensorView<float, 4>(v.data(), 1, n, 1, d),
+                           posenc::TensorView<float, 4>(out.data(), 1, n + 1, H, d), params);
+  for (Eigen::Index c = 0; c < H * d; ++c) CHECK(out[static_cast<std::size_t>(c)] == 0.0f);
+}
+
+TEST_CASE("attention: with sinks the fused kernel equals the reference over prefill, decode, "
+          "windows, ALiBi, the soft cap and threads", "[attention][sinks]") {
+  const Shape shape = GENERATE(Shape{1, 130, 130, 4, 2, 64}, Shape{1, 1, 300, 32, 8, 128},
+                               Shape{2, 4, 90, 8, 8, 24}, Shape{1, 12, 200, 16, 2, 40});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  const bool alibi = GENERATE(false, true);
+  const int variant = GENERATE(0, 1, 2);  // plain, window 50, soft cap 5 on 2 threads
+  CAPTURE(shape, posenc::to_string(mask), alibi, variant);
+  const Problem<float> p(shape, 960, 2.0);
+  AttentionParams params = make_params(mask, alibi ? shape.heads : 0);
+  if (variant == 1) params.sliding_window = 50;
+  if (variant == 2) {
+    params.logit_softcap = 5.0;
+    params.num_threads = 2;
+  }
+  // Sinks around the scores' own range (scale q.k ~ +-5 here), so they move the weights.
+  for (Eigen::Index h = 0; h < shape.heads; ++h) params.sink_logits.push_back(double(h % 7) - 2.5);
+  const auto with_sinks = fused(p, params);
+  POSENC_REQUIRE_CLOSE(close(with_sinks, reference(p, params), 1e-5));
+  params.sink_logits.clear();
+  CHECK(max_abs_diff(fused(p, params), with_sinks) > 1e-3);  // the sinks changed the result
+}
+
 TEST_CASE("attention: key padding by lengths and by mask, rows with no visible key are 0",
           "[attention][padding]") {
   const Problem<float> p(3, 6, 10, 4, 2, 16, 7);
@@ -795,6 +879,15 @@ TEST_CASE("attention: bad input throws before anything is written", "[attention]
     REQUIRE_THROWS_WITH(run(p, params), Contains("logit_softcap = -1 must be finite and >= 0"));
     params.logit_softcap = std::numeric_limits<double>::infinity();
     REQUIRE_THROWS_WITH(run(p, params), Contains("logit_softcap = inf must be finite"));
+    CHECK(unchanged());
+  }
+  SECTION("sink logits") {
+    AttentionParams params;
+    params.sink_logits = {0.0, 1.0, 2.0};
+    REQUIRE_THROWS_AS(run(p, params), std::invalid_argument);
+    REQUIRE_THROWS_WITH(run(p, params), Contains("sink_logits has 3 entries") && Contains("heads = 4"));
+    params.sink_logits = {0.0, 1.0, std::numeric_limits<double>::quiet_NaN(), 2.0};
+    REQUIRE_THROWS_WITH(run(p, params), Contains("sink_logits[2] = nan must be finite"));
     CHECK(unchanged());
   }
   SECTION("negative sliding window") {

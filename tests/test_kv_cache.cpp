@@ -102,7 +102,7 @@ struct Schedule {
 
 template <typename T>
 void check_decode_equals_full_forward(Positional positional, std::int64_t window = 0,
-                                      const Schedule& schedule = {}) {
+                                      const Schedule& schedule = {}, bool sinks = false) {
   const Eigen::Index n = schedule.n, m = schedule.m;
   const Batch x(n, m);
   constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
@@ -111,6 +111,7 @@ void check_decode_equals_full_forward(Positional positional, std::int64_t window
   params.mask = MaskMode::kCausal;
   params.sliding_window = window;
   if (positional == Positional::kAlibi) params.alibi_slopes = posenc::alibi_slopes(H);
+  for (Eigen::Index h = 0; sinks && h < H; ++h) params.sink_logits.push_back(0.7 * double(h) - 2.0);
 
   // Full forward (oracle): rotate Q and K in float (RoPE), round K and V to the cache storage
   // as the cache does, then the double reference over all N tokens.
@@ -197,8 +198,9 @@ void check_decode_equals_full_forward(Positional positional, std::int64_t window
 TEMPLATE_TEST_CASE("kv_cache: prefill + decode steps equal one full causal forward, left-padded "
                    "batch", "[kv_cache][decode]", float, Eigen::bfloat16, Eigen::half) {
   const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
-  CAPTURE(name(positional));
-  check_decode_equals_full_forward<TestType>(positional);
+  const bool sinks = GENERATE(false, true);  // GPT-OSS's per-head sink logits
+  CAPTURE(name(positional), sinks);
+  check_decode_equals_full_forward<TestType>(positional, 0, {}, sinks);
 }
 
 TEMPLATE_TEST_CASE("kv_cache: with a sliding window, prefill + decode steps equal one full "
@@ -216,7 +218,8 @@ TEMPLATE_TEST_CASE("kv_cache: a rolling cache of a few slots gives the windowed 
                    Eigen::bfloat16) {
   // 40 tokens through max_len = W - 1 + 5 slots: chunks of 1, 3, 1, 2 and 5 tokens (5 is the
   // largest chunk that fits next to the W - 1 kept slots), so the cache drops its oldest slots
-  // every few appends, with the padding slots of sequence 0 among the first dropped.
+  // every few appends, with the padding slots of sequence 0 among the first dropped. W = 4 runs
+  // with GPT-OSS's attention sinks (its sliding layers use both).
   const Positional positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
   const std::int64_t window = GENERATE(1, 4, 6);
   CAPTURE(name(positional), window);
@@ -225,7 +228,7 @@ TEMPLATE_TEST_CASE("kv_cache: a rolling cache of a few slots gives the windowed 
   schedule.m = 35;
   schedule.max_len = window - 1 + 5;
   schedule.then = {1, 3, 1, 2, 5};
-  check_decode_equals_full_forward<TestType>(positional, window, schedule);
+  check_decode_equals_full_forward<TestType>(positional, window, schedule, window == 4);
 }
 
 TEST_CASE("kv_cache: ALiBi at decode uses the cached positions, not the query length",

@@ -98,6 +98,7 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
       std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(k_len + q_len)));
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
+  p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
   p.q_pos = q_pos;
   p.k_pos = k_pos;
   p.key_lengths = key_lengths;

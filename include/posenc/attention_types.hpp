@@ -68,6 +68,13 @@ struct AttentionParams {
   /// ALiBi bias and the mask (HF Gemma2Attention, FlashAttention's softcap). 0 = none; must be
   /// finite and >= 0.
   double logit_softcap = 0.0;
+  /// GPT-OSS's learned attention sinks, one logit per query head (the checkpoint's
+  /// self_attn.sinks); empty = none. Each row's softmax gets one more entry exp(sink_h) in its
+  /// denominator, for a "key" with no value: weights_j = exp(s_j) / (exp(sink_h) + sum_k
+  /// exp(s_k)), which need not sum to 1 (HF GptOssAttention: concatenate the sink to the masked
+  /// logits, softmax, drop its column; FlashInfer / vLLM `sinks`). The sink is neither scaled
+  /// nor soft-capped nor biased. A row with no visible key still gives 0. Must be finite.
+  std::vector<double> sink_logits;
   /// Sliding window W (keys per query, the query's own included); 0 = no window. Must be >= 0.
   /// Key tiles outside every query's window are skipped: the cost grows with W, not k_len.
   std::int64_t sliding_window = 0;
@@ -165,6 +172,15 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
           " must be >= 0 (0 = no window)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
   if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
+  if (!params.sink_logits.empty()) {
+    require(static_cast<Eigen::Index>(params.sink_logits.size()) == heads, fn, "sink_logits has ",
+            params.sink_logits.size(), " entries; it must have one per query head (heads = ",
+            heads, ")");
+    for (std::size_t h = 0; h < params.sink_logits.size(); ++h) {
+      require(std::isfinite(params.sink_logits[h]), fn, "sink_logits[", h, "] = ",
+              params.sink_logits[h], " must be finite");
+    }
+  }
   if (meta.query_positions) {
     validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len, "q_len");
   }

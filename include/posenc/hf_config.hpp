@@ -1027,7 +1027,8 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
 
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
 /// logit soft cap and, on sliding layers (hf_layer_is_sliding), its sliding window; causal mask,
-/// one thread. Throws std::out_of_range for a layer outside the model.
+/// one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
+/// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
   AttentionParams p;
   p.sliding_window = hf_layer_is_sliding(c, layer) ? c.sliding_window : 0;

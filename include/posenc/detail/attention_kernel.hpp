@@ -198,6 +198,7 @@ struct AttentionProblem {
   Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
+  const double* sinks = nullptr;           // [heads] sink logits (GPT-OSS), or null
   const std::int64_t* q_pos = nullptr;     // [batch, q_len] or null: k_len - q_len + i
   const std::int64_t* k_pos = nullptr;     // row b at k_pos + b * meta_batch_stride, or null: j
   const std::int64_t* key_lengths = nullptr;  // [batch] or null
@@ -630,8 +631,10 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       const auto [first, last] = p.visible_keys(qi);
       ws.first[at(r)] = real ? static_cast<Acc>(first) : Acc(0);
       ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
-      ws.m[at(r)] = kNegInf;
-      ws.l[at(r)] = Acc(0);
+      // A sink starts the row's online softmax as an entry of logit sink_h and no value.
+      const bool sink = real && p.sinks;
+      ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
+      ws.l[at(r)] = sink ? Acc(1) : Acc(0);
       const TQ* qrow = q_row(qi, h);
       for (Eigen::Index c = 0; c < d; ++c) {
         qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
@@ -716,7 +719,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
   }
 
-  // out = O / l; rows with no visible key (l = 0) give 0.
+  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0.
   for (Eigen::Index s = 0; s < ns; ++s) {
     for (Eigen::Index r = 0; r < nrows; ++r) {
       const auto at = static_cast<std::size_t>(s * rs + r);
@@ -928,8 +931,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const auto [first, last] = p.visible_keys(qi);
     ws.first[at] = real ? static_cast<Acc>(first) : Acc(0);
     ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
-    ws.m[at] = -std::numeric_limits<Acc>::infinity();
-    ws.l[at] = Acc(0);
+    const bool sink = real && p.sinks;  // as in the prefill item
+    ws.m[at] = sink ? static_cast<Acc>(p.sinks[h]) : -std::numeric_limits<Acc>::infinity();
+    ws.l[at] = sink ? Acc(1) : Acc(0);
     if (!real) continue;
     const TQ* qrow = p.q + ((b * p.q_len + qi) * p.heads + h) * d;
     for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * p.scale;
@@ -1020,7 +1024,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     }
   }
 
-  // out = O / l; rows with no visible key (l = 0) give 0.
+  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0.
   for (Eigen::Index lane = 0; lane < lanes; ++lane) {
     const auto at = static_cast<std::size_t>(lane);
     const Acc l = ws.l[at];

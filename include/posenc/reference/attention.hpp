@@ -1,8 +1,8 @@
 #pragma once
 /// \file posenc/reference/attention.hpp
 /// Attention the textbook way, in double: materialise S = scale Q K^T with an Eigen matrix
-/// product, add the ALiBi bias and the mask, softmax each row (max-subtracted), then
-/// O = P V. O(q_len * k_len) memory per (batch, head): for checking the fused kernel and for
+/// product, add the ALiBi bias and the mask, softmax each row (max-subtracted; an attention
+/// sink adds its term to the denominator), then O = P V. O(q_len * k_len) memory per (batch, head): for checking the fused kernel and for
 /// inspecting the weights, not for long sequences.
 
 #include <cmath>
@@ -73,7 +73,10 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
       for (Eigen::Index i = 0; i < q_len; ++i) {
         const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
                                                          : static_cast<std::int64_t>(offset + i);
-        double row_max = neg_inf;
+        // An attention sink is one more softmax entry, with no value row.
+        const bool sink = !params.sink_logits.empty();
+        const double sink_logit = sink ? params.sink_logits[static_cast<std::size_t>(h)] : 0.0;
+        double row_max = sink ? sink_logit : neg_inf;
         for (Eigen::Index j = 0; j < k_len; ++j) {
           const std::int64_t pk =
               metadata.key_positions ? (*metadata.key_positions)(b, j) : static_cast<std::int64_t>(j);
@@ -91,7 +94,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
           if (!visible) s(i, j) = neg_inf;
           row_max = std::max(row_max, s(i, j));
         }
-        double sum = 0.0;
+        double sum = sink ? std::exp(sink_logit - row_max) : 0.0;
         for (Eigen::Index j = 0; j < k_len; ++j) {
           s(i, j) = s(i, j) == neg_inf ? 0.0 : std::exp(s(i, j) - row_max);
           sum += s(i, j);
