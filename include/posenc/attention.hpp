@@ -72,13 +72,15 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
                          const AttentionParams& params, const std::int64_t* q_pos,
                          const std::int64_t* k_pos, const std::int64_t* key_lengths,
                          const std::uint8_t* key_mask, Eigen::Index meta_batch_stride,
-                         AttentionWorkspace& workspace, double softmax_scale_multiplier = 1.0) {
+                         AttentionWorkspace& workspace, double softmax_scale_multiplier = 1.0,
+                         compute_t<TQ>* lse = nullptr) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q;
   p.k = k;
   p.v = v;
   p.out = out;
+  p.lse = lse;
   p.batch = batch;
   p.q_len = q_len;
   p.k_len = k_len;
@@ -107,7 +109,32 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
 }
 
+/// attention() on validated views: K/V and metadata rows k_len apart.
+template <typename T>
+void run_attention_views(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
+                         ConstTensorView<T, 4> v, TensorView<T, 4> out,
+                         const AttentionParams& params, const AttentionMetadata& metadata,
+                         AttentionWorkspace* workspace, compute_t<T>* lse = nullptr) {
+  static_assert(is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                      "Eigen::half or Eigen::bfloat16");
+  AttentionWorkspace local;
+  AttentionWorkspace& ws = workspace ? *workspace : local;
+  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2), d = q.dimension(3);
+  run_fused_attention(q.data(), k.data(), v.data(), out.data(), q.dimension(0), q.dimension(1),
+                      k_len, q.dimension(2), kv_heads, d, k_len * kv_heads * d, params,
+                      metadata.query_positions ? metadata.query_positions->data() : nullptr,
+                      metadata.key_positions ? metadata.key_positions->data() : nullptr,
+                      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
+                      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws, 1.0,
+                      lse);
+}
+
 }  // namespace detail
+
+/// Element type of a log-sum-exp output: float, or double for double storage (the kernel's
+/// accumulation type).
+template <typename T>
+using lse_t = detail::compute_t<T>;
 
 /// \brief Fused attention: out = softmax(scale Q K^T + ALiBi + mask) V, tiled with an online
 /// softmax (no [q_len, k_len] buffer).
@@ -125,19 +152,31 @@ template <typename T>
 void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
                TensorView<T, 4> out, const AttentionParams& params = {},
                const AttentionMetadata& metadata = {}, AttentionWorkspace* workspace = nullptr) {
-  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
-                                              "Eigen::half or Eigen::bfloat16");
   detail::validate_attention("attention", q, k, v, out, params, metadata);
-  AttentionWorkspace local;
-  AttentionWorkspace& ws = workspace ? *workspace : local;
-  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2), d = q.dimension(3);
-  detail::run_fused_attention(
-      q.data(), k.data(), v.data(), out.data(), q.dimension(0), q.dimension(1), k_len,
-      q.dimension(2), kv_heads, d, k_len * kv_heads * d, params,
-      metadata.query_positions ? metadata.query_positions->data() : nullptr,
-      metadata.key_positions ? metadata.key_positions->data() : nullptr,
-      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
-      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws);
+  detail::run_attention_views(q, k, v, out, params, metadata, workspace);
+}
+
+/// \brief As attention(), and also writes each row's log-sum-exp of its final logits,
+/// lse[b, i, h] = log(sum_j exp(s_j)) over the keys the row sees (s_j after the scale, soft cap,
+/// ALiBi bias; exp(sink_h) included when sink_logits are set), -inf for a row that sees no key.
+/// It is what merges attentions over disjoint key sets (attention_merge.hpp): split-K decode,
+/// a shared prefix attended once (cascade attention), or FlashAttention's softmax_lse.
+/// lse: [batch, q_len, heads] (the layout of out without head_dim; FlashAttention returns
+/// [batch, heads, q_len]). Throws std::invalid_argument as attention() does, and for an lse of
+/// the wrong shape, before writing anything.
+template <typename T>
+void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
+               TensorView<T, 4> out, TensorView<lse_t<T>, 3> lse,
+               const AttentionParams& params = {}, const AttentionMetadata& metadata = {},
+               AttentionWorkspace* workspace = nullptr) {
+  constexpr std::string_view fn = "attention";
+  detail::validate_attention(fn, q, k, v, out, params, metadata);
+  detail::require(lse.dimension(0) == q.dimension(0) && lse.dimension(1) == q.dimension(1) &&
+                      lse.dimension(2) == q.dimension(2),
+                  fn, "lse shape [", lse.dimension(0), ", ", lse.dimension(1), ", ",
+                  lse.dimension(2), "] must be [batch, q_len, heads] = [", q.dimension(0), ", ",
+                  q.dimension(1), ", ", q.dimension(2), "]");
+  detail::run_attention_views(q, k, v, out, params, metadata, workspace, lse.data());
 }
 
 }  // namespace posenc

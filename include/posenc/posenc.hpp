@@ -4,6 +4,7 @@
 
 #include "posenc/alibi.hpp"
 #include "posenc/attention.hpp"
+#include "posenc/attention_merge.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"
 #include "posenc/diagnostics.hpp"

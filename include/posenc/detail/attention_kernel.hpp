@@ -190,6 +190,7 @@ struct AttentionProblem {
   const TKV* k = nullptr;
   const TKV* v = nullptr;
   TO* out = nullptr;  // [batch, q_len, heads, d]
+  Acc* lse = nullptr;  // [batch, q_len, heads] log-sum-exp of each row's logits, or null
   Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0;
   Eigen::Index kv_batch_stride = 0;
   Acc scale = Acc(1);
@@ -502,6 +503,13 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   }
 }
 
+/// log(sum_j exp(s_j)) of a row from its online-softmax state: l = sum_j exp(s_j - m).
+/// -inf for a row that saw no key (l = 0).
+template <typename Acc>
+inline Acc attn_log_sum_exp(Acc m, Acc l) {
+  return l > Acc(0) ? m + std::log(l) : -std::numeric_limits<Acc>::infinity();
+}
+
 // ---- one work item ---------------------------------------------------------------------------
 
 /// Copies n key rows of `width` elements (stride `stride` in the caller's [.., kv_heads, d]
@@ -725,9 +733,11 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       const auto at = static_cast<std::size_t>(s * rs + r);
       const Acc l = ws.l[at];
       const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
-      TO* dst = p.out + ((b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at]) * d;
+      const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
+      TO* dst = p.out + row * d;
       const Acc* o = ws.o.data() + (s * rs + r) * d;
       for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[c] * inv);
+      if (p.lse) p.lse[row] = attn_log_sum_exp(ws.m[at], l);
     }
   }
 }
@@ -1029,8 +1039,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const auto at = static_cast<std::size_t>(lane);
     const Acc l = ws.l[at];
     const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
-    TO* dst = p.out + ((b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at]) * d;
+    const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
+    TO* dst = p.out + row * d;
     for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[lane * d + c] * inv);
+    if (p.lse) p.lse[row] = attn_log_sum_exp(ws.m[at], l);
   }
 }
 
