@@ -41,8 +41,11 @@ class AttentionWorkspace {
   /// thread at most 4 MiB of K/V rows kept packed between work items (whatever k_len is).
   std::size_t size() const noexcept {
     std::size_t n = 0;
-    for (const auto& b : f_) n += b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();
-    for (const auto& b : d_) n += b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();
+    const auto held = [](const auto& b) {
+      return b.qt.size() + b.st.size() + b.o.size() + b.kf.size() + b.vf.size();
+    };
+    for (const auto& b : f_) n += held(b);
+    for (const auto& b : d_) n += held(b);
     return n;
   }
 

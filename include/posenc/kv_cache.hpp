@@ -190,9 +190,7 @@ class KvCache {
     if (rope_) {
       // Rotate a float (double) copy, then round once into the cache.
       using Acc = detail::compute_t<In>;
-      auto& stage = staging<Acc>();
-      stage.resize(static_cast<std::size_t>(batch_ * n * row));
-      for (std::size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<Acc>(detail::to_compute(k.data()[i]));
+      auto& stage = staged<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
       store(stage.data(), k_, n);
@@ -240,10 +238,8 @@ class KvCache {
     const Eigen::Index kv_stride = max_len_ * kv_heads_ * d_;
     if (rope_) {
       using Acc = detail::compute_t<TQ>;
-      auto& stage = staging<Acc>();
       const Eigen::Index heads = q.dimension(2);
-      stage.resize(static_cast<std::size_t>(batch_ * q_len * heads * d_));
-      for (std::size_t i = 0; i < stage.size(); ++i) stage[i] = static_cast<Acc>(detail::to_compute(q.data()[i]));
+      auto& stage = staged<Acc>(q.data(), static_cast<std::size_t>(batch_ * q_len * heads * d_));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
                               PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
       detail::run_fused_attention(stage.data(), k_.data(), v_.data(), out.data(), batch_, q_len,
@@ -264,7 +260,9 @@ class KvCache {
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
       T* to = dst.data() + (b * max_len_ + size_) * row;
-      for (Eigen::Index i = 0; i < n * row; ++i) to[i] = detail::from_value<T>(detail::to_compute(from[i]));
+      for (Eigen::Index i = 0; i < n * row; ++i) {
+        to[i] = detail::from_value<T>(detail::to_compute(from[i]));
+      }
     }
   }
 
@@ -297,6 +295,15 @@ class KvCache {
       }
     }
     return qpos_.data();
+  }
+
+  /// The staging buffer of Acc, holding src[0, n) converted (rotation happens in Acc).
+  template <typename Acc, typename Src>
+  std::vector<Acc>& staged(const Src* src, std::size_t n) {
+    auto& stage = staging<Acc>();
+    stage.resize(n);
+    for (std::size_t i = 0; i < n; ++i) stage[i] = static_cast<Acc>(detail::to_compute(src[i]));
+    return stage;
   }
 
   template <typename Acc>

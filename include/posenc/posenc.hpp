@@ -7,6 +7,7 @@
 #include "posenc/attention_merge.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/attention_varlen.hpp"
 #include "posenc/diagnostics.hpp"
 #include "posenc/error.hpp"
 #include "posenc/kv_cache.hpp"

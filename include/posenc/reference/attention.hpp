@@ -2,8 +2,9 @@
 /// \file posenc/reference/attention.hpp
 /// Attention the textbook way, in double: materialise S = scale Q K^T with an Eigen matrix
 /// product, add the ALiBi bias and the mask, softmax each row (max-subtracted; an attention
-/// sink adds its term to the denominator), then O = P V. O(q_len * k_len) memory per (batch, head): for checking the fused kernel and for
-/// inspecting the weights, not for long sequences.
+/// sink adds its term to the denominator), then O = P V. O(q_len * k_len) memory per
+/// (batch, head): for checking the fused kernel and for inspecting the weights, not for long
+/// sequences.
 
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,119 @@
+#pragma once
+/// \file posenc/attention_varlen.hpp
+/// Attention over a packed batch of sequences of different lengths, without padding
+/// (FlashAttention's flash_attn_varlen_func, the "THD" layout continuous-batching engines use):
+///
+///   q, out: [total_q, heads, head_dim]      tokens of every sequence, back to back
+///   k, v:   [total_k, kv_heads, head_dim]
+///   cu_seqlens_q, cu_seqlens_k: [num_seqs + 1] int64 prefix sums, 0 = cu[0] <= cu[1] <= ...
+///
+///   q rows:  |-- seq 0 --|- seq 1 -|------ seq 2 ------|      cu_seqlens_q = {0, 3, 5, 11}
+///   k rows:  |---- seq 0 ----|- seq 1 -|---- seq 2 ----|      cu_seqlens_k = {0, 5, 7, 12}
+///
+/// Sequence s is attention() with batch 1 over its own rows: its queries
+/// [cu_q[s], cu_q[s + 1]) see only its keys [cu_k[s], cu_k[s + 1]), with the causal mask
+/// aligned bottom-right inside the sequence (query i sits at slot k_len_s - q_len_s + i: a
+/// chunk of new tokens after its cached ones), sliding windows and ALiBi distances counted in
+/// the sequence's own slots. A sequence with no query is skipped; one with queries but no key
+/// gives zero rows (lse -inf).
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <tuple>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// \brief Fused attention over a packed variable-length batch (see the file comment).
+/// lse (optional): [total_q, heads], each row's log-sum-exp as attention(..., lse, ...).
+/// Sequences run one after another, each on params.num_threads threads.
+/// Throws std::invalid_argument, before writing anything, for bad shapes, cu_seqlens that do
+/// not start at 0, decrease, or end elsewhere than at total_q / total_k, and every parameter
+/// error attention() reports.
+template <typename T>
+void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTensorView<T, 3> v,
+                      TensorView<T, 3> out, ConstTensorView<std::int64_t, 1> cu_seqlens_q,
+                      ConstTensorView<std::int64_t, 1> cu_seqlens_k,
+                      const AttentionParams& params = {}, AttentionWorkspace* workspace = nullptr,
+                      std::optional<TensorView<lse_t<T>, 2>> lse = std::nullopt) {
+  constexpr std::string_view fn = "attention_varlen";
+  const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
+  const Eigen::Index total_k = k.dimension(0), kv_heads = k.dimension(1);
+  for (int a = 0; a < 3; ++a) {
+    detail::require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0),
+                    ", ", out.dimension(1), ", ", out.dimension(2), "] must equal q shape [",
+                    total_q, ", ", heads, ", ", d, "]");
+    detail::require(v.dimension(a) == k.dimension(a), fn, "v shape [", v.dimension(0), ", ",
+                    v.dimension(1), ", ", v.dimension(2), "] must equal k shape [", total_k,
+                    ", ", kv_heads, ", ", k.dimension(2), "]");
+  }
+  if (lse) {
+    detail::require(lse->dimension(0) == total_q && lse->dimension(1) == heads, fn,
+                    "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
+                    "] must be [total_q, heads] = [", total_q, ", ", heads, "]");
+  }
+  const Eigen::Index n = cu_seqlens_q.dimension(0);
+  detail::require(n >= 2 && cu_seqlens_k.dimension(0) == n, fn, "cu_seqlens_q and cu_seqlens_k ",
+                  "have ", n, " and ", cu_seqlens_k.dimension(0), " entries; both must have ",
+                  "num_seqs + 1 >= 2");
+  for (const auto& [cu, name, total] :
+       {std::tuple{cu_seqlens_q, "cu_seqlens_q", total_q},
+        std::tuple{cu_seqlens_k, "cu_seqlens_k", total_k}}) {
+    detail::require(cu(0) == 0 && cu(n - 1) == total, fn, name, " must run from 0 to ", total,
+                    " (its tensor's rows); it runs from ", cu(0), " to ", cu(n - 1));
+    for (Eigen::Index s = 0; s + 1 < n; ++s) {
+      detail::require(cu(s) <= cu(s + 1), fn, name, "[", s + 1, "] = ", cu(s + 1),
+                      " is below ", name, "[", s, "] = ", cu(s), ": lengths must be >= 0");
+    }
+  }
+  // Per-sequence views; every call is validated before the first one writes.
+  struct Seq {
+    Eigen::Index q0, q_len, k0, k_len;
+  };
+  const auto seq = [&](Eigen::Index s) {
+    return Seq{cu_seqlens_q(s), cu_seqlens_q(s + 1) - cu_seqlens_q(s), cu_seqlens_k(s),
+               cu_seqlens_k(s + 1) - cu_seqlens_k(s)};
+  };
+  const auto views = [&](const Seq& x) {
+    return std::tuple{ConstTensorView<T, 4>(q.data() + x.q0 * heads * d, 1, x.q_len, heads, d),
+                      ConstTensorView<T, 4>(k.data() + x.k0 * kv_heads * d, 1, x.k_len, kv_heads,
+                                            k.dimension(2)),
+                      ConstTensorView<T, 4>(v.data() + x.k0 * kv_heads * d, 1, x.k_len, kv_heads,
+                                            k.dimension(2)),
+                      TensorView<T, 4>(out.data() + x.q0 * heads * d, 1, x.q_len, heads, d)};
+  };
+  for (Eigen::Index s = 0; s + 1 < n; ++s) {
+    const Seq x = seq(s);
+    if (x.q_len == 0) continue;
+    // A sequence without keys is checked as one with a single key: same shapes otherwise.
+    const auto [qs, ks, vs, os] = views(Seq{x.q0, x.q_len, 0, std::max<Eigen::Index>(x.k_len, 1)});
+    detail::validate_attention(fn, qs, ks, vs, os, params, {});
+  }
+
+  AttentionWorkspace local;
+  AttentionWorkspace& ws = workspace ? *workspace : local;
+  for (Eigen::Index s = 0; s + 1 < n; ++s) {
+    const Seq x = seq(s);
+    if (x.q_len == 0) continue;
+    lse_t<T>* row_lse = lse ? lse->data() + x.q0 * heads : nullptr;
+    const auto [qs, ks, vs, os] = views(x);
+    if (x.k_len == 0) {
+      std::fill(os.data(), os.data() + os.size(), detail::from_value<T>(lse_t<T>(0)));
+      if (row_lse) {
+        std::fill(row_lse, row_lse + x.q_len * heads, -std::numeric_limits<lse_t<T>>::infinity());
+      }
+      continue;
+    }
+    detail::run_attention_views(qs, ks, vs, os, params, AttentionMetadata{}, &ws, row_lse);
+  }
+}
+
+}  // namespace posenc

@@ -1,0 +1,168 @@
+// Packed variable-length attention (THD, cu_seqlens): each sequence of the packed batch must
+// equal the double reference run on that sequence alone (batch 1), with causal chunks
+// (q_len < k_len), q_len > k_len rows, empty sequences, ALiBi, windows, sinks and the lse;
+// it must never read another sequence's keys; bad cu_seqlens write nothing.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/alibi.hpp>
+#include <posenc/attention_varlen.hpp>
+#include <posenc/reference/attention.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::AttentionParams;
+using posenc::ConstTensorView;
+using posenc::MaskMode;
+using posenc::TensorView;
+
+namespace {
+
+constexpr Eigen::Index H = 8, KH = 2, d = 40;
+
+struct Packed {
+  std::vector<std::int64_t> cu_q, cu_k;
+  std::vector<float> q, k, v;
+  Packed(const std::vector<std::int64_t>& q_lens, const std::vector<std::int64_t>& k_lens) {
+    cu_q = {0};
+    cu_k = {0};
+    for (std::size_t s = 0; s < q_lens.size(); ++s) {
+      cu_q.push_back(cu_q.back() + q_lens[s]);
+      cu_k.push_back(cu_k.back() + k_lens[s]);
+    }
+    q = posenc_test::random_vector<float>(static_cast<std::size_t>(cu_q.back() * H * d), 71);
+    k = posenc_test::random_vector<float>(static_cast<std::size_t>(cu_k.back() * KH * d), 72);
+    v = posenc_test::random_vector<float>(k.size(), 73);
+    for (float& x : q) x *= 2.0f;
+    for (float& x : k) x *= 2.0f;
+  }
+  Eigen::Index seqs() const { return static_cast<Eigen::Index>(cu_q.size()) - 1; }
+  Eigen::Index total_q() const { return cu_q.back(); }
+  Eigen::Index total_k() const { return cu_k.back(); }
+};
+
+void run(const Packed& x, std::vector<float>& out, std::vector<float>& lse, const AttentionParams& params) {
+  posenc::attention_varlen<float>(
+      ConstTensorView<float, 3>(x.q.data(), x.total_q(), H, d), ConstTensorView<float, 3>(x.k.data(), x.total_k(), KH, d),
+      ConstTensorView<float, 3>(x.v.data(), x.total_k(), KH, d), TensorView<float, 3>(out.data(), x.total_q(), H, d),
+      ConstTensorView<std::int64_t, 1>(x.cu_q.data(), x.seqs() + 1),
+      ConstTensorView<std::int64_t, 1>(x.cu_k.data(), x.seqs() + 1), params, nullptr,
+      TensorView<float, 2>(lse.data(), x.total_q(), H));
+}
+
+}  // namespace
+
+TEST_CASE("attention varlen: each packed sequence equals the reference on that sequence alone",
+          "[attention][varlen]") {
+  // Sequences: a prefill, an empty one, a chunk after 170 cached keys, a decode token, a
+  // sequence with more queries than keys (rows without keys), and queries with no key at all.
+  const std::vector<std::int64_t> q_lens = {37, 0, 130, 1, 6, 3}, k_lens = {37, 9, 300, 77, 4, 0};
+  const Packed x(q_lens, k_lens);
+  const int variant = GENERATE(0, 1, 2, 3);  // plain causal, ALiBi, window 50 + sinks, bidirectional
+  const int threads = GENERATE(1, 2);
+  CAPTURE(variant, threads);
+  AttentionParams params;
+  params.num_threads = threads;
+  if (variant == 1) params.alibi_slopes = posenc::alibi_slopes(H);
+  if (variant == 2) {
+    params.sliding_window = 50;
+    for (Eigen::Index h = 0; h < H; ++h) params.sink_logits.push_back(0.5 * double(h) - 1.0);
+  }
+  if (variant == 3) params.mask = MaskMode::kBidirectional;
+  std::vector<float> out(static_cast<std::size_t>(x.total_q() * H * d), -9.0f),
+      lse(static_cast<std::size_t>(x.total_q() * H), -9.0f);
+  run(x, out, lse, params);
+
+  for (Eigen::Index s = 0; s < x.seqs(); ++s) {
+    const Eigen::Index q0 = x.cu_q[static_cast<std::size_t>(s)], q_len = q_lens[static_cast<std::size_t>(s)];
+    const Eigen::Index k0 = x.cu_k[static_cast<std::size_t>(s)], k_len = k_lens[static_cast<std::size_t>(s)];
+    CAPTURE(s, q_len, k_len);
+    if (q_len == 0) continue;
+    const auto got = [&](std::size_t i) { return static_cast<double>(out[static_cast<std::size_t>(q0 * H * d) + i]); };
+    if (k_len == 0) {
+      for (Eigen::Index i = 0; i < q_len * H * d; ++i) CHECK(got(static_cast<std::size_t>(i)) == 0.0);
+      for (Eigen::Index i = 0; i < q_len * H; ++i) {
+        CHECK(lse[static_cast<std::size_t>(q0 * H + i)] == -std::numeric_limits<float>::infinity());
+      }
+      continue;
+    }
+    // The sequence copied out alone, batch 1, through the double reference.
+    const std::vector<float> qs(x.q.begin() + q0 * H * d, x.q.begin() + (q0 + q_len) * H * d);
+    const std::vector<float> ks(x.k.begin() + k0 * KH * d, x.k.begin() + (k0 + k_len) * KH * d);
+    const std::vector<float> vs(x.v.begin() + k0 * KH * d, x.v.begin() + (k0 + k_len) * KH * d);
+    std::vector<float> want(qs.size());
+    posenc::reference::attention<float>(ConstTensorView<float, 4>(qs.data(), 1, q_len, H, d),
+                                        ConstTensorView<float, 4>(ks.data(), 1, k_len, KH, d),
+                                        ConstTensorView<float, 4>(vs.data(), 1, k_len, KH, d),
+                                        TensorView<float, 4>(want.data(), 1, q_len, H, d), params);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want.size(), got, [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
+    // The lse equals attention()'s for the sequence alone, bit for bit (the same kernel on the
+    // same rows; attention()'s lse itself is checked in test_attention_merge.cpp).
+    std::vector<float> alone(qs.size()), alone_lse(static_cast<std::size_t>(q_len * H));
+    posenc::attention<float>(ConstTensorView<float, 4>(qs.data(), 1, q_len, H, d),
+                             ConstTensorView<float, 4>(ks.data(), 1, k_len, KH, d),
+                             ConstTensorView<float, 4>(vs.data(), 1, k_len, KH, d),
+                             TensorView<float, 4>(alone.data(), 1, q_len, H, d),
+                             TensorView<float, 3>(alone_lse.data(), 1, q_len, H), params);
+    CHECK(std::equal(alone_lse.begin(), alone_lse.end(), lse.begin() + q0 * H));
+  }
+}
+
+TEST_CASE("attention varlen: a sequence never sees another sequence's keys",
+          "[attention][varlen]") {
+  // Two sequences whose keys are all 0 (equal scores) with V = 1 in sequence 0 and V = -1 in
+  // sequence 1: each output must be exactly its own value (any leak pulls it towards 0).
+  const std::vector<std::int64_t> q_lens = {20, 20}, k_lens = {70, 70};
+  Packed x(q_lens, k_lens);
+  std::fill(x.k.begin(), x.k.end(), 0.0f);
+  const auto half = static_cast<std::ptrdiff_t>(x.v.size() / 2);
+  std::fill(x.v.begin(), x.v.begin() + half, 1.0f);
+  std::fill(x.v.begin() + half, x.v.end(), -1.0f);
+  std::vector<float> out(static_cast<std::size_t>(x.total_q() * H * d)), lse(static_cast<std::size_t>(x.total_q() * H));
+  AttentionParams params;
+  params.mask = MaskMode::kBidirectional;
+  run(x, out, lse, params);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(out[i] == (i < out.size() / 2 ? 1.0f : -1.0f));
+  }
+  // Equal scores: lse = log(70) for every row.
+  for (const float l : lse) CHECK_THAT(l, Catch::Matchers::WithinAbs(std::log(70.0), 1e-6));
+}
+
+TEST_CASE("attention varlen: bad cu_seqlens and shapes throw before anything is written",
+          "[attention][varlen][errors]") {
+  const Packed x({3, 2}, {4, 2});
+  std::vector<float> out(static_cast<std::size_t>(x.total_q() * H * d), 5.0f), lse(static_cast<std::size_t>(x.total_q() * H), 5.0f);
+  const auto untouched = [&] {
+    return std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }) &&
+           std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; });
+  };
+  auto call = [&](std::vector<std::int64_t> cu_q, std::vector<std::int64_t> cu_k, AttentionParams params = {}) {
+    posenc::attention_varlen<float>(
+        ConstTensorView<float, 3>(x.q.data(), x.total_q(), H, d), ConstTensorView<float, 3>(x.k.data(), x.total_k(), KH, d),
+        ConstTensorView<float, 3>(x.v.data(), x.total_k(), KH, d), TensorView<float, 3>(out.data(), x.total_q(), H, d),
+        ConstTensorView<std::int64_t, 1>(cu_q.data(), static_cast<Eigen::Index>(cu_q.size())),
+        ConstTensorView<std::int64_t, 1>(cu_k.data(), static_cast<Eigen::Index>(cu_k.size())), params, nullptr,
+        TensorView<float, 2>(lse.data(), x.total_q(), H));
+  };
+  REQUIRE_THROWS_AS(call({0, 3, 4}, {0, 4, 6}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call({0, 3, 4}, {0, 4, 6}), Contains("cu_seqlens_q must run from 0 to 5") &&
+                                                      Contains("it runs from 0 to 4"));
+  REQUIRE_THROWS_WITH(call({0, 3, 5}, {0, 5, 4, 6}), Contains("have 3 and 4 entries"));
+  REQUIRE_THROWS_WITH(call({0, 3, 5}, {0, 7, 6}), Contains("cu_seqlens_k[2] = 6 is below cu_seqlens_k[1] = 7"));
+  REQUIRE_THROWS_WITH(call({1, 3, 5}, {0, 4, 6}), Contains("cu_seqlens_q must run from 0"));
+  AttentionParams params;
+  params.alibi_slopes = {0.5};  // attention()'s own parameter checks apply
+  REQUIRE_THROWS_WITH(call({0, 3, 5}, {0, 4, 6}, params), Contains("alibi_slopes has 1 entries"));
+  CHECK(untouched());
+}
