@@ -21,6 +21,8 @@
 #include "support/rng.hpp"
 #include "support/rope_plans.hpp"
 
+#include <cstring>
+
 using Catch::Matchers::Contains;
 using posenc::AttentionMetadata;
 using posenc::AttentionParams;
@@ -229,6 +231,179 @@ TEMPLATE_TEST_CASE("kv_cache: a rolling cache of a few slots gives the windowed 
   schedule.max_len = window - 1 + 5;
   schedule.then = {1, 3, 1, 2, 5};
   check_decode_equals_full_forward<TestType>(positional, window, schedule, window == 4);
+}
+
+namespace {
+
+/// a * R(p) x for one head vector in long double: pairs (o + j, o + j + r/2) (half-split) or
+/// (o + 2j, o + 2j + 1) (interleaved) turned by p * inv_freq[j]; other dims unchanged.
+std::vector<long double> rotated(const float* x, Eigen::Index d, const posenc::RopeFrequencies& f,
+                                 posenc::RopeLayout layout, std::int64_t p) {
+  std::vector<long double> y(x, x + d);
+  const Eigen::Index half = f.rotary_dim / 2, o = f.rotary_offset;
+  for (Eigen::Index j = 0; j < half; ++j) {
+    const Eigen::Index i0 = layout == posenc::RopeLayout::kHalfSplit ? o + j : o + 2 * j;
+    const Eigen::Index i1 = layout == posenc::RopeLayout::kHalfSplit ? o + j + half : i0 + 1;
+    const long double angle = static_cast<long double>(p) * static_cast<long double>(f.inv_freq[static_cast<std::size_t>(j)]);
+    const long double a = f.attention_factor, c = std::cos(angle), sn = std::sin(angle);
+    y[static_cast<std::size_t>(i0)] = a * (c * x[i0] - sn * x[i1]);
+    y[static_cast<std::size_t>(i1)] = a * (sn * x[i0] + c * x[i1]);
+  }
+  return y;
+}
+
+/// The dim each dim is paired with by the plan's rotation, -1 for pass-through dims.
+std::vector<Eigen::Index> pair_partners(Eigen::Index d, const posenc::RopeFrequencies& f,
+                                        posenc::RopeLayout layout) {
+  std::vector<Eigen::Index> partner(static_cast<std::size_t>(d), -1);
+  const Eigen::Index half = f.rotary_dim / 2, o = f.rotary_offset;
+  for (Eigen::Index j = 0; j < half; ++j) {
+    const Eigen::Index i0 = layout == posenc::RopeLayout::kHalfSplit ? o + j : o + 2 * j;
+    const Eigen::Index i1 = layout == posenc::RopeLayout::kHalfSplit ? o + j + half : i0 + 1;
+    partner[static_cast<std::size_t>(i0)] = i1;
+    partner[static_cast<std::size_t>(i1)] = i0;
+  }
+  return partner;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("kv_cache: a context shift (erase + shift_positions) leaves the keys the cache "
+                   "would hold had the kept tokens been appended at their new positions",
+                   "[kv_cache][rope][shift]", float, Eigen::bfloat16, Eigen::half) {
+  // 20 slots, sequence 0 left-padded by 3; keep 4 slots, drop the next 5, shift the other 11
+  // back by 5 (sequence 0's slot 9 holds position 6 and goes to 1). Expected keys: a R(p) k
+  // in long double at each token's new position p. Plans: default half-split; interleaved with an
+  // attention factor 1.25 (YaRN-like: the factor must not be applied twice); a partial slice
+  // (16 of 32 dims from dim 8).
+  constexpr Eigen::Index B = Batch::B, KH = Batch::kv_heads, H = Batch::heads, d = Batch::d;
+  const Batch x(20, 0);
+  const Eigen::Index N = x.N, keep = 4, drop = 5;
+  const int plan = GENERATE(0, 1, 2);
+  CAPTURE(plan);
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  if (plan == 2) {
+    rp.rotary_dim = 16;
+    rp.rotary_offset = 8;
+  }
+  posenc::RopeFrequencies freqs = posenc::compute_rope_frequencies(rp);
+  if (plan == 1) freqs.attention_factor = 1.25;
+  const auto layout = plan == 1 ? posenc::RopeLayout::kInterleaved : posenc::RopeLayout::kHalfSplit;
+
+  posenc::KvCache<TestType> cache(B, N, KH, d);
+  cache.set_rope(freqs, layout);
+  cache.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, N, KH, d),
+               posenc::ConstTensorView<float, 4>(x.v.data(), B, N, KH, d),
+               posenc::PositionIdsView(x.pos.data(), B, N),
+               posenc::ConstTensorView<std::uint8_t, 2>(x.valid.data(), B, N));
+  cache.erase(keep, drop);
+  cache.shift_positions(keep, cache.size(), -drop);
+  REQUIRE(cache.size() == N - drop);
+
+  const Eigen::Index row = KH * d;
+  double worst = 0.0;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    for (Eigen::Index s = 0; s < N - drop; ++s) {
+      const Eigen::Index from = s < keep ? s : s + drop;  // the token's original slot
+      const std::int64_t p0 = x.pos[static_cast<std::size_t>(b * N + from)];
+      const std::int64_t p = s < keep ? p0 : p0 - drop;
+      CAPTURE(b, s, p);
+      REQUIRE(cache.positions()(b, s) == p);
+      REQUIRE(cache.valid()(b, s) == x.valid[static_cast<std::size_t>(b * N + from)]);
+      const float* k0 = x.k.data() + (b * N + from) * row;
+      const TestType* got = cache.keys().data() + (b * N + s) * row;
+      for (Eigen::Index g = 0; g < KH; ++g) {
+        const auto want = rotated(k0 + g * d, d, freqs, layout, p);
+        const auto partner = pair_partners(d, freqs, layout);
+        for (Eigen::Index c = 0; c < d; ++c) {
+          const long double w = want[static_cast<std::size_t>(c)];
+          // Appending rounds the pair to T at the old position; the shift turns that error
+          // (at most half an ulp of the pair's larger component on each) onto this component
+          // and rounds once more. Bound: one ulp of T at the pair's norm, plus half an ulp of
+          // T at w (float: the float rotations' error). Pass-through dims: the append's
+          // rounding of the input only.
+          const Eigen::Index o = partner[static_cast<std::size_t>(c)];
+          const long double norm =
+              o < 0 ? 0.0L : std::hypot(want[static_cast<std::size_t>(c)], want[static_cast<std::size_t>(o)]);
+          const double tol = 2.0 * posenc_test::rounded_once_tolerance<TestType>(norm, 4.0L) +
+                             posenc_test::rounded_once_tolerance<TestType>(w, 4.0L);
+          const double err = std::abs(static_cast<double>(posenc::detail::to_double(got[g * d + c]) - w));
+          worst = std::max(worst, err / tol);
+          if (err > tol) {
+            CAPTURE(g, c, static_cast<double>(w), err, tol);
+            FAIL_CHECK("shifted key off");
+          }
+        }
+      }
+      // Values are moved, never rotated.
+      const TestType* v = cache.values().data() + (b * N + s) * row;
+      for (Eigen::Index i = 0; i < row; ++i) {
+        REQUIRE(posenc::detail::to_double(v[i]) ==
+                static_cast<double>(TestType(x.v[static_cast<std::size_t>((b * N + from) * row + i)])));
+      }
+    }
+  }
+  INFO("worst error / tolerance " << worst);
+  CHECK(worst <= 1.0);
+
+  if constexpr (std::is_same_v<TestType, float>) {
+    // A query through the shifted cache equals one through a cache built at the new positions.
+    posenc::KvCache<float> fresh(B, N, KH, d);
+    fresh.set_rope(freqs, layout);
+    for (Eigen::Index s = 0; s < N - drop; ++s) {
+      const Eigen::Index from = s < keep ? s : s + drop;
+      std::vector<float> ks, vs;
+      std::vector<std::int64_t> ps;
+      std::vector<std::uint8_t> ms;
+      for (Eigen::Index b = 0; b < B; ++b) {
+        const auto at = static_cast<std::ptrdiff_t>((b * N + from) * row);
+        ks.insert(ks.end(), x.k.begin() + at, x.k.begin() + at + row);
+        vs.insert(vs.end(), x.v.begin() + at, x.v.begin() + at + row);
+        ps.push_back(cache.positions()(b, s));
+        ms.push_back(x.valid[static_cast<std::size_t>(b * N + from)]);
+      }
+      fresh.append(posenc::ConstTensorView<float, 4>(ks.data(), B, 1, KH, d),
+                   posenc::ConstTensorView<float, 4>(vs.data(), B, 1, KH, d),
+                   posenc::PositionIdsView(ps.data(), B, 1),
+                   posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, 1));
+    }
+    const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * H * d), 77);
+    std::vector<float> out_shifted(q.size()), out_fresh(q.size());
+    cache.attend(posenc::ConstTensorView<float, 4>(q.data(), B, 1, H, d),
+                 posenc::TensorView<float, 4>(out_shifted.data(), B, 1, H, d));
+    fresh.attend(posenc::ConstTensorView<float, 4>(q.data(), B, 1, H, d),
+                 posenc::TensorView<float, 4>(out_fresh.data(), B, 1, H, d));
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        q.size(), [&](std::size_t i) { return out_shifted[i]; }, [&](std::size_t i) { return out_fresh[i]; }, 1e-5));
+  }
+}
+
+TEST_CASE("kv_cache: erase and shift_positions reject bad ranges and shifts, changing nothing",
+          "[kv_cache][shift][errors]") {
+  const Batch x(6, 0);
+  constexpr Eigen::Index B = Batch::B, KH = Batch::kv_heads, d = Batch::d;
+  posenc::KvCache<float> cache(B, 8, KH, d);
+  cache.set_rope(rope_plan(d), posenc::RopeLayout::kHalfSplit);
+  cache.append(posenc::ConstTensorView<float, 4>(x.k.data(), B, 6, KH, d),
+               posenc::ConstTensorView<float, 4>(x.v.data(), B, 6, KH, d),
+               posenc::PositionIdsView(x.pos.data(), B, 6));
+  const std::vector<float> keys(cache.keys().data(), cache.keys().data() + cache.keys().size());
+  const std::vector<std::int64_t> pos(cache.positions().data(), cache.positions().data() + B * 8);
+  REQUIRE_THROWS_AS(cache.erase(4, 3), std::invalid_argument);
+  REQUIRE_THROWS_WITH(cache.erase(4, 3), Contains("slots [first, first + count) = [4, 7) must lie "
+                                                  "within [0, size = 6]"));
+  REQUIRE_THROWS_WITH(cache.erase(-1, 1), Contains("[-1, 0)"));
+  REQUIRE_THROWS_WITH(cache.shift_positions(2, 7, 1), Contains("slots [first, last) = [2, 7)"));
+  // Sequence 0 is left-padded by 3: slot 4 holds position 1, which a shift by -2 makes -1.
+  REQUIRE_THROWS_WITH(cache.shift_positions(4, 6, -2),
+                      Contains("position 1 of slot 4 (sequence 0) shifted by delta = -2 leaves [0, 2^53]"));
+  CHECK(cache.size() == 6);
+  CHECK(std::equal(keys.begin(), keys.end(), cache.keys().data()));
+  CHECK(std::equal(pos.begin(), pos.end(), cache.positions().data()));
+  cache.shift_positions(4, 6, -1);  // fits: positions 1, 2 and 4, 5 become 0, 1 and 3, 4
+  CHECK(cache.positions()(0, 4) == 0);
+  CHECK(cache.positions()(1, 5) == 4);
 }
 
 TEST_CASE("kv_cache: ALiBi at decode uses the cached positions, not the query length",

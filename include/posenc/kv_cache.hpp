@@ -88,7 +88,7 @@ class KvCache {
   /// The rolling cache's window W, or 0 for a cache that keeps every token.
   std::int64_t sliding_window() const noexcept { return window_; }
   /// Slots a rolling cache has dropped from the front: stored slot s holds the sequence's
-  /// slot evicted() + s (always 0 for a cache that keeps every token).
+  /// slot evicted() + s (always 0 for a cache that keeps every token; erase() is not counted).
   std::int64_t evicted() const noexcept { return evicted_; }
 
   /// Whole storage [batch, max_len, kv_heads, head_dim]; slots >= size() are unspecified.
@@ -135,6 +135,91 @@ class KvCache {
   }
   void clear_rope() { rope_.reset(); }
   bool has_rope() const noexcept { return rope_.has_value(); }
+
+  /// \brief Removes slots [first, first + count) of every sequence; later slots move down
+  /// (their keys, values, positions and validity unchanged). With shift_positions this is
+  /// llama.cpp's context shift: keep the first n_keep slots (the prompt's instructions or
+  /// attention sinks), drop the next n_discard, then shift the rest back by n_discard.
+  /// Throws std::invalid_argument, changing nothing, unless 0 <= first <= first + count <= size().
+  void erase(Eigen::Index first, Eigen::Index count) {
+    detail::require(first >= 0 && count >= 0 && count <= size_ - first, "KvCache::erase",
+                    "slots [first, first + count) = [", first, ", ", first + count,
+                    ") must lie within [0, size = ", size_, "]");
+    const Eigen::Index row = kv_heads_ * d_, tail = size_ - first - count;
+    for (Eigen::Index b = 0; b < batch_ && count > 0; ++b) {
+      const Eigen::Index slot0 = b * max_len_ + first;
+      const auto move_down = [&](auto& x, Eigen::Index width) {
+        const auto from = x.begin() + (slot0 + count) * width;
+        std::copy(from, from + tail * width, x.begin() + slot0 * width);
+      };
+      move_down(k_, row);
+      move_down(v_, row);
+      move_down(pos_, 1);
+      move_down(valid_, 1);
+    }
+    size_ -= count;
+  }
+
+  /// \brief Adds delta to the positions of slots [first, last) of every sequence and, with
+  /// RoPE set, turns their stored keys by the same delta: k <- R(delta) k, pair by pair
+  /// (R(p + delta) = R(delta) R(p); the plan's attention_factor, already in k, is not applied
+  /// again). The keys are rotated in float (double for double) and rounded once, like the
+  /// re-rotation of update_rope. Queries attend from the new positions on, as if the tokens had
+  /// been appended there (ALiBi distances too).
+  /// Throws std::invalid_argument, changing nothing, unless 0 <= first <= last <= size() and
+  /// every shifted position stays in [0, 2^53].
+  void shift_positions(Eigen::Index first, Eigen::Index last, std::int64_t delta) {
+    constexpr std::string_view fn = "KvCache::shift_positions";
+    detail::require(first >= 0 && first <= last && last <= size_, fn, "slots [first, last) = [",
+                    first, ", ", last, ") must lie within [0, size = ", size_, "]");
+    constexpr std::int64_t kMax = detail::kMaxAttentionPosition;
+    detail::require(delta >= -kMax && delta <= kMax, fn, "delta = ", delta,
+                    " must be in [-2^53, 2^53]");
+    for (Eigen::Index b = 0; b < batch_; ++b) {
+      for (Eigen::Index s = first; s < last; ++s) {
+        const std::int64_t p = pos_[static_cast<std::size_t>(b * max_len_ + s)];
+        detail::require(p + delta >= 0 && p + delta <= kMax, fn, "position ", p, " of slot ", s,
+                        " (sequence ", b, ") shifted by delta = ", delta, " leaves [0, 2^53]");
+      }
+    }
+    const Eigen::Index n = last - first;
+    if (n == 0 || delta == 0) return;
+    if (rope_) {
+      // R(delta) = a forward turn by |delta| (or an inverse one for delta < 0) of the same
+      // frequencies with attention factor 1.
+      using Acc = detail::compute_t<T>;
+      RopeFrequencies turn = *rope_;
+      turn.attention_factor = 1.0;
+      RopeApplyOptions options;
+      options.direction = delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse;
+      const Eigen::Index row = kv_heads_ * d_;
+      auto& stage = staging<Acc>();
+      stage.resize(static_cast<std::size_t>(batch_ * n * row));
+      for (Eigen::Index b = 0; b < batch_; ++b) {
+        const T* from = k_.data() + (b * max_len_ + first) * row;
+        Acc* to = stage.data() + b * n * row;
+        for (Eigen::Index i = 0; i < n * row; ++i) {
+          to[i] = static_cast<Acc>(detail::to_compute(from[i]));
+        }
+      }
+      // Every slot turns by the same |delta|: as batch * n sequences of one token each.
+      const Eigen::Index tokens = batch_ * n;
+      apply_rope_inplace<Acc>(
+          rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), tokens, 1, kv_heads_, d_)),
+          RopePositions::contiguous(tokens, 1, delta < 0 ? -delta : delta), turn, rope_layout_,
+          options);
+      for (Eigen::Index b = 0; b < batch_; ++b) {
+        const Acc* from = stage.data() + b * n * row;
+        T* to = k_.data() + (b * max_len_ + first) * row;
+        for (Eigen::Index i = 0; i < n * row; ++i) to[i] = detail::from_value<T>(from[i]);
+      }
+    }
+    for (Eigen::Index b = 0; b < batch_; ++b) {
+      for (Eigen::Index s = first; s < last; ++s) {
+        pos_[static_cast<std::size_t>(b * max_len_ + s)] += delta;
+      }
+    }
+  }
 
   /// Forgets every token (size() = 0, evicted() = 0); storage and the RoPE plan are kept.
   void clear() noexcept {
