@@ -444,6 +444,13 @@ TEST_CASE("attention: a sliding window over more keys than stay packed equals th
 
 // ---- logit soft cap (Gemma-2) ------------------------------------------------------------------
 
+namespace {
+/// Shapes for the features that change the scores (soft cap, sinks): a 130 x 130 prefill
+/// item, a GQA 32/8 decode, a batch of short multi-head rows and a 12 x 200 chunk.
+const std::vector<Shape> kScoreFeatureShapes = {Shape{1, 130, 130, 4, 2, 64}, Shape{1, 1, 300, 32, 8, 128},
+                                                Shape{2, 4, 90, 8, 8, 24}, Shape{1, 12, 200, 16, 2, 40}};
+}  // namespace
+
 TEST_CASE("attention: a logit soft cap c turns scores s into c tanh(s / c) before the softmax",
           "[attention][softcap]") {
   // One query against keys whose scores are s_j = q.k_j (scale 1): q = e_0, k_j = s_j e_0, and
@@ -488,8 +495,7 @@ TEST_CASE("attention: a logit soft cap c turns scores s into c tanh(s / c) befor
 
 TEST_CASE("attention: soft-capped attention equals the reference over prefill, decode, windows "
           "and ALiBi", "[attention][softcap]") {
-  const Shape shape = GENERATE(Shape{1, 130, 130, 4, 2, 64}, Shape{1, 1, 300, 32, 8, 128},
-                               Shape{2, 4, 90, 8, 8, 24}, Shape{1, 12, 200, 16, 2, 40});
+  const Shape shape = GENERATE(from_range(kScoreFeatureShapes));
   const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
   const bool alibi = GENERATE(false, true);
   const std::int64_t window = GENERATE(0, 50);
@@ -568,8 +574,7 @@ TEST_CASE("attention: a sink logit adds exp(sink) to the softmax denominator and
 
 TEST_CASE("attention: with sinks the fused kernel equals the reference over prefill, decode, "
           "windows, ALiBi, the soft cap and threads", "[attention][sinks]") {
-  const Shape shape = GENERATE(Shape{1, 130, 130, 4, 2, 64}, Shape{1, 1, 300, 32, 8, 128},
-                               Shape{2, 4, 90, 8, 8, 24}, Shape{1, 12, 200, 16, 2, 40});
+  const Shape shape = GENERATE(from_range(kScoreFeatureShapes));
   const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
   const bool alibi = GENERATE(false, true);
   const int variant = GENERATE(0, 1, 2);  // plain, window 50, soft cap 5 on 2 threads

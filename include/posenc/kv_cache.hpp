@@ -145,19 +145,7 @@ class KvCache {
     detail::require(first >= 0 && count >= 0 && count <= size_ - first, "KvCache::erase",
                     "slots [first, first + count) = [", first, ", ", first + count,
                     ") must lie within [0, size = ", size_, "]");
-    const Eigen::Index row = kv_heads_ * d_, tail = size_ - first - count;
-    for (Eigen::Index b = 0; b < batch_ && count > 0; ++b) {
-      const Eigen::Index slot0 = b * max_len_ + first;
-      const auto move_down = [&](auto& x, Eigen::Index width) {
-        const auto from = x.begin() + (slot0 + count) * width;
-        std::copy(from, from + tail * width, x.begin() + slot0 * width);
-      };
-      move_down(k_, row);
-      move_down(v_, row);
-      move_down(pos_, 1);
-      move_down(valid_, 1);
-    }
-    size_ -= count;
+    remove_slots(first, count);
   }
 
   /// \brief Adds delta to the positions of slots [first, last) of every sequence and, with
@@ -351,22 +339,28 @@ class KvCache {
     }
   }
 
-  /// Moves each sequence's newest `keep` slots (K, V, position, validity) to the front.
-  /// std::copy is safe here: the destination starts before the source.
-  void evict_all_but(Eigen::Index keep) {
-    const Eigen::Index drop = size_ - keep, row = kv_heads_ * d_;
-    for (Eigen::Index b = 0; b < batch_ && drop > 0; ++b) {
-      const Eigen::Index slot0 = b * max_len_;
-      const auto move_front = [&](auto& x, Eigen::Index width) {
-        const auto from = x.begin() + (slot0 + drop) * width;
-        std::copy(from, from + keep * width, x.begin() + slot0 * width);
+  /// Removes slots [first, first + count) of each sequence: the later slots (K, V, position,
+  /// validity) move down. std::copy is safe: the destination starts before the source.
+  void remove_slots(Eigen::Index first, Eigen::Index count) {
+    const Eigen::Index row = kv_heads_ * d_, tail = size_ - first - count;
+    for (Eigen::Index b = 0; b < batch_ && count > 0; ++b) {
+      const Eigen::Index slot0 = b * max_len_ + first;
+      const auto move_down = [&](auto& x, Eigen::Index width) {
+        const auto from = x.begin() + (slot0 + count) * width;
+        std::copy(from, from + tail * width, x.begin() + slot0 * width);
       };
-      move_front(k_, row);
-      move_front(v_, row);
-      move_front(pos_, 1);
-      move_front(valid_, 1);
+      move_down(k_, row);
+      move_down(v_, row);
+      move_down(pos_, 1);
+      move_down(valid_, 1);
     }
-    size_ = keep;
+    size_ -= count;
+  }
+
+  /// Keeps each sequence's newest `keep` slots, moved to the front (the rolling eviction).
+  void evict_all_but(Eigen::Index keep) {
+    const Eigen::Index drop = size_ - keep;
+    remove_slots(0, drop);
     evicted_ += drop;
   }
 
