@@ -12,6 +12,7 @@
 //   POSENC_BENCH_HEAVY=1 posenc_bench --benchmark_filter=LongContext
 
 #include <posenc/attention.hpp>
+#include <posenc/attention_merge.hpp>
 #include <posenc/kv_cache.hpp>
 
 #include <sys/resource.h>
@@ -341,6 +342,68 @@ void BM_KvCache_RollingEvict(benchmark::State& state) {
 }
 BENCHMARK(BM_KvCache_RollingEvict)->ArgNames({"window", "max_len"})->Args({4096, 8192})
     ->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Cascade decode (attention_merge.hpp): 8 sequences share a 4096-token prompt and each has 64
+// tokens of its own (GQA 32/8, d = 128, float). Plain: one decode step of the batch with each
+// sequence's 4160 keys laid out in full, reading the prefix's 32 MiB of K+V 8 times. Cascade:
+// the prefix attended once by all 8 queries stacked as one sequence (bidirectional, with lse),
+// each sequence's 64 own keys attended causally (with lse), then the two states merged.
+// paired_speedup = best plain time / best cascade time, timed back to back; no floor.
+void BM_Attention_CascadeDecode(benchmark::State& state) {
+  const Eigen::Index batch = 8, prefix = state.range(0), own = 64, heads = 32, kv_heads = 8,
+                     d = 128, row = kv_heads * d, k_len = prefix + own;
+  const auto q = filled(static_cast<std::size_t>(batch * heads * d), 7);
+  const auto prefix_kv = filled(static_cast<std::size_t>(prefix * row), 8);
+  const auto own_kv = filled(static_cast<std::size_t>(batch * own * row), 9);
+  std::vector<float> full_kv;  // [batch, prefix + own, kv_heads, d]
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    full_kv.insert(full_kv.end(), prefix_kv.begin(), prefix_kv.end());
+    full_kv.insert(full_kv.end(), own_kv.begin() + b * own * row, own_kv.begin() + (b + 1) * own * row);
+  }
+  std::vector<float> out(q.size()), own_out(q.size()), plain_out(q.size());
+  std::vector<float> lse(static_cast<std::size_t>(batch * heads)), own_lse(lse.size());
+  posenc::AttentionParams causal, shared;
+  shared.mask = posenc::MaskMode::kBidirectional;  // every prompt key precedes every query
+  posenc::AttentionWorkspace ws;
+  const double paired = posenc_bench::run_paired(
+      state,
+      [&] {
+        posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, batch, heads, d),
+                                 posenc::ConstTensorView<float, 4>(prefix_kv.data(), 1, prefix, kv_heads, d),
+                                 posenc::ConstTensorView<float, 4>(prefix_kv.data(), 1, prefix, kv_heads, d),
+                                 posenc::TensorView<float, 4>(out.data(), 1, batch, heads, d),
+                                 posenc::TensorView<float, 3>(lse.data(), 1, batch, heads), shared, {}, &ws);
+        posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), batch, 1, heads, d),
+                                 posenc::ConstTensorView<float, 4>(own_kv.data(), batch, own, kv_heads, d),
+                                 posenc::ConstTensorView<float, 4>(own_kv.data(), batch, own, kv_heads, d),
+                                 posenc::TensorView<float, 4>(own_out.data(), batch, 1, heads, d),
+                                 posenc::TensorView<float, 3>(own_lse.data(), batch, 1, heads), causal, {}, &ws);
+        posenc::merge_attention_state_inplace<float>(
+            posenc::TensorView<float, 4>(out.data(), batch, 1, heads, d),
+            posenc::TensorView<float, 3>(lse.data(), batch, 1, heads),
+            posenc::ConstTensorView<float, 4>(own_out.data(), batch, 1, heads, d),
+            posenc::ConstTensorView<float, 3>(own_lse.data(), batch, 1, heads));
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), batch, 1, heads, d),
+                                 posenc::ConstTensorView<float, 4>(full_kv.data(), batch, k_len, kv_heads, d),
+                                 posenc::ConstTensorView<float, 4>(full_kv.data(), batch, k_len, kv_heads, d),
+                                 posenc::TensorView<float, 4>(plain_out.data(), batch, 1, heads, d), causal, {},
+                                 &ws);
+        benchmark::DoNotOptimize(plain_out.data());
+        benchmark::ClobberMemory();
+      });
+  // The two computations must agree (a benchmark of a wrong result measures nothing).
+  double diff = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i) diff = std::max(diff, double(std::abs(out[i] - plain_out[i])));
+  if (diff > 1e-4) state.SkipWithError("cascade and plain decode disagree");
+  state.counters["paired_speedup"] = paired;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * batch);  // tokens
+}
+BENCHMARK(BM_Attention_CascadeDecode)->ArgName("prefix")->Arg(4096)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();

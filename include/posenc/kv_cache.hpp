@@ -28,7 +28,7 @@
 ///
 /// The kept slots stay contiguous and in order, so the attention kernel reads one plain slot
 /// range. The move copies W - 1 slots once per max_len - W + 1 appended tokens: with
-/// max_len = 2W about one slot copy per token, amortised (bench: BM_Attention_DecodeRolling).
+/// max_len = 2W about one slot copy per token, amortised (bench: BM_KvCache_RollingEvict).
 /// Chunks may hold up to max_len - (W - 1) tokens, and attend requires windows of at most W.
 
 #include <algorithm>
