@@ -120,14 +120,22 @@ inline void validate_positions(std::string_view function, std::string_view name,
   }
 }
 
+/// One value per query head, each finite (and >= 0 when non_negative): ALiBi slopes, sinks.
+inline void validate_per_head(std::string_view function, std::string_view name,
+                              const std::vector<double>& values, Eigen::Index heads,
+                              bool non_negative) {
+  require(static_cast<Eigen::Index>(values.size()) == heads, function, name, " has ",
+          values.size(), " entries; it must have one per query head (heads = ", heads, ")");
+  for (std::size_t h = 0; h < values.size(); ++h) {
+    require(std::isfinite(values[h]) && (!non_negative || values[h] >= 0.0), function, name,
+            "[", h, "] = ", values[h], non_negative ? " must be finite and >= 0"
+                                                    : " must be finite");
+  }
+}
+
 inline void validate_slopes(std::string_view function, const std::vector<double>& slopes,
                             Eigen::Index heads) {
-  require(static_cast<Eigen::Index>(slopes.size()) == heads, function, "alibi_slopes has ",
-          slopes.size(), " entries; it must have one per query head (heads = ", heads, ")");
-  for (std::size_t h = 0; h < slopes.size(); ++h) {
-    require(std::isfinite(slopes[h]) && slopes[h] >= 0.0, function, "alibi_slopes[", h,
-            "] = ", slopes[h], " must be finite and >= 0");
-  }
+  validate_per_head(function, "alibi_slopes", slopes, heads, true);
 }
 
 /// Checks every shape, parameter and metadata entry of an attention call; throws
@@ -173,13 +181,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
   if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
   if (!params.sink_logits.empty()) {
-    require(static_cast<Eigen::Index>(params.sink_logits.size()) == heads, fn, "sink_logits has ",
-            params.sink_logits.size(), " entries; it must have one per query head (heads = ",
-            heads, ")");
-    for (std::size_t h = 0; h < params.sink_logits.size(); ++h) {
-      require(std::isfinite(params.sink_logits[h]), fn, "sink_logits[", h, "] = ",
-              params.sink_logits[h], " must be finite");
-    }
+    validate_per_head(fn, "sink_logits", params.sink_logits, heads, false);
   }
   if (meta.query_positions) {
     validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len, "q_len");

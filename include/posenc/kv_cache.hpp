@@ -196,11 +196,7 @@ class KvCache {
           rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), tokens, 1, kv_heads_, d_)),
           RopePositions::contiguous(tokens, 1, delta < 0 ? -delta : delta), turn, rope_layout_,
           options);
-      for (Eigen::Index b = 0; b < batch_; ++b) {
-        const Acc* from = stage.data() + b * n * row;
-        T* to = k_.data() + (b * max_len_ + first) * row;
-        for (Eigen::Index i = 0; i < n * row; ++i) to[i] = detail::from_value<T>(from[i]);
-      }
+      store(stage.data(), k_, first, n);
     }
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = first; s < last; ++s) {
@@ -266,11 +262,11 @@ class KvCache {
       auto& stage = staged<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
-      store(stage.data(), k_, n);
+      store(stage.data(), k_, size_, n);
     } else {
-      store(k.data(), k_, n);
+      store(k.data(), k_, size_, n);
     }
-    store(v.data(), v_, n);
+    store(v.data(), v_, size_, n);
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = 0; s < n; ++s) {
         const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
@@ -327,12 +323,13 @@ class KvCache {
   }
 
  private:
+  /// Rounds src [batch, n, kv_heads, d] into slots [first, first + n) of dst.
   template <typename Src>
-  void store(const Src* src, std::vector<T>& dst, Eigen::Index n) {
+  void store(const Src* src, std::vector<T>& dst, Eigen::Index first, Eigen::Index n) {
     const Eigen::Index row = kv_heads_ * d_;
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
-      T* to = dst.data() + (b * max_len_ + size_) * row;
+      T* to = dst.data() + (b * max_len_ + first) * row;
       for (Eigen::Index i = 0; i < n * row; ++i) {
         to[i] = detail::from_value<T>(detail::to_compute(from[i]));
       }
