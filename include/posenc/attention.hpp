@@ -65,6 +65,25 @@ class AttentionWorkspace {
 
 namespace detail {
 
+/// The fields of an AttentionProblem that come from params (p's shape already set).
+template <typename Acc, typename TQ, typename TKV, typename TO>
+void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const AttentionParams& params,
+                          double softmax_scale_multiplier) {
+  // Default scale: multiplier / sqrt(head_dim); the multiplier is DeepSeek YaRN's mscale^2 when
+  // a RoPE plan supplies one. An explicit params.scale wins.
+  p.scale = static_cast<Acc>(params.scale ? *params.scale
+                                          : softmax_scale_multiplier /
+                                                std::sqrt(static_cast<double>(p.d)));
+  p.causal = params.mask == MaskMode::kCausal;
+  p.softcap = static_cast<Acc>(params.logit_softcap);
+  // A window of k_len + q_len keys or more hides nothing; clipping it keeps a +- window in range.
+  p.window = static_cast<Eigen::Index>(
+      std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(p.k_len + p.q_len)));
+  p.alibi = !params.alibi_slopes.empty();
+  p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
+  p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
+}
+
 /// Fills an AttentionProblem from validated views (no copy of params: the decode path calls this
 /// every step); K/V rows of batch b start at
 /// b * kv_batch_stride, metadata rows at b * meta_batch_stride.
@@ -91,19 +110,7 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
   p.kv_heads = kv_heads;
   p.d = d;
   p.kv_batch_stride = kv_batch_stride;
-  // Default scale: multiplier / sqrt(head_dim); the multiplier is DeepSeek YaRN's mscale^2 when
-  // a RoPE plan supplies one. An explicit params.scale wins.
-  p.scale = static_cast<Acc>(params.scale ? *params.scale
-                                          : softmax_scale_multiplier /
-                                                std::sqrt(static_cast<double>(d)));
-  p.causal = params.mask == MaskMode::kCausal;
-  p.softcap = static_cast<Acc>(params.logit_softcap);
-  // A window of k_len + q_len keys or more hides nothing; clipping it keeps a +- window in range.
-  p.window = static_cast<Eigen::Index>(
-      std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(k_len + q_len)));
-  p.alibi = !params.alibi_slopes.empty();
-  p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
-  p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
+  set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;
   p.k_pos = k_pos;
   p.key_lengths = key_lengths;

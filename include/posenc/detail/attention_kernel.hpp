@@ -182,8 +182,9 @@ struct AttentionTileBuffers {
 };
 
 /// Everything the kernel reads, as raw pointers and strides (validated by the caller).
-/// K/V element (b, j, g, c) sits at k[b * kv_batch_stride + (j * kv_heads + g) * d + c]; the
-/// KV cache passes its max_len-based stride, plain attention k_len * kv_heads * d.
+/// K/V element (b, j, g, c) sits at kv_row(k, b, j)[g * d + c]: k[b * kv_batch_stride +
+/// (j * kv_heads + g) * d + c] (the KV cache passes its max_len-based stride, plain attention
+/// k_len * kv_heads * d) or in a page of a paged cache.
 template <typename Acc, typename TQ, typename TKV, typename TO>
 struct AttentionProblem {
   const TQ* q = nullptr;  // [batch, q_len, heads, d]
@@ -205,13 +206,37 @@ struct AttentionProblem {
   const std::int64_t* key_lengths = nullptr;  // [batch] or null
   const std::uint8_t* key_mask = nullptr;  // row b at key_mask + b * meta_batch_stride, or null
   Eigen::Index meta_batch_stride = 0;
+  // Per-sequence key counts (paged batches): sequence b has seq_lens[b] <= k_len keys and its
+  // queries align bottom-right to them. Null: every sequence has k_len.
+  const std::int64_t* seq_lens = nullptr;
+  // Paged K/V (vLLM block tables): key j of sequence b is row j % page_size of page
+  // page_table[b * page_table_stride + j / page_size]; k / v point at page 0, pages are
+  // page_size * kv_heads * d elements apart. Null: rows at b * kv_batch_stride + j * kv_heads * d.
+  const std::int32_t* page_table = nullptr;
+  Eigen::Index page_size = 0, page_table_stride = 0;
 
-  /// Keys [first, last] that query qi may see before key padding: the causal limit (bottom-right,
-  /// a = qi + k_len - q_len) and the sliding window (a - j < window, and j - a < window when
-  /// bidirectional), within [0, k_len). last < first when none.
-  std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index qi) const {
-    const Eigen::Index a = k_len - q_len + qi;
-    Eigen::Index first = 0, last = k_len - 1;
+  Eigen::Index keys_of(Eigen::Index b) const {
+    return seq_lens ? static_cast<Eigen::Index>(seq_lens[b]) : k_len;
+  }
+  /// Row j (kv head 0) of sequence b in base (k or v).
+  const TKV* kv_row(const TKV* base, Eigen::Index b, Eigen::Index j) const {
+    const Eigen::Index row = kv_heads * d;
+    if (!page_table) return base + b * kv_batch_stride + j * row;
+    const Eigen::Index page = page_table[b * page_table_stride + j / page_size];
+    return base + (page * page_size + j % page_size) * row;
+  }
+  /// Keys [j, kv_run_end(j)) are consecutive rows kv_heads * d apart.
+  Eigen::Index kv_run_end(Eigen::Index j) const {
+    return page_table ? (j / page_size + 1) * page_size : std::numeric_limits<Eigen::Index>::max();
+  }
+
+  /// Keys [first, last] that query qi of sequence b may see before key padding: the causal
+  /// limit (bottom-right, a = qi + k_len - q_len) and the sliding window (a - j < window, and
+  /// j - a < window when bidirectional), within [0, k_len). last < first when none.
+  std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index b, Eigen::Index qi) const {
+    const Eigen::Index keys = keys_of(b);
+    const Eigen::Index a = keys - q_len + qi;
+    Eigen::Index first = 0, last = keys - 1;
     if (causal) last = std::min(last, a);
     if (window > 0) {
       first = std::max(first, a - window + 1);
@@ -599,7 +624,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
   const Eigen::Index nrows = nq * group;
   const Eigen::Index vec_rows = (nrows + L - 1) / L * L;
-  const Eigen::Index offset = p.k_len - p.q_len;  // bottom-right alignment
+  const Eigen::Index k_len = p.keys_of(b);
+  const Eigen::Index offset = k_len - p.q_len;  // bottom-right alignment
   const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
   const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
   auto q_position = [&](Eigen::Index qi) -> std::int64_t {
@@ -636,9 +662,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.q_rel[at(r)] = static_cast<Acc>(q_position(qi) - base);
       ws.slope[at(r)] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
       // Visible key range; padding rows see everything so they never go all -inf.
-      const auto [first, last] = p.visible_keys(qi);
+      const auto [first, last] = p.visible_keys(b, qi);
       ws.first[at(r)] = real ? static_cast<Acc>(first) : Acc(0);
-      ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
+      ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
       // A sink starts the row's online softmax as an entry of logit sink_h and no value.
       const bool sink = real && p.sinks;
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
@@ -654,18 +680,16 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 
   // Keys this tile can see at all: rows are in query order, so both ends of their visible
   // ranges move forward row by row. Tiles stay on multiples of key_tile (the resident slots).
-  const auto [row0_first, first_limit] = p.visible_keys(qi0);  // keys <= first_limit: every row
-  const auto [last_first, last_limit] = p.visible_keys(qi0 + nq - 1);  // >= last_first: every row
+  const auto [row0_first, first_limit] = p.visible_keys(b, qi0);  // <= first_limit: every row
+  const auto [last_first, last_limit] = p.visible_keys(b, qi0 + nq - 1);  // >= last_first: too
   const Eigen::Index j_begin = row0_first / key_tile * key_tile;
   // Row r's window starts at window_low + r / group: unclipped, so that it never overshoots.
-  const Eigen::Index window_low = p.window > 0 ? offset + qi0 - p.window + 1 : -(p.k_len + nq);
+  const Eigen::Index window_low = p.window > 0 ? offset + qi0 - p.window + 1 : -(k_len + nq);
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
 
   const Eigen::Index kv_row = p.kv_heads * d;
   const Eigen::Index kstride = ns == 1 ? d : ns * d + kAttnRowPad;
-  const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
-  const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   Acc* st = ws.st.data();
   // Keys [0, resident_keys) sit at their own index and are packed at most once per call for
   // these kv heads; a later tile goes to the slot after them.
@@ -675,11 +699,17 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     ws.packed_first = 0;
     ws.packed_keys = 0;
   }
-  // K and V rows [from, to) packed at row `at` of kf / vf.
+  // K and V rows [from, to) packed at row `at` of kf / vf, one run of consecutive rows (a page
+  // of a paged cache) at a time.
   auto pack = [&](Eigen::Index from, Eigen::Index to, Eigen::Index at) {
-    const Eigen::Index n = to - from;
-    attn_pack_rows(kbase + from * kv_row, kv_row, n, ns * d, ws.kf.data() + at * kstride, kstride);
-    attn_pack_rows(vbase + from * kv_row, kv_row, n, ns * d, ws.vf.data() + at * kstride, kstride);
+    for (Eigen::Index j = from; j < to;) {
+      const Eigen::Index n = std::min(to, p.kv_run_end(j)) - j;
+      Acc* kt = ws.kf.data() + (at + j - from) * kstride;
+      Acc* vt = ws.vf.data() + (at + j - from) * kstride;
+      attn_pack_rows(p.kv_row(p.k, b, j) + g0 * d, kv_row, n, ns * d, kt, kstride);
+      attn_pack_rows(p.kv_row(p.v, b, j) + g0 * d, kv_row, n, ns * d, vt, kstride);
+      j += n;
+    }
   };
 
   for (Eigen::Index j0 = j_begin; j0 < j_end; j0 += key_tile) {
@@ -919,7 +949,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   if (key_tile >= kBlocks) key_tile = key_tile / kBlocks * kBlocks;
   const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
   const Eigen::Index lanes = ns * R, vec_lanes = (lanes + L - 1) / L * L;
-  const Eigen::Index offset = p.k_len - p.q_len;  // bottom-right alignment
+  const Eigen::Index k_len = p.keys_of(b);
+  const Eigen::Index offset = k_len - p.q_len;  // bottom-right alignment
   const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
   const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
   auto q_position = [&](Eigen::Index qi) -> std::int64_t {
@@ -938,9 +969,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.row_h[at] = real ? h : 0;
     ws.q_rel[at] = static_cast<Acc>(q_position(qi) - base);
     ws.slope[at] = p.alibi && real ? static_cast<Acc>(p.slopes[h]) : Acc(0);
-    const auto [first, last] = p.visible_keys(qi);
+    const auto [first, last] = p.visible_keys(b, qi);
     ws.first[at] = real ? static_cast<Acc>(first) : Acc(0);
-    ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(p.k_len);
+    ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
     const bool sink = real && p.sinks;  // as in the prefill item
     ws.m[at] = sink ? static_cast<Acc>(p.sinks[h]) : -std::numeric_limits<Acc>::infinity();
     ws.l[at] = sink ? Acc(1) : Acc(0);
@@ -954,13 +985,11 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
 
   // Keys some query can see: from the first query's first to the last one's last.
-  const auto [j_begin, first_limit] = p.visible_keys(0);          // keys <= first_limit: all
-  const auto [last_first, last_limit] = p.visible_keys(p.q_len - 1);  // keys >= last_first: all
+  const auto [j_begin, first_limit] = p.visible_keys(b, 0);          // keys <= first_limit: all
+  const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   const Eigen::Index kv_row = p.kv_heads * d;
-  const TKV* kbase = p.k + b * p.kv_batch_stride + g0 * d;
-  const TKV* vbase = p.v + b * p.kv_batch_stride + g0 * d;
   const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
   const Eigen::Index row_bytes = ns * slice_bytes;
   const bool prefetch_slices =
@@ -969,8 +998,20 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
     return std::pair{std::min(j + ahead, j_end), std::min(j + ahead + n, j_end)};
   };
-  for (Eigen::Index j0 = j_begin; j0 < j_end; j0 += key_tile) {
-    const Eigen::Index nk = std::min(key_tile, j_end - j0);
+  // Prefetches `bytes` of rows [first, last) of base from column `col`, every `step` bytes.
+  auto prefetch = [&](const TKV* base, std::pair<Eigen::Index, Eigen::Index> rows,
+                      Eigen::Index col, Eigen::Index bytes, Eigen::Index step) {
+    for (Eigen::Index j = rows.first; j < rows.second;) {
+      const Eigen::Index n = std::min(rows.second, p.kv_run_end(j)) - j;
+      attn_prefetch_rows(p.kv_row(base, b, j) + g0 * d + col, kv_row, 0, n, bytes, step);
+      j += n;
+    }
+  };
+  // A tile never crosses a page of a paged cache: its rows are consecutive.
+  for (Eigen::Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {
+    nk = std::min({key_tile, j_end - j0, p.kv_run_end(j0) - j0});
+    const TKV* kbase = p.kv_row(p.k, b, j0) + g0 * d;
+    const TKV* vbase = p.kv_row(p.v, b, j0) + g0 * d;
     bool padded = false;
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
@@ -979,19 +1020,17 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     // S^T: KJ key rows at a time, each walked once from its first kv head to its last.
     Eigen::Index j = 0;
     for (; j + KJ <= nk; j += KJ) {
-      const TKV* k = kbase + (j0 + j) * kv_row;
-      const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
-      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ);
-      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
+      const TKV* k = kbase + j * kv_row;
+      prefetch(p.k, rows_ahead(j0 + j, kAttnDecodePageAhead, KJ), 0, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_prefetch_rows(kbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
+          prefetch(p.k, rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ), s * d, slice_bytes, 64);
         }
         attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
       }
     }
     for (; j < nk; ++j) {
-      const TKV* k = kbase + (j0 + j) * kv_row;
+      const TKV* k = kbase + j * kv_row;
       for (Eigen::Index s = 0; s < ns; ++s) {
         attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
       }
@@ -1003,15 +1042,14 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {
-      const TKV* v = vbase + (j0 + j) * kv_row;
+      const TKV* v = vbase + j * kv_row;
       const Acc* w = st + j * rs;
       const bool whole = j + KV <= nk;
-      const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, whole ? KV : 1);
-      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, whole ? KV : 1);
-      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
+      const Eigen::Index n_rows = whole ? KV : 1;
+      prefetch(p.v, rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows), 0, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_prefetch_rows(vbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
+          prefetch(p.v, rows_ahead(j0 + j, kAttnDecodeSliceAhead, n_rows), s * d, slice_bytes, 64);
         }
         const Acc* a = alpha + s * R;
         Acc* os = o + s * R * d;

@@ -1,0 +1,152 @@
+#pragma once
+/// \file posenc/attention_paged.hpp
+/// Attention over a paged KV cache (vLLM's PagedAttention, FlashInfer's paged_kv): K and V live
+/// in a pool of fixed-size pages, and each sequence lists its pages in a page table, so
+/// sequences grow a page at a time, free their pages when done and can share a prefix's pages.
+///
+///   k_pages, v_pages: [num_pages, page_size, kv_heads, head_dim]
+///   page_table:       [batch, max_pages] int32; key j of sequence b is row j % page_size of
+///                     page page_table[b, j / page_size] (vLLM's block_tables)
+///   seq_lens:         [batch] int64 keys per sequence; entries past its pages are not read
+///
+///   page_size = 4     pool:  p0 [a0 a1 a2 a3]  p1 [b0 b1 .. ..]  p2 [a4 a5 .. ..]  p3 [b2 ..]
+///                     sequence a: page_table {0, 2}, seq_len 6
+///                     sequence b: page_table {1, ...}, seq_len 2
+///
+/// Queries: q, out [batch, q_len, heads, head_dim], the sequences' last q_len tokens (decode:
+/// q_len = 1; speculative decoding checks q_len draft tokens at once). Query i of sequence b
+/// sits at slot seq_lens[b] - q_len + i: the causal mask aligns bottom-right per sequence,
+/// sliding windows and ALiBi distances count that sequence's slots (key j at position j).
+/// RoPE: store keys rotated (PagedKvCache does) and rotate q before the call.
+///
+/// The kernel is attention()'s: a key tile never crosses a page, so a page is read as one run
+/// of rows (pages of 16 or more keys keep the decode loop's blocks full; see the benchmark
+/// BM_Attention_PagedDecode for the cost against a contiguous cache).
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/attention_kernel.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+namespace detail {
+
+/// Checks the pool, page table and lengths of a paged call (see attention_paged).
+template <typename TKV>
+void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<TKV, 4> k_pages,
+                       ConstTensorView<TKV, 4> v_pages,
+                       ConstTensorView<std::int32_t, 2> page_table,
+                       ConstTensorView<std::int64_t, 1> seq_lens) {
+  const Eigen::Index num_pages = k_pages.dimension(0), page_size = k_pages.dimension(1);
+  require(num_pages > 0 && page_size > 0 && k_pages.dimension(2) > 0 && k_pages.dimension(3) > 0,
+          fn, "k_pages shape [", num_pages, ", ", page_size, ", ", k_pages.dimension(2), ", ",
+          k_pages.dimension(3), "] must have no zero dimension");
+  for (int a = 0; a < 4; ++a) {
+    require(v_pages.dimension(a) == k_pages.dimension(a), fn, "v_pages shape [",
+            v_pages.dimension(0), ", ", v_pages.dimension(1), ", ", v_pages.dimension(2), ", ",
+            v_pages.dimension(3), "] must equal k_pages shape [", num_pages, ", ", page_size,
+            ", ", k_pages.dimension(2), ", ", k_pages.dimension(3), "]");
+  }
+  require(page_table.dimension(0) == batch && seq_lens.dimension(0) == batch, fn,
+          "page_table has ", page_table.dimension(0), " rows and seq_lens ",
+          seq_lens.dimension(0), " entries; both must have batch = ", batch);
+  const Eigen::Index max_pages = page_table.dimension(1);
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    const std::int64_t len = seq_lens(b);
+    require(len >= 0 && len <= max_pages * page_size, fn, "seq_lens[", b, "] = ", len,
+            " must be in [0, page_table columns * page_size = ", max_pages, " * ", page_size,
+            "]");
+    for (Eigen::Index i = 0; i < (len + page_size - 1) / page_size; ++i) {
+      const std::int32_t page = page_table(b, i);
+      require(page >= 0 && page < num_pages, fn, "page_table[", b, ", ", i, "] = ", page,
+              " must be in [0, num_pages = ", num_pages, ")");
+    }
+  }
+}
+
+/// attention_paged on validated views; q_pos (or null: slots) as in AttentionProblem.
+template <typename TQ, typename TKV>
+void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
+                         ConstTensorView<TKV, 4> v_pages,
+                         ConstTensorView<std::int32_t, 2> page_table,
+                         ConstTensorView<std::int64_t, 1> seq_lens, TQ* out,
+                         const AttentionParams& params, AttentionWorkspace& workspace,
+                         compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
+                         double softmax_scale_multiplier = 1.0) {
+  using Acc = compute_t<TQ>;
+  AttentionProblem<Acc, TQ, TKV, TQ> p;
+  p.q = q.data();
+  p.k = k_pages.data();
+  p.v = v_pages.data();
+  p.out = out;
+  p.lse = lse;
+  p.batch = q.dimension(0);
+  p.q_len = q.dimension(1);
+  p.heads = q.dimension(2);
+  p.kv_heads = k_pages.dimension(2);
+  p.d = q.dimension(3);
+  for (Eigen::Index b = 0; b < p.batch; ++b) {
+    p.k_len = std::max(p.k_len, static_cast<Eigen::Index>(seq_lens(b)));
+  }
+  set_attention_params(p, params, softmax_scale_multiplier);
+  p.q_pos = q_pos;
+  p.seq_lens = seq_lens.data();
+  p.page_table = page_table.data();
+  p.page_size = k_pages.dimension(1);
+  p.page_table_stride = page_table.dimension(1);
+  run_attention(p, workspace.buffers<Acc>(), params.num_threads);
+}
+
+}  // namespace detail
+
+/// \brief Fused attention of q against a paged KV cache (see the file comment): out =
+/// softmax(scale q K^T + ALiBi + mask) V per sequence, over its seq_lens[b] keys.
+/// q, out: [batch, q_len, heads, head_dim] (out must not alias anything else); k_pages, v_pages:
+/// [num_pages, page_size, kv_heads, head_dim] in TKV (may differ from TQ, e.g. a bfloat16 pool
+/// with float queries); page_table [batch, max_pages]; seq_lens [batch].
+/// lse (optional): [batch, q_len, heads], each row's log-sum-exp as attention(..., lse, ...).
+/// A sequence with seq_len 0, or a query row with no key before it, gives zeros (lse -inf).
+/// Throws std::invalid_argument, before writing anything, for shape errors, seq_lens outside
+/// [0, max_pages * page_size], a page id outside [0, num_pages) among the pages a sequence
+/// uses, and every parameter error attention() reports.
+template <typename TQ, typename TKV>
+void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
+                     ConstTensorView<TKV, 4> v_pages, ConstTensorView<std::int32_t, 2> page_table,
+                     ConstTensorView<std::int64_t, 1> seq_lens, TensorView<TQ, 4> out,
+                     const AttentionParams& params = {}, AttentionWorkspace* workspace = nullptr,
+                     std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
+  static_assert(detail::is_storage_type_v<TQ> && detail::is_storage_type_v<TKV>,
+                "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "attention_paged";
+  const Eigen::Index batch = q.dimension(0);
+  detail::validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
+  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d]: only
+  // their dimensions are read.
+  Eigen::Index longest = 1;
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    longest = std::max(longest, static_cast<Eigen::Index>(seq_lens(b)));
+  }
+  const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
+                                         k_pages.dimension(3));
+  detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
+  if (lse) {
+    detail::require(lse->dimension(0) == batch && lse->dimension(1) == q.dimension(1) &&
+                        lse->dimension(2) == q.dimension(2),
+                    fn, "lse shape [", lse->dimension(0), ", ", lse->dimension(1), ", ",
+                    lse->dimension(2), "] must be [batch, q_len, heads] = [", batch, ", ",
+                    q.dimension(1), ", ", q.dimension(2), "]");
+  }
+  AttentionWorkspace local;
+  detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
+                              workspace ? *workspace : local, lse ? lse->data() : nullptr);
+}
+
+}  // namespace posenc

@@ -1,0 +1,252 @@
+// Paged attention (vLLM block tables): every sequence of a paged batch must equal the double
+// reference run on its keys laid out contiguously, whatever the page size and page order; no
+// read may leave the sequence's own pages and rows (unused pool rows hold NaN); bad page tables
+// write nothing.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/alibi.hpp>
+#include <posenc/attention_paged.hpp>
+#include <posenc/reference/attention.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::AttentionParams;
+using posenc::ConstTensorView;
+using posenc::MaskMode;
+using posenc::TensorView;
+
+namespace {
+
+constexpr Eigen::Index d = 40;
+
+/// A pool holding each sequence's keys in shuffled pages; every row no sequence owns is NaN.
+template <typename T>
+struct PagedBatch {
+  Eigen::Index kv_heads, page_size, max_pages = 0, num_pages = 0;
+  std::vector<std::int64_t> lens;
+  std::vector<std::int32_t> table;
+  std::vector<std::vector<float>> k, v;  // per sequence, contiguous [len, kv_heads, d]
+  std::vector<T> k_pool, v_pool;
+
+  PagedBatch(std::vector<std::int64_t> seq_lens, Eigen::Index kvh, Eigen::Index page)
+      : kv_heads(kvh), page_size(page), lens(std::move(seq_lens)) {
+    const Eigen::Index row = kv_heads * d;
+    std::vector<Eigen::Index> pages_of;
+    for (const std::int64_t len : lens) {
+      pages_of.push_back((len + page_size - 1) / page_size);
+      max_pages = std::max(max_pages, pages_of.back());
+      num_pages += pages_of.back();
+    }
+    max_pages = std::max<Eigen::Index>(max_pages, 1) + 1;  // a spare column, never read
+    num_pages += 3;                                         // pages nobody owns
+    // Pages handed out in a scrambled order: sequence pages are neither contiguous nor sorted.
+    std::vector<std::int32_t> order(static_cast<std::size_t>(num_pages));
+    std::iota(order.begin(), order.end(), 0);
+    std::reverse(order.begin(), order.end());
+    for (std::size_t i = 0; i + 2 < order.size(); i += 3) std::swap(order[i], order[i + 2]);
+    const auto nan = T(std::numeric_limits<float>::quiet_NaN());
+    k_pool.assign(static_cast<std::size_t>(num_pages * page_size * row), nan);
+    v_pool = k_pool;
+    table.assign(lens.size() * static_cast<std::size_t>(max_pages), -1);
+    std::size_t next = 0;
+    for (std::size_t s = 0; s < lens.size(); ++s) {
+      const auto n = static_cast<std::size_t>(lens[s] * row);
+      k.push_back(posenc_test::random_vector<float>(n, 100 + s));
+      v.push_back(posenc_test::random_vector<float>(n, 200 + s));
+      for (float& x : k.back()) x = float(T(2.0f * x));  // exactly representable in T
+      for (float& x : v.back()) x = float(T(x));
+      for (Eigen::Index i = 0; i < pages_of[s]; ++i) {
+        table[s * static_cast<std::size_t>(max_pages) + static_cast<std::size_t>(i)] = order[next++];
+      }
+      for (Eigen::Index j = 0; j < lens[s]; ++j) {
+        const Eigen::Index page = table[s * static_cast<std::size_t>(max_pages) + static_cast<std::size_t>(j / page_size)];
+        const Eigen::Index at = (page * page_size + j % page_size) * row;
+        for (Eigen::Index c = 0; c < row; ++c) {
+          k_pool[static_cast<std::size_t>(at + c)] = T(k[s][static_cast<std::size_t>(j * row + c)]);
+          v_pool[static_cast<std::size_t>(at + c)] = T(v[s][static_cast<std::size_t>(j * row + c)]);
+        }
+      }
+    }
+  }
+  Eigen::Index batch() const { return static_cast<Eigen::Index>(lens.size()); }
+  ConstTensorView<T, 4> k_pages() const { return {k_pool.data(), num_pages, page_size, kv_heads, d}; }
+  ConstTensorView<T, 4> v_pages() const { return {v_pool.data(), num_pages, page_size, kv_heads, d}; }
+  ConstTensorView<std::int32_t, 2> page_table() const { return {table.data(), batch(), max_pages}; }
+  ConstTensorView<std::int64_t, 1> seq_lens() const { return {lens.data(), batch()}; }
+};
+
+AttentionParams variant_params(int variant, Eigen::Index heads, int threads) {
+  AttentionParams params;
+  params.num_threads = threads;
+  if (variant == 1) params.alibi_slopes = posenc::alibi_slopes(heads);
+  if (variant == 2) {
+    params.sliding_window = 50;
+    for (Eigen::Index h = 0; h < heads; ++h) params.sink_logits.push_back(0.5 * double(h) - 1.0);
+  }
+  if (variant == 3) params.mask = MaskMode::kBidirectional;
+  if (variant == 4) params.logit_softcap = 5.0;
+  return params;
+}
+
+/// Runs attention_paged and checks each sequence against the reference on its contiguous keys.
+template <typename T>
+void check_against_reference(const PagedBatch<T>& x, Eigen::Index heads, Eigen::Index q_len,
+                             const AttentionParams& params) {
+  const Eigen::Index B = x.batch(), KH = x.kv_heads;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * q_len * heads * d), 7);
+  std::vector<float> out(q.size(), -9.0f), lse(static_cast<std::size_t>(B * q_len * heads), -9.0f);
+  posenc::attention_paged<float, T>(ConstTensorView<float, 4>(q.data(), B, q_len, heads, d), x.k_pages(),
+                                    x.v_pages(), x.page_table(), x.seq_lens(),
+                                    TensorView<float, 4>(out.data(), B, q_len, heads, d), params, nullptr,
+                                    TensorView<float, 3>(lse.data(), B, q_len, heads));
+  const Eigen::Index per_seq = q_len * heads * d;
+  for (Eigen::Index s = 0; s < B; ++s) {
+    const Eigen::Index len = x.lens[static_cast<std::size_t>(s)];
+    CAPTURE(s, len);
+    const float* got = out.data() + s * per_seq;
+    const float* got_lse = lse.data() + s * q_len * heads;
+    if (len == 0) {
+      for (Eigen::Index i = 0; i < per_seq; ++i) REQUIRE(got[i] == 0.0f);
+      for (Eigen::Index i = 0; i < q_len * heads; ++i) {
+        REQUIRE(got_lse[i] == (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
+                                                          : float(params.sink_logits[static_cast<std::size_t>(i % heads)])));
+      }
+      continue;
+    }
+    const std::vector<float> qs(q.begin() + s * per_seq, q.begin() + (s + 1) * per_seq);
+    const auto& ks = x.k[static_cast<std::size_t>(s)];
+    const auto& vs = x.v[static_cast<std::size_t>(s)];
+    std::vector<float> want(qs.size()), alone(qs.size()), alone_lse(static_cast<std::size_t>(q_len * heads));
+    const ConstTensorView<float, 4> qv(qs.data(), 1, q_len, heads, d), kv(ks.data(), 1, len, KH, d),
+        vv(vs.data(), 1, len, KH, d);
+    posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(want.data(), 1, q_len, heads, d), params);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want.size(), [&](std::size_t i) { return static_cast<double>(got[i]); },
+        [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
+    // The lse against attention()'s on the contiguous keys (whose lse test_attention_merge.cpp
+    // checks against a long-double log-sum-exp); tiles differ at page edges, so not bitwise.
+    posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(alone.data(), 1, q_len, heads, d),
+                             TensorView<float, 3>(alone_lse.data(), 1, q_len, heads), params);
+    for (std::size_t i = 0; i < alone_lse.size(); ++i) {
+      CAPTURE(i);
+      if (std::isinf(alone_lse[i])) {
+        REQUIRE(got_lse[i] == alone_lse[i]);  // a row with no key: -inf in both
+      } else {
+        REQUIRE_THAT(got_lse[i], Catch::Matchers::WithinAbs(alone_lse[i], 1e-5));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention paged: each sequence equals the reference on its keys laid out contiguously",
+          "[attention][paged]") {
+  // Lengths: empty, one key, shorter than q_len, a page-size multiple, tiles and pages mixed.
+  const std::vector<std::int64_t> lens = {0, 1, 37, 128, 301};
+  const Eigen::Index page_size = GENERATE(1, 3, 16, 64, 100);
+  // GQA 8 / 2: q_len 1 takes the decode item, q_len 7 (28 rows) the tiled one; 4 / 4 decodes
+  // one row per kv head.
+  const auto [heads, kv_heads, q_len] = GENERATE(std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{8, 2, 1},
+                                                 std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{8, 2, 7},
+                                                 std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{4, 4, 1});
+  const int variant = GENERATE(0, 1, 2, 3, 4);  // plain, ALiBi, window 50 + sinks, bidirectional, soft cap
+  const int threads = GENERATE(1, 2);
+  CAPTURE(page_size, heads, kv_heads, q_len, variant, threads);
+  const PagedBatch<float> x(lens, kv_heads, page_size);
+  check_against_reference(x, heads, q_len, variant_params(variant, heads, threads));
+}
+
+TEST_CASE("attention paged: a bfloat16 or half pool with float queries", "[attention][paged]") {
+  const std::vector<std::int64_t> lens = {77, 5, 260};
+  const Eigen::Index page_size = GENERATE(16, 50);
+  const int variant = GENERATE(0, 1);
+  CAPTURE(page_size, variant);
+  check_against_reference(PagedBatch<Eigen::bfloat16>(lens, 2, page_size), 8, 1, variant_params(variant, 8, 1));
+  check_against_reference(PagedBatch<Eigen::half>(lens, 2, page_size), 8, 3, variant_params(variant, 8, 1));
+}
+
+TEST_CASE("attention paged: a sequence reads only its own pages", "[attention][paged]") {
+  // Two sequences over interleaved pages, keys all 0 (equal scores), V = +1 for sequence 0,
+  // -1 for sequence 1 and 1000 in the pool's unused pages: each output must be exactly its
+  // own value, any read of another page pulls it away.
+  const Eigen::Index page_size = GENERATE(1, 16, 33);
+  PagedBatch<float> x({200, 150}, 2, page_size);
+  std::fill(x.k_pool.begin(), x.k_pool.end(), 0.0f);
+  std::fill(x.v_pool.begin(), x.v_pool.end(), 1000.0f);
+  const Eigen::Index row = 2 * d;
+  for (std::size_t s = 0; s < 2; ++s) {
+    for (Eigen::Index j = 0; j < x.lens[s]; ++j) {
+      const Eigen::Index page = x.table[s * static_cast<std::size_t>(x.max_pages) + static_cast<std::size_t>(j / page_size)];
+      std::fill_n(x.v_pool.begin() + (page * page_size + j % page_size) * row, row, s == 0 ? 1.0f : -1.0f);
+    }
+  }
+  const Eigen::Index q_len = GENERATE(1, 9);
+  CAPTURE(page_size, q_len);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * q_len * 8 * d), 3);
+  std::vector<float> out(q.size());
+  AttentionParams params;
+  params.mask = MaskMode::kBidirectional;
+  posenc::attention_paged<float, float>(ConstTensorView<float, 4>(q.data(), 2, q_len, 8, d), x.k_pages(), x.v_pages(),
+                                        x.page_table(), x.seq_lens(), TensorView<float, 4>(out.data(), 2, q_len, 8, d),
+                                        params);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(out[i] == (i < out.size() / 2 ? 1.0f : -1.0f));
+  }
+}
+
+TEST_CASE("attention paged: bad page tables and shapes throw before anything is written",
+          "[attention][paged][errors]") {
+  PagedBatch<float> x({10, 20}, 2, 8);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f), lse(16, 5.0f);
+  auto call = [&](const PagedBatch<float>& y, Eigen::Index heads = 8, Eigen::Index lse_heads = 8,
+                  AttentionParams params = {}) {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, heads, d), y.k_pages(), y.v_pages(), y.page_table(), y.seq_lens(),
+        TensorView<float, 4>(out.data(), 2, 1, heads, d), params, nullptr,
+        TensorView<float, 3>(lse.data(), 2, 1, lse_heads));
+  };
+  PagedBatch<float> bad = x;
+  bad.table[1] = static_cast<std::int32_t>(x.num_pages);  // sequence 0's second page
+  REQUIRE_THROWS_AS(call(bad), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call(bad), Contains("page_table[0, 1] = " + std::to_string(x.num_pages)) &&
+                                     Contains("must be in [0, num_pages = " + std::to_string(x.num_pages) + ")"));
+  bad = x;
+  bad.table[static_cast<std::size_t>(x.max_pages)] = -1;  // sequence 1's first page
+  REQUIRE_THROWS_WITH(call(bad), Contains("page_table[1, 0] = -1"));
+  bad = x;
+  bad.lens[1] = x.max_pages * 8 + 1;
+  REQUIRE_THROWS_WITH(call(bad), Contains("seq_lens[1] = " + std::to_string(x.max_pages * 8 + 1)) &&
+                                     Contains("must be in [0, page_table columns * page_size"));
+  bad = x;
+  bad.lens[0] = -1;
+  REQUIRE_THROWS_WITH(call(bad), Contains("seq_lens[0] = -1"));
+  REQUIRE_THROWS_WITH(call(x, 5, 5), Contains("heads = 5 must be a multiple of kv_heads = 2"));
+  REQUIRE_THROWS_WITH(call(x, 8, 4), Contains("lse shape [2, 1, 4] must be [batch, q_len, heads] = [2, 1, 8]"));
+  AttentionParams params;
+  params.alibi_slopes = {0.5};
+  REQUIRE_THROWS_WITH(call(x, 8, 8, params), Contains("alibi_slopes has 1 entries"));
+  // A page id past the sequence's pages is never read, so it need not be valid.
+  bad = x;
+  bad.table[3] = 12345;
+  REQUIRE_NOTHROW(call(bad));
+  CHECK(std::none_of(out.begin(), out.end(), [](float o) { return std::isnan(o); }));
+  std::fill(out.begin(), out.end(), 5.0f);
+  std::fill(lse.begin(), lse.end(), 5.0f);
+  bad.table[0] = 99;
+  REQUIRE_THROWS(call(bad));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
+}
