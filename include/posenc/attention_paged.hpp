@@ -73,16 +73,16 @@ void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<
 }
 
 /// attention_paged on validated views; q_pos (or null: slots) as in AttentionProblem.
-template <typename TQ, typename TKV>
+template <typename TQ, typename TKV, typename TO>
 void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                          ConstTensorView<TKV, 4> v_pages,
                          ConstTensorView<std::int32_t, 2> page_table,
-                         ConstTensorView<std::int64_t, 1> seq_lens, TQ* out,
+                         ConstTensorView<std::int64_t, 1> seq_lens, TO* out,
                          const AttentionParams& params, AttentionWorkspace& workspace,
                          compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
                          double softmax_scale_multiplier = 1.0) {
   using Acc = compute_t<TQ>;
-  AttentionProblem<Acc, TQ, TKV, TQ> p;
+  AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q.data();
   p.k = k_pages.data();
   p.v = v_pages.data();

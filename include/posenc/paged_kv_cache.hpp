@@ -1,0 +1,327 @@
+#pragma once
+/// \file posenc/paged_kv_cache.hpp
+/// A per-layer paged KV cache (vLLM's block manager, in miniature): one pool of num_pages pages
+/// of page_size tokens shared by any number of sequences. A sequence takes a page only when its
+/// last one is full and gives its pages back when released, so memory follows the tokens
+/// actually held rather than batch * max_len; a forked sequence shares its parent's full pages
+/// (parallel sampling, beam search, a common prompt) until the two diverge.
+///
+///   page_size = 4        pool   p0 [a0 a1 a2 a3]  p1 [a4 a5 .. ..]  p2 [c4 .. .. ..]  p3 free
+///   a: 6 tokens          pages {0, 1}
+///   c = fork(a) after 4  pages {0, 2}   (p0 shared, refcount 2; c's own tail in p2)
+///
+/// Shared pages are always full: fork copies the parent's partial last page, so no append ever
+/// writes a page another sequence reads (no copy-on-write needed).
+///
+/// Token t of a sequence sits at slot t and has position t (RoPE angle, ALiBi distance, causal
+/// order). With RoPE set, append stores keys rotated by their positions (in float, rounded once
+/// to T) and attend rotates the queries, as KvCache does. attend runs attention_paged over the
+/// pool: the kernel reads each sequence's pages in place.
+///
+/// Flow per layer:  s = add_sequence(); append(s, K_prompt, V_prompt); attend({s, ...}, Q, out)
+///                  each step: append(s, k_t, v_t) for every s; attend(seqs, q_t, out)
+///                  release(s) when a sequence finishes.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_paged.hpp"
+#include "posenc/attention_rope.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/rope.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/rope_params.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+template <typename T>
+class PagedKvCache {
+  static_assert(detail::is_storage_type_v<T>, "posenc: PagedKvCache storage must be float, "
+                                              "double, Eigen::half or Eigen::bfloat16");
+
+ public:
+  using SequenceId = std::int64_t;
+
+  /// \brief An empty pool of num_pages pages of [page_size, kv_heads, head_dim] for K and V.
+  /// Throws std::invalid_argument when a dimension is <= 0 or num_pages does not fit int32
+  /// (page tables are int32, as vLLM's and FlashInfer's).
+  PagedKvCache(Eigen::Index num_pages, Eigen::Index page_size, Eigen::Index kv_heads,
+               Eigen::Index head_dim)
+      : num_pages_(num_pages), page_size_(page_size), kv_heads_(kv_heads), d_(head_dim) {
+    detail::require(num_pages > 0 && page_size > 0 && kv_heads > 0 && head_dim > 0,
+                    "PagedKvCache", "shape [num_pages, page_size, kv_heads, head_dim] = [",
+                    num_pages, ", ", page_size, ", ", kv_heads, ", ", head_dim,
+                    "] must have no zero dimension");
+    detail::require(num_pages <= std::numeric_limits<std::int32_t>::max(), "PagedKvCache",
+                    "num_pages = ", num_pages, " must be <= 2^31 - 1 (int32 page ids)");
+    k_.assign(static_cast<std::size_t>(num_pages * page_size * kv_heads * head_dim), T(0.0f));
+    v_.assign(k_.size(), T(0.0f));
+    refs_.assign(static_cast<std::size_t>(num_pages), 0);
+    // Lowest ids first out of the stack.
+    for (Eigen::Index p = num_pages; p-- > 0;) free_.push_back(static_cast<std::int32_t>(p));
+  }
+
+  Eigen::Index num_pages() const noexcept { return num_pages_; }
+  Eigen::Index page_size() const noexcept { return page_size_; }
+  Eigen::Index kv_heads() const noexcept { return kv_heads_; }
+  Eigen::Index head_dim() const noexcept { return d_; }
+  /// Pages no sequence holds.
+  Eigen::Index free_pages() const noexcept { return static_cast<Eigen::Index>(free_.size()); }
+  /// Live sequences.
+  Eigen::Index sequences() const noexcept { return static_cast<Eigen::Index>(seqs_.size()); }
+  /// Sequences holding page p (0 = free; > 1 = a shared, full page).
+  std::int32_t page_refs(std::int32_t page) const {
+    detail::require(page >= 0 && page < num_pages_, "PagedKvCache::page_refs", "page = ", page,
+                    " must be in [0, num_pages = ", num_pages_, ")");
+    return refs_[static_cast<std::size_t>(page)];
+  }
+
+  /// The pools [num_pages, page_size, kv_heads, head_dim] (rows no sequence holds unspecified).
+  ConstTensorView<T, 4> key_pages() const { return {k_.data(), num_pages_, page_size_, kv_heads_, d_}; }
+  ConstTensorView<T, 4> value_pages() const { return {v_.data(), num_pages_, page_size_, kv_heads_, d_}; }
+
+  /// Tokens held by sequence s / its page table (page of slot t: pages(s)[t / page_size]).
+  /// Throw std::invalid_argument for an unknown s.
+  Eigen::Index length(SequenceId s) const { return find("PagedKvCache::length", s).length; }
+  const std::vector<std::int32_t>& pages(SequenceId s) const {
+    return find("PagedKvCache::pages", s).pages;
+  }
+
+  /// \brief Rotates keys on append and queries on attend with this plan from now on (keys
+  /// already stored keep their rotation). Throws std::invalid_argument when the plan does not
+  /// fit head_dim.
+  void set_rope(RopeFrequencies freqs, RopeLayout layout) {
+    detail::validate_attention_rope("PagedKvCache::set_rope", freqs, layout, d_);
+    rope_ = std::move(freqs);
+    rope_layout_ = layout;
+  }
+  void clear_rope() { rope_.reset(); }
+  bool has_rope() const noexcept { return rope_.has_value(); }
+
+  /// A new, empty sequence (no page yet).
+  SequenceId add_sequence() {
+    const SequenceId s = next_id_++;
+    seqs_.emplace(s, Sequence{});
+    return s;
+  }
+
+  /// \brief A new sequence holding the same tokens as parent: its full pages are shared, its
+  /// partial last page (if any) is copied into a free page.
+  /// Throws std::invalid_argument for an unknown parent, std::out_of_range when the copy needs
+  /// a page and none is free; nothing changes then.
+  SequenceId fork(SequenceId parent) {
+    constexpr std::string_view fn = "PagedKvCache::fork";
+    const Sequence& from = find(fn, parent);
+    const bool partial = from.length % page_size_ != 0;
+    if (partial && free_.empty()) {
+      detail::throw_out_of_range(fn, "sequence ", parent, " has a partial last page to copy and ",
+                                 "no page of ", num_pages_, " is free");
+    }
+    Sequence child{from.pages, from.length};
+    for (const std::int32_t p : child.pages) ++refs_[static_cast<std::size_t>(p)];
+    if (partial) {
+      const std::int32_t shared = child.pages.back();
+      --refs_[static_cast<std::size_t>(shared)];
+      const std::int32_t own = take_page();
+      const auto page_elems = static_cast<std::ptrdiff_t>(page_size_ * kv_heads_ * d_);
+      for (auto* pool : {&k_, &v_}) {
+        const auto src = pool->begin() + shared * page_elems;
+        std::copy(src, src + page_elems, pool->begin() + own * page_elems);
+      }
+      child.pages.back() = own;
+    }
+    const SequenceId s = next_id_++;
+    seqs_.emplace(s, std::move(child));
+    return s;
+  }
+
+  /// \brief Forgets sequence s; pages no other sequence holds become free.
+  /// Throws std::invalid_argument for an unknown s.
+  void release(SequenceId s) {
+    const Sequence& seq = find("PagedKvCache::release", s);
+    for (const std::int32_t p : seq.pages) {
+      if (--refs_[static_cast<std::size_t>(p)] == 0) free_.push_back(p);
+    }
+    seqs_.erase(s);
+  }
+
+  /// \brief Appends n tokens to sequence s at slots (= positions) length(s) ... + n - 1: keys
+  /// (rotated when RoPE is set) and values, taking free pages as needed.
+  /// k, v: [n, kv_heads, head_dim], n >= 1.
+  /// Throws std::invalid_argument (unknown s, shapes), std::out_of_range when the pool has too
+  /// few free pages; nothing changes then.
+  template <typename In>
+  void append(SequenceId s, ConstTensorView<In, 3> k, ConstTensorView<In, 3> v) {
+    static_assert(detail::is_storage_type_v<In>, "posenc: input must be a storage type");
+    constexpr std::string_view fn = "PagedKvCache::append";
+    Sequence& seq = find(fn, s);
+    const Eigen::Index n = k.dimension(0);
+    for (int a = 0; a < 3; ++a) {
+      const Eigen::Index want[3] = {n, kv_heads_, d_};
+      detail::require(k.dimension(a) == want[a] && v.dimension(a) == want[a], fn, "k shape [",
+                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
+                      "] and v shape [", v.dimension(0), ", ", v.dimension(1), ", ",
+                      v.dimension(2), "] must both be [n, kv_heads, head_dim] = [", n, ", ",
+                      kv_heads_, ", ", d_, "]");
+    }
+    detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
+    const Eigen::Index need = pages_for(seq.length + n) - static_cast<Eigen::Index>(seq.pages.size());
+    if (need > free_pages()) {
+      detail::throw_out_of_range(fn, "appending n = ", n, " tokens to sequence ", s, " (",
+                                 seq.length, " tokens) needs ", need, " new pages of ",
+                                 page_size_, " tokens; ", free_pages(), " of ", num_pages_,
+                                 " are free");
+    }
+    for (Eigen::Index i = 0; i < need; ++i) seq.pages.push_back(take_page());
+    const Eigen::Index row = kv_heads_ * d_;
+    if (rope_) {
+      // Rotate a float (double) copy at positions length ... length + n - 1, round once.
+      using Acc = detail::compute_t<In>;
+      auto& stage = staging<Acc>();
+      stage.resize(static_cast<std::size_t>(n * row));
+      for (Eigen::Index i = 0; i < n * row; ++i) {
+        stage[static_cast<std::size_t>(i)] = static_cast<Acc>(detail::to_compute(k.data()[i]));
+      }
+      apply_rope_inplace<Acc>(rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), 1, n, kv_heads_, d_)),
+                              RopePositions::contiguous(1, n, seq.length), *rope_, rope_layout_);
+      store(seq, stage.data(), k_, n);
+    } else {
+      store(seq, k.data(), k_, n);
+    }
+    store(seq, v.data(), v_, n);
+    seq.length += n;
+  }
+
+  /// \brief Attention of each listed sequence's last q_len tokens against all of its tokens:
+  /// out[b] = softmax(scale q[b] K_s^T + ALiBi + causal mask) V_s for s = seqs[b], query i at
+  /// slot length(s) - q_len + i (rotated there when RoPE is set; the default scale then takes
+  /// the plan's softmax_scale_multiplier). q, out: [seqs.size(), q_len, heads, head_dim],
+  /// 1 <= q_len <= length(s) for every s.
+  /// Throws std::invalid_argument (unknown sequence, shapes, q_len, parameters) before writing.
+  template <typename TQ>
+  void attend(const std::vector<SequenceId>& seqs, ConstTensorView<TQ, 4> q,
+              TensorView<TQ, 4> out, const AttentionParams& params = {}) {
+    static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
+    constexpr std::string_view fn = "PagedKvCache::attend";
+    const auto batch = static_cast<Eigen::Index>(seqs.size());
+    const Eigen::Index q_len = q.dimension(1), heads = q.dimension(2);
+    detail::require(batch > 0 && q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
+                    " must equal the number of sequences listed (", batch, ", at least 1)");
+    Eigen::Index longest = 1, max_pages = 1;
+    for (const SequenceId s : seqs) {
+      const Sequence& seq = find(fn, s);
+      detail::require(q_len >= 1 && q_len <= seq.length, fn, "q_len = ", q_len,
+                      " must be in [1, length = ", seq.length, "] of sequence ", s,
+                      ": append the new tokens' keys and values first");
+      longest = std::max(longest, seq.length);
+      max_pages = std::max(max_pages, static_cast<Eigen::Index>(seq.pages.size()));
+    }
+    const ConstTensorView<T, 4> kv_shape(k_.data(), batch, longest, kv_heads_, d_);
+    detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
+
+    // Page table and lengths of this call (buffers reused across steps).
+    table_.assign(static_cast<std::size_t>(batch * max_pages), 0);
+    lens_.resize(static_cast<std::size_t>(batch));
+    starts_.resize(static_cast<std::size_t>(batch));
+    for (Eigen::Index b = 0; b < batch; ++b) {
+      const Sequence& seq = seqs_.find(seqs[static_cast<std::size_t>(b)])->second;
+      std::copy(seq.pages.begin(), seq.pages.end(), table_.begin() + b * max_pages);
+      lens_[static_cast<std::size_t>(b)] = seq.length;
+      starts_[static_cast<std::size_t>(b)] = seq.length - q_len;
+    }
+    const ConstTensorView<std::int32_t, 2> table(table_.data(), batch, max_pages);
+    const ConstTensorView<std::int64_t, 1> lens(lens_.data(), batch);
+    if (rope_) {
+      using Acc = detail::compute_t<TQ>;
+      auto& stage = staging<Acc>();
+      stage.resize(static_cast<std::size_t>(q.size()));
+      for (Eigen::Index i = 0; i < q.size(); ++i) {
+        stage[static_cast<std::size_t>(i)] = static_cast<Acc>(detail::to_compute(q.data()[i]));
+      }
+      const TensorView<Acc, 4> rotated(stage.data(), batch, q_len, heads, d_);
+      apply_rope_inplace<Acc>(rope_heads<Acc>(rotated),
+                              RopePositions::contiguous_from(
+                                  ConstTensorView<std::int64_t, 1>(starts_.data(), batch), q_len),
+                              *rope_, rope_layout_);
+      detail::run_attention_paged(ConstTensorView<Acc, 4>(rotated), key_pages(), value_pages(),
+                                  table, lens, out.data(), params, workspace_, nullptr, nullptr,
+                                  rope_->softmax_scale_multiplier);
+    } else {
+      detail::run_attention_paged(q, key_pages(), value_pages(), table, lens, out.data(), params,
+                                  workspace_);
+    }
+  }
+
+ private:
+  struct Sequence {
+    std::vector<std::int32_t> pages;
+    Eigen::Index length = 0;
+  };
+
+  Eigen::Index pages_for(Eigen::Index tokens) const { return (tokens + page_size_ - 1) / page_size_; }
+
+  const Sequence& find(std::string_view fn, SequenceId s) const {
+    const auto it = seqs_.find(s);
+    detail::require(it != seqs_.end(), fn, "sequence ", s, " is not in the cache (",
+                    seqs_.size(), " live; ids come from add_sequence / fork)");
+    return it->second;
+  }
+  Sequence& find(std::string_view fn, SequenceId s) {
+    return const_cast<Sequence&>(static_cast<const PagedKvCache&>(*this).find(fn, s));
+  }
+
+  std::int32_t take_page() {
+    const std::int32_t p = free_.back();
+    free_.pop_back();
+    refs_[static_cast<std::size_t>(p)] = 1;
+    return p;
+  }
+
+  /// Rounds src [n, kv_heads, d] into the sequence's slots length ... length + n - 1 of pool.
+  template <typename Src>
+  void store(const Sequence& seq, const Src* src, std::vector<T>& pool, Eigen::Index n) {
+    const Eigen::Index row = kv_heads_ * d_;
+    for (Eigen::Index t = 0; t < n; ++t) {
+      const Eigen::Index slot = seq.length + t;
+      const Eigen::Index page = seq.pages[static_cast<std::size_t>(slot / page_size_)];
+      T* to = pool.data() + (page * page_size_ + slot % page_size_) * row;
+      const Src* from = src + t * row;
+      for (Eigen::Index c = 0; c < row; ++c) to[c] = detail::from_value<T>(detail::to_compute(from[c]));
+    }
+  }
+
+  template <typename Acc>
+  std::vector<Acc>& staging() {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return stage_d_;
+    } else {
+      return stage_f_;
+    }
+  }
+
+  Eigen::Index num_pages_, page_size_, kv_heads_, d_;
+  std::vector<T> k_, v_;
+  std::vector<std::int32_t> refs_, free_;
+  std::unordered_map<SequenceId, Sequence> seqs_;
+  SequenceId next_id_ = 0;
+  std::optional<RopeFrequencies> rope_;
+  RopeLayout rope_layout_ = RopeLayout::kHalfSplit;
+  // Reused across steps: they grow to the largest call, then stay.
+  std::vector<float> stage_f_;
+  std::vector<double> stage_d_;
+  std::vector<std::int32_t> table_;
+  std::vector<std::int64_t> lens_, starts_;
+  AttentionWorkspace workspace_;
+};
+
+}  // namespace posenc

@@ -1,0 +1,236 @@
+// PagedKvCache: sequences appended in interleaved chunks (so their pages interleave in the
+// pool) must attend exactly like the double reference over each sequence's own tokens, with
+// RoPE (keys rotated at their slots, rounded once), ALiBi, forks that share pages, releases
+// that return them, and errors that change nothing.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/alibi.hpp>
+#include <posenc/paged_kv_cache.hpp>
+#include <posenc/reference/attention.hpp>
+#include <posenc/rope.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::AttentionParams;
+using posenc::ConstTensorView;
+using posenc::TensorView;
+
+namespace {
+
+constexpr Eigen::Index H = 8, KH = 2, d = 32, row = KH * d;
+enum class Positional { kNone, kAlibi, kRope };
+
+/// One sequence's tokens as the caller holds them: K and V rows [len, kv_heads, d].
+struct History {
+  std::vector<float> k, v;
+  Eigen::Index length() const { return static_cast<Eigen::Index>(k.size()) / row; }
+  void add(const std::vector<float>& nk, const std::vector<float>& nv) {
+    k.insert(k.end(), nk.begin(), nk.end());
+    v.insert(v.end(), nv.begin(), nv.end());
+  }
+};
+
+posenc::RopeFrequencies plan() {
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  posenc::RopeFrequencies f = posenc::compute_rope_frequencies(rp);
+  f.softmax_scale_multiplier = 1.5;  // the default scale must take it (as DeepSeek YaRN's)
+  return f;
+}
+
+template <typename T>
+float round_to(float x) {
+  return float(T(x));
+}
+
+/// The double reference for one sequence: keys rotated at slots 0..len-1 and rounded once to T,
+/// values rounded to T, the q_len queries rotated at slots len - q_len + i.
+template <typename T>
+std::vector<float> expected(const History& h, const std::vector<float>& q, Eigen::Index q_len,
+                            Positional positional, AttentionParams params) {
+  const Eigen::Index len = h.length();
+  std::vector<float> k = h.k, v = h.v, qr = q;
+  if (positional == Positional::kRope) {
+    const auto f = plan();
+    posenc::apply_rope_inplace<float>(posenc::rope_heads<float>(TensorView<float, 4>(k.data(), 1, len, KH, d)),
+                                      posenc::RopePositions::contiguous(1, len, 0), f, posenc::RopeLayout::kHalfSplit);
+    posenc::apply_rope_inplace<float>(posenc::rope_heads<float>(TensorView<float, 4>(qr.data(), 1, q_len, H, d)),
+                                      posenc::RopePositions::contiguous(1, q_len, len - q_len), f,
+                                      posenc::RopeLayout::kHalfSplit);
+    params.scale = 1.5 / std::sqrt(double(d));
+  }
+  for (float& x : k) x = round_to<T>(x);
+  for (float& x : v) x = round_to<T>(x);
+  std::vector<float> out(qr.size());
+  posenc::reference::attention<float>(ConstTensorView<float, 4>(qr.data(), 1, q_len, H, d),
+                                      ConstTensorView<float, 4>(k.data(), 1, len, KH, d),
+                                      ConstTensorView<float, 4>(v.data(), 1, len, KH, d),
+                                      TensorView<float, 4>(out.data(), 1, q_len, H, d), params);
+  return out;
+}
+
+/// Attends the listed sequences' last q_len tokens and checks each against expected().
+template <typename T>
+void check_attend(posenc::PagedKvCache<T>& cache, const std::vector<std::int64_t>& ids,
+                  const std::vector<History>& hist, Eigen::Index q_len, Positional positional,
+                  const AttentionParams& params) {
+  const auto B = static_cast<Eigen::Index>(ids.size());
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * q_len * H * d), 11);
+  std::vector<float> out(q.size(), -7.0f);
+  cache.attend(ids, ConstTensorView<float, 4>(q.data(), B, q_len, H, d), TensorView<float, 4>(out.data(), B, q_len, H, d),
+               params);
+  const Eigen::Index per = q_len * H * d;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    CAPTURE(b, q_len);
+    const std::vector<float> qb(q.begin() + b * per, q.begin() + (b + 1) * per);
+    const auto want = expected<T>(hist[static_cast<std::size_t>(b)], qb, q_len, positional, params);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want.size(), [&](std::size_t i) { return double(out[static_cast<std::size_t>(b * per) + i]); },
+        [&](std::size_t i) { return double(want[i]); }, 1e-5));
+  }
+}
+
+template <typename T>
+void append(posenc::PagedKvCache<T>& cache, std::int64_t id, History& h, Eigen::Index n, std::uint64_t seed) {
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(n * row), seed);
+  const auto v = posenc_test::random_vector<float>(k.size(), seed + 1000);
+  cache.append(id, ConstTensorView<float, 3>(k.data(), n, KH, d), ConstTensorView<float, 3>(v.data(), n, KH, d));
+  h.add(k, v);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("paged kv cache: interleaved sequences attend like the reference on their own tokens",
+                   "[paged][kv_cache]", float, Eigen::bfloat16) {
+  const Eigen::Index page_size = GENERATE(1, 5, 16);
+  const auto positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
+  CAPTURE(page_size, static_cast<int>(positional));
+  const Eigen::Index pool = 110 / page_size + 3;  // 100 tokens are appended
+  posenc::PagedKvCache<TestType> cache(pool, page_size, KH, d);
+  if (positional == Positional::kRope) cache.set_rope(plan(), posenc::RopeLayout::kHalfSplit);
+  AttentionParams params;
+  if (positional == Positional::kAlibi) params.alibi_slopes = posenc::alibi_slopes(H);
+  const std::vector<std::int64_t> ids = {cache.add_sequence(), cache.add_sequence(), cache.add_sequence()};
+  std::vector<History> hist(3);
+  // Round-robin chunks: prefills, single-token decode steps, a late long chunk.
+  const std::vector<std::vector<Eigen::Index>> chunks = {{5, 1, 1, 30}, {17, 1, 1, 1}, {1, 1, 1, 40}};
+  std::uint64_t seed = 1;
+  for (std::size_t step = 0; step < 4; ++step) {
+    for (std::size_t s = 0; s < 3; ++s) append(cache, ids[s], hist[s], chunks[s][step], seed++);
+    if (step == 2) check_attend(cache, ids, hist, 1, positional, params);  // a decode step
+  }
+  for (std::size_t s = 0; s < 3; ++s) REQUIRE(cache.length(ids[s]) == hist[s].length());
+  check_attend(cache, ids, hist, 1, positional, params);
+  check_attend(cache, ids, hist, 3, positional, params);  // speculative: 3 draft tokens
+  // A subset, in another order, and one sequence twice.
+  check_attend(cache, {ids[2], ids[0], ids[2]}, {hist[2], hist[0], hist[2]}, 2, positional, params);
+  // Pages held: exactly what the lengths need, none shared.
+  Eigen::Index held = 0;
+  for (std::size_t s = 0; s < 3; ++s) {
+    held += static_cast<Eigen::Index>(cache.pages(ids[s]).size());
+    REQUIRE(static_cast<Eigen::Index>(cache.pages(ids[s]).size()) == (hist[s].length() + page_size - 1) / page_size);
+  }
+  REQUIRE(cache.free_pages() == pool - held);
+}
+
+TEST_CASE("paged kv cache: fork shares full pages, copies the partial one, and diverges safely",
+          "[paged][kv_cache]") {
+  const Eigen::Index parent_len = GENERATE(10, 8);  // a partial last page of 4, or none
+  CAPTURE(parent_len);
+  posenc::PagedKvCache<float> cache(12, 4, KH, d);
+  cache.set_rope(plan(), posenc::RopeLayout::kHalfSplit);
+  History parent_h;
+  const std::int64_t parent = cache.add_sequence();
+  append(cache, parent, parent_h, parent_len, 50);
+  const Eigen::Index parent_pages = (parent_len + 3) / 4;
+  REQUIRE(cache.free_pages() == 12 - parent_pages);
+
+  const std::int64_t child = cache.fork(parent);
+  History child_h = parent_h;
+  const auto& pp = cache.pages(parent);
+  const auto& cp = cache.pages(child);
+  REQUIRE(cache.length(child) == parent_len);
+  REQUIRE(cp.size() == pp.size());
+  const bool partial = parent_len % 4 != 0;
+  for (std::size_t i = 0; i < pp.size(); ++i) {
+    const bool shared = !(partial && i + 1 == pp.size());
+    CHECK((cp[i] == pp[i]) == shared);
+    CHECK(cache.page_refs(pp[i]) == (shared ? 2 : 1));
+  }
+  REQUIRE(cache.free_pages() == 12 - parent_pages - (partial ? 1 : 0));
+
+  // Both grow with different tokens; each must see its own history only.
+  append(cache, child, child_h, 5, 60);
+  append(cache, parent, parent_h, 3, 70);
+  append(cache, child, child_h, 1, 80);
+  check_attend(cache, {parent, child}, {parent_h, child_h}, 1, Positional::kRope, {});
+  check_attend(cache, {child, parent}, {child_h, parent_h}, 4, Positional::kRope, {});
+
+  // Releasing the parent frees only what the child does not hold.
+  const Eigen::Index before = cache.free_pages();
+  const Eigen::Index shared_pages = parent_len / 4;
+  const Eigen::Index parent_now = static_cast<Eigen::Index>(cache.pages(parent).size());
+  cache.release(parent);
+  REQUIRE(cache.free_pages() == before + parent_now - shared_pages);
+  for (const std::int32_t p : cache.pages(child)) CHECK(cache.page_refs(p) == 1);
+  check_attend(cache, {child}, {child_h}, 2, Positional::kRope, {});
+  cache.release(child);
+  REQUIRE(cache.free_pages() == 12);
+  REQUIRE(cache.sequences() == 0);
+}
+
+TEST_CASE("paged kv cache: errors throw and change nothing", "[paged][kv_cache][errors]") {
+  posenc::PagedKvCache<float> cache(3, 4, KH, d);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 9, 5);  // 3 pages: the pool is full
+  const std::vector<float> k_before(cache.key_pages().data(), cache.key_pages().data() + cache.key_pages().size());
+  const auto unchanged = [&] {
+    return cache.length(s) == 9 && cache.free_pages() == 0 && cache.pages(s).size() == 3 &&
+           std::equal(k_before.begin(), k_before.end(), cache.key_pages().data());
+  };
+  const auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(4 * row), 9);
+  const ConstTensorView<float, 3> one(x.data(), 1, KH, d), four(x.data(), 4, KH, d);
+  // Slot 9 is in page 2 (partial): fine; 4 more need a 4th page.
+  REQUIRE_THROWS_AS(cache.append(s, four, four), std::out_of_range);
+  REQUIRE_THROWS_WITH(cache.append(s, four, four), Contains("needs 1 new pages of 4 tokens; 0 of 3 are free"));
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.fork(s), std::out_of_range);
+  REQUIRE_THROWS_WITH(cache.fork(s), Contains("partial last page to copy and no page of 3 is free"));
+  CHECK(unchanged());
+  CHECK(cache.sequences() == 1);
+  REQUIRE_THROWS_WITH(cache.append(s + 7, one, one), Contains("sequence " + std::to_string(s + 7) + " is not in the cache"));
+  REQUIRE_THROWS_WITH(cache.release(s + 7), Contains("is not in the cache"));
+  REQUIRE_THROWS_WITH(cache.append(s, ConstTensorView<float, 3>(x.data(), 1, KH, d - 1), one),
+                      Contains("must both be [n, kv_heads, head_dim]"));
+  CHECK(unchanged());
+
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(10 * H * d), 10);
+  std::vector<float> out(q.size(), 3.0f);
+  const auto attend = [&](std::vector<std::int64_t> ids, Eigen::Index q_len, AttentionParams p = {}) {
+    const auto B = static_cast<Eigen::Index>(ids.size());
+    cache.attend(ids, ConstTensorView<float, 4>(q.data(), B, q_len, H, d), TensorView<float, 4>(out.data(), B, q_len, H, d),
+                 p);
+  };
+  REQUIRE_THROWS_WITH(attend({s}, 10), Contains("q_len = 10 must be in [1, length = 9] of sequence"));
+  REQUIRE_THROWS_WITH(attend({s, 99}, 1), Contains("sequence 99 is not in the cache"));
+  REQUIRE_THROWS_WITH(attend({}, 1), Contains("number of sequences listed (0, at least 1)"));
+  AttentionParams p;
+  p.alibi_slopes = {1.0, 2.0};
+  REQUIRE_THROWS_WITH(attend({s}, 1, p), Contains("alibi_slopes has 2 entries"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 3.0f; }));
+  REQUIRE_THROWS_AS(posenc::PagedKvCache<float>(0, 4, KH, d), std::invalid_argument);
+  REQUIRE_THROWS_WITH(cache.page_refs(3), Contains("page = 3 must be in [0, num_pages = 3)"));
+  // After the errors the cache still works.
+  check_attend(cache, {s}, {h}, 2, Positional::kNone, {});
+  cache.release(s);
+  CHECK(cache.free_pages() == 3);
+}
