@@ -250,3 +250,80 @@ TEST_CASE("attention paged: bad page tables and shapes throw before anything is 
   CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
   CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
 }
+
+TEST_CASE("attention paged varlen: packed queries of mixed lengths, each against its own pages",
+          "[attention][paged][varlen]") {
+  // A whole prefill, a sequence without queries, a decode token, a 40-query chunk after 100
+  // cached keys, queries with no key at all.
+  const std::vector<std::int64_t> lens = {5, 9, 77, 140, 0}, q_lens = {5, 0, 1, 40, 3};
+  const Eigen::Index page_size = GENERATE(4, 16);
+  const int variant = GENERATE(0, 1, 2);
+  const int threads = GENERATE(1, 2);
+  CAPTURE(page_size, variant, threads);
+  constexpr Eigen::Index heads = 8, kv_heads = 2;
+  const PagedBatch<float> x(lens, kv_heads, page_size);
+  std::vector<std::int64_t> cu = {0};
+  for (const std::int64_t n : q_lens) cu.push_back(cu.back() + n);
+  const Eigen::Index total_q = cu.back();
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(total_q * heads * d), 17);
+  std::vector<float> out(q.size(), -9.0f), lse(static_cast<std::size_t>(total_q * heads), -9.0f);
+  const AttentionParams params = variant_params(variant, heads, threads);
+  posenc::attention_paged_varlen<float, float>(
+      ConstTensorView<float, 3>(q.data(), total_q, heads, d), x.k_pages(), x.v_pages(), x.page_table(), x.seq_lens(),
+      ConstTensorView<std::int64_t, 1>(cu.data(), static_cast<Eigen::Index>(cu.size())),
+      TensorView<float, 3>(out.data(), total_q, heads, d), params, nullptr,
+      TensorView<float, 2>(lse.data(), total_q, heads));
+  for (std::size_t s = 0; s < lens.size(); ++s) {
+    const Eigen::Index q0 = cu[s], q_len = q_lens[s], len = lens[s];
+    CAPTURE(s, q_len, len);
+    if (q_len == 0) continue;
+    const float* got = out.data() + q0 * heads * d;
+    const float* got_lse = lse.data() + q0 * heads;
+    if (len == 0) {
+      for (Eigen::Index i = 0; i < q_len * heads * d; ++i) REQUIRE(got[i] == 0.0f);
+      for (Eigen::Index i = 0; i < q_len * heads; ++i) {  // the sink's term alone, or nothing
+        REQUIRE(got_lse[i] == (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
+                                                          : float(params.sink_logits[static_cast<std::size_t>(i % heads)])));
+      }
+      continue;
+    }
+    const std::vector<float> qs(q.begin() + q0 * heads * d, q.begin() + (q0 + q_len) * heads * d);
+    std::vector<float> want(qs.size()), alone_lse(static_cast<std::size_t>(q_len * heads)), alone(qs.size());
+    const ConstTensorView<float, 4> qv(qs.data(), 1, q_len, heads, d), kv(x.k[s].data(), 1, len, kv_heads, d),
+        vv(x.v[s].data(), 1, len, kv_heads, d);
+    posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(want.data(), 1, q_len, heads, d), params);
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want.size(), [&](std::size_t i) { return static_cast<double>(got[i]); },
+        [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
+    posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(alone.data(), 1, q_len, heads, d),
+                             TensorView<float, 3>(alone_lse.data(), 1, q_len, heads), params);
+    for (std::size_t i = 0; i < alone_lse.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE_THAT(got_lse[i], Catch::Matchers::WithinAbs(alone_lse[i], 1e-5));
+    }
+  }
+  // Rows of the query-less sequence do not exist; nothing else may be left unwritten.
+  CHECK(std::none_of(out.begin(), out.end(), [](float o) { return o == -9.0f; }));
+}
+
+TEST_CASE("attention paged varlen: bad cu_seqlens_q throws before anything is written",
+          "[attention][paged][varlen][errors]") {
+  const PagedBatch<float> x({6, 3}, 2, 4);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(5 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f);
+  auto call = [&](std::vector<std::int64_t> cu) {
+    posenc::attention_paged_varlen<float, float>(
+        ConstTensorView<float, 3>(q.data(), 5, 8, d), x.k_pages(), x.v_pages(), x.page_table(), x.seq_lens(),
+        ConstTensorView<std::int64_t, 1>(cu.data(), static_cast<Eigen::Index>(cu.size())),
+        TensorView<float, 3>(out.data(), 5, 8, d));
+  };
+  REQUIRE_THROWS_AS(call({0, 3}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call({0, 3}), Contains("cu_seqlens_q has 2 entries; it must have num_seqs + 1 = 3"));
+  REQUIRE_THROWS_WITH(call({0, 3, 4}), Contains("cu_seqlens_q must run from 0 to 5"));
+  REQUIRE_THROWS_WITH(call({0, 6, 5}), Contains("cu_seqlens_q[2] = 5 is below cu_seqlens_q[1] = 6"));
+  // Sequence 1 has 3 keys: 2 queries are fine, and so are more queries than keys (rows
+  // without keys are zero), but a parameter error of any sequence stops the call.
+  REQUIRE_NOTHROW(call({0, 3, 5}));
+  std::fill(out.begin(), out.end(), 5.0f);
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+}

@@ -89,8 +89,10 @@ TEST_CASE("attention varlen: each packed sequence equals the reference on that s
     const auto got = [&](std::size_t i) { return static_cast<double>(out[static_cast<std::size_t>(q0 * H * d) + i]); };
     if (k_len == 0) {
       for (Eigen::Index i = 0; i < q_len * H * d; ++i) CHECK(got(static_cast<std::size_t>(i)) == 0.0);
-      for (Eigen::Index i = 0; i < q_len * H; ++i) {
-        CHECK(lse[static_cast<std::size_t>(q0 * H + i)] == -std::numeric_limits<float>::infinity());
+      for (Eigen::Index i = 0; i < q_len * H; ++i) {  // attention()'s rule: the sink's term alone
+        CHECK(lse[static_cast<std::size_t>(q0 * H + i)] ==
+              (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
+                                          : float(params.sink_logits[static_cast<std::size_t>(i % H)])));
       }
       continue;
     }

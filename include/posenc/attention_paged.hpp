@@ -19,6 +19,10 @@
 /// sliding windows and ALiBi distances count that sequence's slots (key j at position j).
 /// RoPE: store keys rotated (PagedKvCache does) and rotate q before the call.
 ///
+/// attention_paged_varlen takes the queries packed instead (q [total_q, heads, head_dim] with
+/// cu_seqlens_q, as attention_varlen): a continuous-batching step that mixes prefill chunks and
+/// decode tokens of different sequences in one call.
+///
 /// The kernel is attention()'s: a key tile never crosses a page, so a page is read as one run
 /// of rows (pages of 16 or more keys keep the decode loop's blocks full; see the benchmark
 /// BM_Attention_PagedDecode for the cost against a contiguous cache).
@@ -28,9 +32,11 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 #include "posenc/attention.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/attention_varlen.hpp"
 #include "posenc/detail/attention_kernel.hpp"
 #include "posenc/detail/numeric.hpp"
 #include "posenc/error.hpp"
@@ -147,6 +153,69 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   AttentionWorkspace local;
   detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
                               workspace ? *workspace : local, lse ? lse->data() : nullptr);
+}
+
+/// \brief attention_paged with the queries packed without padding (FlashAttention's varlen /
+/// FlashInfer's qo_indptr): sequence s has queries q[cu_seqlens_q[s], cu_seqlens_q[s + 1]),
+/// its last tokens, at slots seq_lens[s] - q_len_s + i. q, out: [total_q, heads, head_dim];
+/// lse (optional): [total_q, heads]. Each sequence runs as attention_paged with batch 1 on
+/// sub-views (no copy), one after another, each on params.num_threads threads.
+/// Throws std::invalid_argument, before writing anything, for every error attention_paged
+/// reports and for cu_seqlens_q that does not start at 0, decreases, does not end at total_q
+/// or has other than num_seqs + 1 entries.
+template <typename TQ, typename TKV>
+void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_pages,
+                            ConstTensorView<TKV, 4> v_pages,
+                            ConstTensorView<std::int32_t, 2> page_table,
+                            ConstTensorView<std::int64_t, 1> seq_lens,
+                            ConstTensorView<std::int64_t, 1> cu_seqlens_q, TensorView<TQ, 3> out,
+                            const AttentionParams& params = {},
+                            AttentionWorkspace* workspace = nullptr,
+                            std::optional<TensorView<lse_t<TQ>, 2>> lse = std::nullopt) {
+  static_assert(detail::is_storage_type_v<TQ> && detail::is_storage_type_v<TKV>,
+                "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "attention_paged_varlen";
+  const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
+  const Eigen::Index seqs = seq_lens.dimension(0), max_pages = page_table.dimension(1);
+  for (int a = 0; a < 3; ++a) {
+    detail::require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0),
+                    ", ", out.dimension(1), ", ", out.dimension(2), "] must equal q shape [",
+                    total_q, ", ", heads, ", ", d, "]");
+  }
+  if (lse) {
+    detail::require(lse->dimension(0) == total_q && lse->dimension(1) == heads, fn,
+                    "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
+                    "] must be [total_q, heads] = [", total_q, ", ", heads, "]");
+  }
+  detail::require(cu_seqlens_q.dimension(0) == seqs + 1, fn, "cu_seqlens_q has ",
+                  cu_seqlens_q.dimension(0), " entries; it must have num_seqs + 1 = ", seqs + 1,
+                  " (num_seqs = seq_lens entries)");
+  detail::validate_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q, total_q);
+  detail::validate_paged_kv(fn, seqs, k_pages, v_pages, page_table, seq_lens);
+  // Sequence s alone: batch-1 views of its queries, page-table row and length.
+  const auto views = [&](Eigen::Index s) {
+    const Eigen::Index q0 = cu_seqlens_q(s), q_len = cu_seqlens_q(s + 1) - q0;
+    return std::tuple{ConstTensorView<TQ, 4>(q.data() + q0 * heads * d, 1, q_len, heads, d),
+                      TensorView<TQ, 4>(out.data() + q0 * heads * d, 1, q_len, heads, d),
+                      ConstTensorView<std::int32_t, 2>(page_table.data() + s * max_pages, 1,
+                                                       max_pages),
+                      ConstTensorView<std::int64_t, 1>(seq_lens.data() + s, 1), q0, q_len};
+  };
+  for (Eigen::Index s = 0; s < seqs; ++s) {
+    const auto [qs, os, table, len, q0, q_len] = views(s);
+    if (q_len == 0) continue;
+    const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), 1, std::max<Eigen::Index>(len(0), 1),
+                                           k_pages.dimension(2), k_pages.dimension(3));
+    detail::validate_attention(fn, qs, kv_shape, kv_shape, os, params, {});
+  }
+  AttentionWorkspace local;
+  AttentionWorkspace& ws = workspace ? *workspace : local;
+  for (Eigen::Index s = 0; s < seqs; ++s) {
+    const auto [qs, os, table, len, q0, q_len] = views(s);
+    if (q_len == 0) continue;
+    detail::run_attention_paged(qs, k_pages, v_pages, table, len, os.data(), params, ws,
+                                lse ? lse->data() + q0 * heads : nullptr);
+  }
 }
 
 }  // namespace posenc

@@ -15,7 +15,7 @@
 /// aligned bottom-right inside the sequence (query i sits at slot k_len_s - q_len_s + i: a
 /// chunk of new tokens after its cached ones), sliding windows and ALiBi distances counted in
 /// the sequence's own slots. A sequence with no query is skipped; one with queries but no key
-/// gives zero rows (lse -inf).
+/// gives zero rows (lse -inf, or the sink logit with sink_logits, as attention()).
 
 #include <algorithm>
 #include <cstdint>
@@ -31,6 +31,23 @@
 #include "posenc/tensor.hpp"
 
 namespace posenc {
+namespace detail {
+
+/// Prefix sums of sequence lengths over a packed tensor of `total` rows: cu[0] = 0,
+/// non-decreasing, cu[last] = total.
+inline void validate_cu_seqlens(std::string_view fn, std::string_view name,
+                                ConstTensorView<std::int64_t, 1> cu, Eigen::Index total) {
+  const Eigen::Index n = cu.dimension(0);
+  require(n >= 2 && cu(0) == 0 && cu(n - 1) == total, fn, name, " must run from 0 to ", total,
+          " (its tensor's rows) in at least 2 entries; it runs from ", n > 0 ? cu(0) : 0, " to ",
+          n > 0 ? cu(n - 1) : 0);
+  for (Eigen::Index s = 0; s + 1 < n; ++s) {
+    require(cu(s) <= cu(s + 1), fn, name, "[", s + 1, "] = ", cu(s + 1), " is below ", name,
+            "[", s, "] = ", cu(s), ": lengths must be >= 0");
+  }
+}
+
+}  // namespace detail
 
 /// \brief Fused attention over a packed variable-length batch (see the file comment).
 /// lse (optional): [total_q, heads], each row's log-sum-exp as attention(..., lse, ...).
@@ -64,16 +81,8 @@ void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTen
   detail::require(n >= 2 && cu_seqlens_k.dimension(0) == n, fn, "cu_seqlens_q and cu_seqlens_k ",
                   "have ", n, " and ", cu_seqlens_k.dimension(0), " entries; both must have ",
                   "num_seqs + 1 >= 2");
-  for (const auto& [cu, name, total] :
-       {std::tuple{cu_seqlens_q, "cu_seqlens_q", total_q},
-        std::tuple{cu_seqlens_k, "cu_seqlens_k", total_k}}) {
-    detail::require(cu(0) == 0 && cu(n - 1) == total, fn, name, " must run from 0 to ", total,
-                    " (its tensor's rows); it runs from ", cu(0), " to ", cu(n - 1));
-    for (Eigen::Index s = 0; s + 1 < n; ++s) {
-      detail::require(cu(s) <= cu(s + 1), fn, name, "[", s + 1, "] = ", cu(s + 1),
-                      " is below ", name, "[", s, "] = ", cu(s), ": lengths must be >= 0");
-    }
-  }
+  detail::validate_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q, total_q);
+  detail::validate_cu_seqlens(fn, "cu_seqlens_k", cu_seqlens_k, total_k);
   // Per-sequence views; every call is validated before the first one writes.
   struct Seq {
     Eigen::Index q0, q_len, k0, k_len;
@@ -107,8 +116,12 @@ void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTen
     const auto [qs, ks, vs, os] = views(x);
     if (x.k_len == 0) {
       std::fill(os.data(), os.data() + os.size(), detail::from_value<T>(lse_t<T>(0)));
-      if (row_lse) {
-        std::fill(row_lse, row_lse + x.q_len * heads, -std::numeric_limits<lse_t<T>>::infinity());
+      // As attention() for a row that sees no key: the sink's term alone, else nothing.
+      const auto& sinks = params.sink_logits;
+      for (Eigen::Index i = 0; row_lse && i < x.q_len * heads; ++i) {
+        const auto h = static_cast<std::size_t>(i % heads);
+        row_lse[i] = sinks.empty() ? -std::numeric_limits<lse_t<T>>::infinity()
+                                   : static_cast<lse_t<T>>(sinks[h]);
       }
       continue;
     }

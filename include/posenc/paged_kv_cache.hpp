@@ -87,8 +87,12 @@ class PagedKvCache {
   }
 
   /// The pools [num_pages, page_size, kv_heads, head_dim] (rows no sequence holds unspecified).
-  ConstTensorView<T, 4> key_pages() const { return {k_.data(), num_pages_, page_size_, kv_heads_, d_}; }
-  ConstTensorView<T, 4> value_pages() const { return {v_.data(), num_pages_, page_size_, kv_heads_, d_}; }
+  ConstTensorView<T, 4> key_pages() const {
+    return {k_.data(), num_pages_, page_size_, kv_heads_, d_};
+  }
+  ConstTensorView<T, 4> value_pages() const {
+    return {v_.data(), num_pages_, page_size_, kv_heads_, d_};
+  }
 
   /// Tokens held by sequence s / its page table (page of slot t: pages(s)[t / page_size]).
   /// Throw std::invalid_argument for an unknown s.
@@ -175,7 +179,8 @@ class PagedKvCache {
                       kv_heads_, ", ", d_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
-    const Eigen::Index need = pages_for(seq.length + n) - static_cast<Eigen::Index>(seq.pages.size());
+    const Eigen::Index need =
+        pages_for(seq.length + n) - static_cast<Eigen::Index>(seq.pages.size());
     if (need > free_pages()) {
       detail::throw_out_of_range(fn, "appending n = ", n, " tokens to sequence ", s, " (",
                                  seq.length, " tokens) needs ", need, " new pages of ",
@@ -192,8 +197,9 @@ class PagedKvCache {
       for (Eigen::Index i = 0; i < n * row; ++i) {
         stage[static_cast<std::size_t>(i)] = static_cast<Acc>(detail::to_compute(k.data()[i]));
       }
-      apply_rope_inplace<Acc>(rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), 1, n, kv_heads_, d_)),
-                              RopePositions::contiguous(1, n, seq.length), *rope_, rope_layout_);
+      const TensorView<Acc, 4> keys(stage.data(), 1, n, kv_heads_, d_);
+      apply_rope_inplace<Acc>(rope_heads<Acc>(keys), RopePositions::contiguous(1, n, seq.length),
+                              *rope_, rope_layout_);
       store(seq, stage.data(), k_, n);
     } else {
       store(seq, k.data(), k_, n);
@@ -268,7 +274,9 @@ class PagedKvCache {
     Eigen::Index length = 0;
   };
 
-  Eigen::Index pages_for(Eigen::Index tokens) const { return (tokens + page_size_ - 1) / page_size_; }
+  Eigen::Index pages_for(Eigen::Index tokens) const {
+    return (tokens + page_size_ - 1) / page_size_;
+  }
 
   const Sequence& find(std::string_view fn, SequenceId s) const {
     const auto it = seqs_.find(s);
@@ -296,7 +304,9 @@ class PagedKvCache {
       const Eigen::Index page = seq.pages[static_cast<std::size_t>(slot / page_size_)];
       T* to = pool.data() + (page * page_size_ + slot % page_size_) * row;
       const Src* from = src + t * row;
-      for (Eigen::Index c = 0; c < row; ++c) to[c] = detail::from_value<T>(detail::to_compute(from[c]));
+      for (Eigen::Index c = 0; c < row; ++c) {
+        to[c] = detail::from_value<T>(detail::to_compute(from[c]));
+      }
     }
   }
 
