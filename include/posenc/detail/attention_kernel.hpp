@@ -994,24 +994,17 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index row_bytes = ns * slice_bytes;
   const bool prefetch_slices =
       R > 1 && 2 * (j_end - j_begin) * row_bytes >= kAttnDecodePrefetchMinBytes;
-  // Keys [j + ahead, j + ahead + n), clipped to the visible ones.
-  auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
-    return std::pair{std::min(j + ahead, j_end), std::min(j + ahead + n, j_end)};
-  };
-  // Prefetches `bytes` of rows [first, last) of base from column `col`, every `step` bytes.
-  auto prefetch = [&](const TKV* base, std::pair<Eigen::Index, Eigen::Index> rows,
-                      Eigen::Index col, Eigen::Index bytes, Eigen::Index step) {
-    for (Eigen::Index j = rows.first; j < rows.second;) {
-      const Eigen::Index n = std::min(rows.second, p.kv_run_end(j)) - j;
-      attn_prefetch_rows(p.kv_row(base, b, j) + g0 * d + col, kv_row, 0, n, bytes, step);
-      j += n;
-    }
-  };
-  // A tile never crosses a page of a paged cache: its rows are consecutive.
+  // A tile never crosses a page of a paged cache: rows [j0, run_end) follow kbase / vbase at
+  // one stride, and prefetches look no further.
   for (Eigen::Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {
-    nk = std::min({key_tile, j_end - j0, p.kv_run_end(j0) - j0});
+    const Eigen::Index run_end = std::min(j_end, p.kv_run_end(j0));
+    nk = std::min(key_tile, run_end - j0);
     const TKV* kbase = p.kv_row(p.k, b, j0) + g0 * d;
     const TKV* vbase = p.kv_row(p.v, b, j0) + g0 * d;
+    // Rows [j + ahead, j + ahead + n) of this run, counted from j0.
+    auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
+      return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
+    };
     bool padded = false;
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
@@ -1021,10 +1014,12 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     Eigen::Index j = 0;
     for (; j + KJ <= nk; j += KJ) {
       const TKV* k = kbase + j * kv_row;
-      prefetch(p.k, rows_ahead(j0 + j, kAttnDecodePageAhead, KJ), 0, row_bytes, 4096);
+      const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
+      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ);
+      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          prefetch(p.k, rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ), s * d, slice_bytes, 64);
+          attn_prefetch_rows(kbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
         }
         attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
       }
@@ -1046,10 +1041,12 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const Acc* w = st + j * rs;
       const bool whole = j + KV <= nk;
       const Eigen::Index n_rows = whole ? KV : 1;
-      prefetch(p.v, rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows), 0, row_bytes, 4096);
+      const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
+      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, n_rows);
+      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          prefetch(p.v, rows_ahead(j0 + j, kAttnDecodeSliceAhead, n_rows), s * d, slice_bytes, 64);
+          attn_prefetch_rows(vbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
         }
         const Acc* a = alpha + s * R;
         Acc* os = o + s * R * d;
