@@ -234,3 +234,82 @@ TEST_CASE("paged kv cache: errors throw and change nothing", "[paged][kv_cache][
   cache.release(s);
   CHECK(cache.free_pages() == 3);
 }
+
+TEST_CASE("paged kv cache: a sliding-window pool gives back pages no window can see",
+          "[paged][kv_cache][window]") {
+  // W = 6, pages of 4: a sequence holds at most the pages of its last W - 1 slots plus its new
+  // chunk, so 10 pages carry a sequence of 61 tokens, one of 42 and a fork.
+  constexpr std::int64_t W = 6;
+  const auto positional = GENERATE(Positional::kNone, Positional::kAlibi, Positional::kRope);
+  const std::int64_t window = GENERATE(std::int64_t{6}, std::int64_t{3});  // attend's: any in [1, W]
+  CAPTURE(static_cast<int>(positional), window);
+  posenc::PagedKvCache<float> cache(10, 4, KH, d, W);
+  if (positional == Positional::kRope) cache.set_rope(plan(), posenc::RopeLayout::kHalfSplit);
+  AttentionParams params;
+  params.sliding_window = window;
+  if (positional == Positional::kAlibi) params.alibi_slopes = posenc::alibi_slopes(H);
+  const std::vector<std::int64_t> ids = {cache.add_sequence(), cache.add_sequence()};
+  std::vector<History> hist(2);
+  const std::vector<Eigen::Index> chunks = {5, 1, 1, 9, 1, 1, 1, 4, 1, 6, 1, 1, 1, 1, 3, 1, 7, 1, 1, 1, 1, 1, 1, 1, 9};
+  std::uint64_t seed = 300;
+  for (const Eigen::Index n : chunks) {
+    for (std::size_t s = 0; s < 2; ++s) append(cache, ids[s], hist[s], s == 0 ? n : 1 + n / 2, seed++);
+    // Every query of the newest chunks against the windowed reference over the whole history.
+    const Eigen::Index q_len = std::min<Eigen::Index>(n, 1 + n / 2);
+    check_attend(cache, ids, hist, q_len, positional, params);
+    for (std::size_t s = 0; s < 2; ++s) {
+      Eigen::Index held = 0;
+      for (const std::int32_t p : cache.pages(ids[s])) held += p != cache.num_pages();
+      const Eigen::Index chunk = s == 0 ? n : 1 + n / 2;
+      CHECK(held <= (W - 1 + chunk + 3) / 4 + 1);
+    }
+  }
+  REQUIRE(hist[0].length() == 61);  // 16 pages of 4 without the window
+  // A fork of a sequence with dropped pages holds (and later gives back) only real pages.
+  const std::int64_t child = cache.fork(ids[0]);
+  History child_h = hist[0];
+  append(cache, child, child_h, 2, 999);
+  check_attend(cache, {child}, {child_h}, 2, positional, params);
+  // Every page's count is the number of sequences listing it; free pages are listed by none.
+  for (std::int32_t p = 0; p < 10; ++p) {
+    std::int32_t holders = 0;
+    for (const std::int64_t s : {ids[0], ids[1], child}) {
+      const auto& pages = cache.pages(s);
+      holders += static_cast<std::int32_t>(std::count(pages.begin(), pages.end(), p));
+    }
+    CHECK(cache.page_refs(p) == holders);
+  }
+  for (const std::int64_t s : {ids[0], ids[1], child}) cache.release(s);
+  REQUIRE(cache.free_pages() == 10);
+}
+
+TEST_CASE("paged kv cache: a sliding-window pool refuses what its dropped pages would need",
+          "[paged][kv_cache][window][errors]") {
+  posenc::PagedKvCache<float> cache(8, 4, KH, d, 6);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 20, 1);
+  append(cache, s, h, 2, 2);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(3 * H * d), 3);
+  std::vector<float> out(q.size(), 3.0f);
+  const auto attend = [&](Eigen::Index q_len, std::int64_t window) {
+    AttentionParams p;
+    p.sliding_window = window;
+    cache.attend({s}, ConstTensorView<float, 4>(q.data(), 1, q_len, H, d), TensorView<float, 4>(out.data(), 1, q_len, H, d), p);
+  };
+  REQUIRE_THROWS_AS(attend(3, 6), std::invalid_argument);
+  REQUIRE_THROWS_WITH(attend(3, 6), Contains("q_len = 3 exceeds the last appended chunk (2 tokens)"));
+  REQUIRE_THROWS_WITH(attend(1, 0), Contains("params.sliding_window = 0 must be in [1, 6]"));
+  REQUIRE_THROWS_WITH(attend(1, 7), Contains("params.sliding_window = 7 must be in [1, 6]"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 3.0f; }));
+  REQUIRE_THROWS_WITH(posenc::PagedKvCache<float>(8, 4, KH, d, -1), Contains("sliding_window = -1 must be >= 0"));
+  // Pages before slot 20 - 6 + 1 = 15 were dropped at the second append: 0..2 (slots 0..11).
+  const auto& pages = cache.pages(s);
+  REQUIRE(pages.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) CHECK((pages[i] == cache.num_pages()) == (i < 3));
+  check_attend(cache, {s}, {h}, 2, Positional::kNone, [] {
+    AttentionParams p;
+    p.sliding_window = 6;
+    return p;
+  }());
+}

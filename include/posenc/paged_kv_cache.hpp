@@ -18,6 +18,15 @@
 /// to T) and attend rotates the queries, as KvCache does. attend runs attention_paged over the
 /// pool: the kernel reads each sequence's pages in place.
 ///
+/// Sliding-window layers (5th constructor argument W > 0; Mistral, Gemma-2/3 local layers):
+/// queries see only their last W slots, so a page all of whose slots lie before every future
+/// query's window is given back as the sequence grows (vLLM does the same). An append of n
+/// tokens at length L keeps the slots from L - W + 1 on (what the chunk's first query sees),
+/// and the sequence's table points its dropped pages at a page of zeros that belongs to no
+/// one; the kernel masks those slots anyway. A sequence then holds at most
+/// ceil((W - 1) / page_size) + 1 pages plus its newest chunk, however long it grows. attend
+/// requires params.sliding_window in [1, W] and queries within the last appended chunk.
+///
 /// Flow per layer:  s = add_sequence(); append(s, K_prompt, V_prompt); attend({s, ...}, Q, out)
 ///                  each step: append(s, k_t, v_t) for every s; attend(seqs, q_t, out)
 ///                  release(s) when a sequence finishes.
@@ -53,18 +62,25 @@ class PagedKvCache {
   using SequenceId = std::int64_t;
 
   /// \brief An empty pool of num_pages pages of [page_size, kv_heads, head_dim] for K and V.
-  /// Throws std::invalid_argument when a dimension is <= 0 or num_pages does not fit int32
-  /// (page tables are int32, as vLLM's and FlashInfer's).
+  /// sliding_window = W > 0: a pool for a sliding-window layer, which gives back the pages no
+  /// query can see any more (see the file comment); 0 keeps every token.
+  /// Throws std::invalid_argument when a dimension is <= 0, sliding_window < 0, or num_pages
+  /// does not fit int32 (page tables are int32, as vLLM's and FlashInfer's).
   PagedKvCache(Eigen::Index num_pages, Eigen::Index page_size, Eigen::Index kv_heads,
-               Eigen::Index head_dim)
-      : num_pages_(num_pages), page_size_(page_size), kv_heads_(kv_heads), d_(head_dim) {
+               Eigen::Index head_dim, std::int64_t sliding_window = 0)
+      : num_pages_(num_pages), page_size_(page_size), kv_heads_(kv_heads), d_(head_dim),
+        window_(sliding_window) {
     detail::require(num_pages > 0 && page_size > 0 && kv_heads > 0 && head_dim > 0,
                     "PagedKvCache", "shape [num_pages, page_size, kv_heads, head_dim] = [",
                     num_pages, ", ", page_size, ", ", kv_heads, ", ", head_dim,
                     "] must have no zero dimension");
-    detail::require(num_pages <= std::numeric_limits<std::int32_t>::max(), "PagedKvCache",
-                    "num_pages = ", num_pages, " must be <= 2^31 - 1 (int32 page ids)");
-    k_.assign(static_cast<std::size_t>(num_pages * page_size * kv_heads * head_dim), T(0.0f));
+    detail::require(num_pages < std::numeric_limits<std::int32_t>::max(), "PagedKvCache",
+                    "num_pages = ", num_pages, " must be < 2^31 - 1 (int32 page ids)");
+    detail::require(sliding_window >= 0, "PagedKvCache", "sliding_window = ", sliding_window,
+                    " must be >= 0 (0: keep every token)");
+    // One page more than the pool: page num_pages stays zero, the stand-in for dropped pages.
+    k_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * head_dim),
+              T(0.0f));
     v_.assign(k_.size(), T(0.0f));
     refs_.assign(static_cast<std::size_t>(num_pages), 0);
     // Lowest ids first out of the stack.
@@ -79,6 +95,8 @@ class PagedKvCache {
   Eigen::Index free_pages() const noexcept { return static_cast<Eigen::Index>(free_.size()); }
   /// Live sequences.
   Eigen::Index sequences() const noexcept { return static_cast<Eigen::Index>(seqs_.size()); }
+  /// The window W of a sliding-window pool, or 0.
+  std::int64_t sliding_window() const noexcept { return window_; }
   /// Sequences holding page p (0 = free; > 1 = a shared, full page).
   std::int32_t page_refs(std::int32_t page) const {
     detail::require(page >= 0 && page < num_pages_, "PagedKvCache::page_refs", "page = ", page,
@@ -94,8 +112,9 @@ class PagedKvCache {
     return {v_.data(), num_pages_, page_size_, kv_heads_, d_};
   }
 
-  /// Tokens held by sequence s / its page table (page of slot t: pages(s)[t / page_size]).
-  /// Throw std::invalid_argument for an unknown s.
+  /// Tokens held by sequence s / its page table (page of slot t: pages(s)[t / page_size];
+  /// num_pages() for a page a sliding-window pool dropped). Throw std::invalid_argument for
+  /// an unknown s.
   Eigen::Index length(SequenceId s) const { return find("PagedKvCache::length", s).length; }
   const std::vector<std::int32_t>& pages(SequenceId s) const {
     return find("PagedKvCache::pages", s).pages;
@@ -131,8 +150,10 @@ class PagedKvCache {
       detail::throw_out_of_range(fn, "sequence ", parent, " has a partial last page to copy and ",
                                  "no page of ", num_pages_, " is free");
     }
-    Sequence child{from.pages, from.length};
-    for (const std::int32_t p : child.pages) ++refs_[static_cast<std::size_t>(p)];
+    Sequence child = from;
+    for (const std::int32_t p : child.pages) {
+      if (p != zero_page()) ++refs_[static_cast<std::size_t>(p)];
+    }
     if (partial) {
       const std::int32_t shared = child.pages.back();
       --refs_[static_cast<std::size_t>(shared)];
@@ -153,14 +174,13 @@ class PagedKvCache {
   /// Throws std::invalid_argument for an unknown s.
   void release(SequenceId s) {
     const Sequence& seq = find("PagedKvCache::release", s);
-    for (const std::int32_t p : seq.pages) {
-      if (--refs_[static_cast<std::size_t>(p)] == 0) free_.push_back(p);
-    }
+    for (const std::int32_t p : seq.pages) drop_page(p);
     seqs_.erase(s);
   }
 
   /// \brief Appends n tokens to sequence s at slots (= positions) length(s) ... + n - 1: keys
-  /// (rotated when RoPE is set) and values, taking free pages as needed.
+  /// (rotated when RoPE is set) and values, taking free pages as needed (a sliding-window pool
+  /// first gives back the pages before the chunk's first window).
   /// k, v: [n, kv_heads, head_dim], n >= 1.
   /// Throws std::invalid_argument (unknown s, shapes), std::out_of_range when the pool has too
   /// few free pages; nothing changes then.
@@ -181,11 +201,24 @@ class PagedKvCache {
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
     const Eigen::Index need =
         pages_for(seq.length + n) - static_cast<Eigen::Index>(seq.pages.size());
-    if (need > free_pages()) {
+    // A sliding-window pool's pages wholly before slot L - W + 1 (the chunk's first query's
+    // window) are dropped first; those only this sequence holds become free for the append.
+    const Eigen::Index droppable =
+        window_ > 0 ? std::max<Eigen::Index>(0, seq.length - window_ + 1) / page_size_ : 0;
+    Eigen::Index freed = 0;
+    for (Eigen::Index i = 0; i < droppable; ++i) {
+      const std::int32_t p = seq.pages[static_cast<std::size_t>(i)];
+      freed += p != zero_page() && refs_[static_cast<std::size_t>(p)] == 1;
+    }
+    if (need > free_pages() + freed) {
       detail::throw_out_of_range(fn, "appending n = ", n, " tokens to sequence ", s, " (",
                                  seq.length, " tokens) needs ", need, " new pages of ",
-                                 page_size_, " tokens; ", free_pages(), " of ", num_pages_,
-                                 " are free");
+                                 page_size_, " tokens; ", free_pages() + freed, " of ",
+                                 num_pages_, " are free");
+    }
+    for (Eigen::Index i = 0; i < droppable; ++i) {
+      drop_page(seq.pages[static_cast<std::size_t>(i)]);
+      seq.pages[static_cast<std::size_t>(i)] = zero_page();
     }
     for (Eigen::Index i = 0; i < need; ++i) seq.pages.push_back(take_page());
     const Eigen::Index row = kv_heads_ * d_;
@@ -205,6 +238,7 @@ class PagedKvCache {
       store(seq, k.data(), k_, n);
     }
     store(seq, v.data(), v_, n);
+    seq.first_query = seq.length;
     seq.length += n;
   }
 
@@ -212,7 +246,8 @@ class PagedKvCache {
   /// out[b] = softmax(scale q[b] K_s^T + ALiBi + causal mask) V_s for s = seqs[b], query i at
   /// slot length(s) - q_len + i (rotated there when RoPE is set; the default scale then takes
   /// the plan's softmax_scale_multiplier). q, out: [seqs.size(), q_len, heads, head_dim],
-  /// 1 <= q_len <= length(s) for every s.
+  /// 1 <= q_len <= length(s) for every s; a sliding-window pool requires q_len <= the size of
+  /// each sequence's last appended chunk and params.sliding_window in [1, W].
   /// Throws std::invalid_argument (unknown sequence, shapes, q_len, parameters) before writing.
   template <typename TQ>
   void attend(const std::vector<SequenceId>& seqs, ConstTensorView<TQ, 4> q,
@@ -223,12 +258,21 @@ class PagedKvCache {
     const Eigen::Index q_len = q.dimension(1), heads = q.dimension(2);
     detail::require(batch > 0 && q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
                     " must equal the number of sequences listed (", batch, ", at least 1)");
+    detail::require(window_ == 0 || (params.sliding_window >= 1 &&
+                                     params.sliding_window <= window_),
+                    fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ",
+                    window_, "]: this pool keeps only the slots a window of ", window_,
+                    " sees (0 would mean full attention)");
     Eigen::Index longest = 1, max_pages = 1;
     for (const SequenceId s : seqs) {
       const Sequence& seq = find(fn, s);
       detail::require(q_len >= 1 && q_len <= seq.length, fn, "q_len = ", q_len,
                       " must be in [1, length = ", seq.length, "] of sequence ", s,
                       ": append the new tokens' keys and values first");
+      detail::require(window_ == 0 || q_len <= seq.length - seq.first_query, fn, "q_len = ",
+                      q_len, " exceeds the last appended chunk (", seq.length - seq.first_query,
+                      " tokens) of sequence ", s, ": earlier queries' windows may have been ",
+                      "dropped from this sliding-window pool");
       longest = std::max(longest, seq.length);
       max_pages = std::max(max_pages, static_cast<Eigen::Index>(seq.pages.size()));
     }
@@ -259,12 +303,12 @@ class PagedKvCache {
                               RopePositions::contiguous_from(
                                   ConstTensorView<std::int64_t, 1>(starts_.data(), batch), q_len),
                               *rope_, rope_layout_);
-      detail::run_attention_paged(ConstTensorView<Acc, 4>(rotated), key_pages(), value_pages(),
-                                  table, lens, out.data(), params, workspace_, nullptr, nullptr,
-                                  rope_->softmax_scale_multiplier);
+      detail::run_attention_paged(ConstTensorView<Acc, 4>(rotated), kernel_pages(k_),
+                                  kernel_pages(v_), table, lens, out.data(), params, workspace_,
+                                  nullptr, nullptr, rope_->softmax_scale_multiplier);
     } else {
-      detail::run_attention_paged(q, key_pages(), value_pages(), table, lens, out.data(), params,
-                                  workspace_);
+      detail::run_attention_paged(q, kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
+                                  params, workspace_);
     }
   }
 
@@ -272,7 +316,19 @@ class PagedKvCache {
   struct Sequence {
     std::vector<std::int32_t> pages;
     Eigen::Index length = 0;
+    Eigen::Index first_query = 0;  // first slot of the last appended chunk
   };
+
+  std::int32_t zero_page() const noexcept { return static_cast<std::int32_t>(num_pages_); }
+  /// The pools as the kernel sees them: with the zero page after the last one.
+  ConstTensorView<T, 4> kernel_pages(const std::vector<T>& pool) const {
+    return {pool.data(), num_pages_ + 1, page_size_, kv_heads_, d_};
+  }
+
+  /// One holder fewer for page p (the zero page has none); free when none is left.
+  void drop_page(std::int32_t p) {
+    if (p != zero_page() && --refs_[static_cast<std::size_t>(p)] == 0) free_.push_back(p);
+  }
 
   Eigen::Index pages_for(Eigen::Index tokens) const {
     return (tokens + page_size_ - 1) / page_size_;
@@ -320,6 +376,7 @@ class PagedKvCache {
   }
 
   Eigen::Index num_pages_, page_size_, kv_heads_, d_;
+  std::int64_t window_;
   std::vector<T> k_, v_;
   std::vector<std::int32_t> refs_, free_;
   std::unordered_map<SequenceId, Sequence> seqs_;
