@@ -16,6 +16,7 @@
 #include <numeric>
 #include <vector>
 
+#include "support/attention_variants.hpp"
 #include "support/check.hpp"
 #include "support/rng.hpp"
 
@@ -85,17 +86,41 @@ struct PagedBatch {
   ConstTensorView<std::int64_t, 1> seq_lens() const { return {lens.data(), batch()}; }
 };
 
-AttentionParams variant_params(int variant, Eigen::Index heads, int threads) {
-  AttentionParams params;
-  params.num_threads = threads;
-  if (variant == 1) params.alibi_slopes = posenc::alibi_slopes(heads);
-  if (variant == 2) {
-    params.sliding_window = 50;
-    for (Eigen::Index h = 0; h < heads; ++h) params.sink_logits.push_back(0.5 * double(h) - 1.0);
+/// Checks the q_len rows (got, got_lse) of one sequence against the double reference on its
+/// keys laid out contiguously, and its lse against attention()'s on the same keys (whose lse
+/// test_attention_merge.cpp checks against a long-double log-sum-exp; tiles differ at page
+/// edges, so not bitwise). A sequence without keys must give zeros and the sink's term alone.
+void check_sequence(const float* got, const float* got_lse, const float* q, Eigen::Index q_len,
+                    Eigen::Index heads, const std::vector<float>& k, const std::vector<float>& v,
+                    Eigen::Index len, Eigen::Index kv_heads, const AttentionParams& params) {
+  CAPTURE(q_len, len);
+  const auto n = static_cast<std::size_t>(q_len * heads * d);
+  if (len == 0) {
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == 0.0f);
+    for (Eigen::Index i = 0; i < q_len * heads; ++i) {
+      const auto h = static_cast<std::size_t>(i % heads);
+      REQUIRE(got_lse[i] == (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
+                                                        : float(params.sink_logits[h])));
+    }
+    return;
   }
-  if (variant == 3) params.mask = MaskMode::kBidirectional;
-  if (variant == 4) params.logit_softcap = 5.0;
-  return params;
+  std::vector<float> want(n), alone(n), alone_lse(static_cast<std::size_t>(q_len * heads));
+  const ConstTensorView<float, 4> qv(q, 1, q_len, heads, d), kv(k.data(), 1, len, kv_heads, d),
+      vv(v.data(), 1, len, kv_heads, d);
+  posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(want.data(), 1, q_len, heads, d), params);
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      n, [&](std::size_t i) { return static_cast<double>(got[i]); },
+      [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
+  posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(alone.data(), 1, q_len, heads, d),
+                           TensorView<float, 3>(alone_lse.data(), 1, q_len, heads), params);
+  for (std::size_t i = 0; i < alone_lse.size(); ++i) {
+    CAPTURE(i);
+    if (std::isinf(alone_lse[i])) {
+      REQUIRE(got_lse[i] == alone_lse[i]);  // a row with no key: -inf in both
+    } else {
+      REQUIRE_THAT(got_lse[i], Catch::Matchers::WithinAbs(alone_lse[i], 1e-5));
+    }
+  }
 }
 
 /// Runs attention_paged and checks each sequence against the reference on its contiguous keys.
@@ -111,40 +136,10 @@ void check_against_reference(const PagedBatch<T>& x, Eigen::Index heads, Eigen::
                                     TensorView<float, 3>(lse.data(), B, q_len, heads));
   const Eigen::Index per_seq = q_len * heads * d;
   for (Eigen::Index s = 0; s < B; ++s) {
-    const Eigen::Index len = x.lens[static_cast<std::size_t>(s)];
-    CAPTURE(s, len);
-    const float* got = out.data() + s * per_seq;
-    const float* got_lse = lse.data() + s * q_len * heads;
-    if (len == 0) {
-      for (Eigen::Index i = 0; i < per_seq; ++i) REQUIRE(got[i] == 0.0f);
-      for (Eigen::Index i = 0; i < q_len * heads; ++i) {
-        REQUIRE(got_lse[i] == (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
-                                                          : float(params.sink_logits[static_cast<std::size_t>(i % heads)])));
-      }
-      continue;
-    }
-    const std::vector<float> qs(q.begin() + s * per_seq, q.begin() + (s + 1) * per_seq);
-    const auto& ks = x.k[static_cast<std::size_t>(s)];
-    const auto& vs = x.v[static_cast<std::size_t>(s)];
-    std::vector<float> want(qs.size()), alone(qs.size()), alone_lse(static_cast<std::size_t>(q_len * heads));
-    const ConstTensorView<float, 4> qv(qs.data(), 1, q_len, heads, d), kv(ks.data(), 1, len, KH, d),
-        vv(vs.data(), 1, len, KH, d);
-    posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(want.data(), 1, q_len, heads, d), params);
-    POSENC_REQUIRE_CLOSE(posenc_test::compare(
-        want.size(), [&](std::size_t i) { return static_cast<double>(got[i]); },
-        [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
-    // The lse against attention()'s on the contiguous keys (whose lse test_attention_merge.cpp
-    // checks against a long-double log-sum-exp); tiles differ at page edges, so not bitwise.
-    posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(alone.data(), 1, q_len, heads, d),
-                             TensorView<float, 3>(alone_lse.data(), 1, q_len, heads), params);
-    for (std::size_t i = 0; i < alone_lse.size(); ++i) {
-      CAPTURE(i);
-      if (std::isinf(alone_lse[i])) {
-        REQUIRE(got_lse[i] == alone_lse[i]);  // a row with no key: -inf in both
-      } else {
-        REQUIRE_THAT(got_lse[i], Catch::Matchers::WithinAbs(alone_lse[i], 1e-5));
-      }
-    }
+    CAPTURE(s);
+    const auto at = static_cast<std::size_t>(s);
+    check_sequence(out.data() + s * per_seq, lse.data() + s * q_len * heads, q.data() + s * per_seq, q_len,
+                   heads, x.k[at], x.v[at], x.lens[at], KH, params);
   }
 }
 
@@ -164,7 +159,7 @@ TEST_CASE("attention paged: each sequence equals the reference on its keys laid 
   const int threads = GENERATE(1, 2);
   CAPTURE(page_size, heads, kv_heads, q_len, variant, threads);
   const PagedBatch<float> x(lens, kv_heads, page_size);
-  check_against_reference(x, heads, q_len, variant_params(variant, heads, threads));
+  check_against_reference(x, heads, q_len, posenc_test::attention_variant(variant, heads, threads));
 }
 
 TEST_CASE("attention paged: a bfloat16 or half pool with float queries", "[attention][paged]") {
@@ -172,8 +167,8 @@ TEST_CASE("attention paged: a bfloat16 or half pool with float queries", "[atten
   const Eigen::Index page_size = GENERATE(16, 50);
   const int variant = GENERATE(0, 1);
   CAPTURE(page_size, variant);
-  check_against_reference(PagedBatch<Eigen::bfloat16>(lens, 2, page_size), 8, 1, variant_params(variant, 8, 1));
-  check_against_reference(PagedBatch<Eigen::half>(lens, 2, page_size), 8, 3, variant_params(variant, 8, 1));
+  check_against_reference(PagedBatch<Eigen::bfloat16>(lens, 2, page_size), 8, 1, posenc_test::attention_variant(variant, 8, 1));
+  check_against_reference(PagedBatch<Eigen::half>(lens, 2, page_size), 8, 3, posenc_test::attention_variant(variant, 8, 1));
 }
 
 TEST_CASE("attention paged: a sequence reads only its own pages", "[attention][paged]") {
@@ -267,40 +262,18 @@ TEST_CASE("attention paged varlen: packed queries of mixed lengths, each against
   const Eigen::Index total_q = cu.back();
   const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(total_q * heads * d), 17);
   std::vector<float> out(q.size(), -9.0f), lse(static_cast<std::size_t>(total_q * heads), -9.0f);
-  const AttentionParams params = variant_params(variant, heads, threads);
+  const AttentionParams params = posenc_test::attention_variant(variant, heads, threads);
   posenc::attention_paged_varlen<float, float>(
       ConstTensorView<float, 3>(q.data(), total_q, heads, d), x.k_pages(), x.v_pages(), x.page_table(), x.seq_lens(),
       ConstTensorView<std::int64_t, 1>(cu.data(), static_cast<Eigen::Index>(cu.size())),
       TensorView<float, 3>(out.data(), total_q, heads, d), params, nullptr,
       TensorView<float, 2>(lse.data(), total_q, heads));
   for (std::size_t s = 0; s < lens.size(); ++s) {
-    const Eigen::Index q0 = cu[s], q_len = q_lens[s], len = lens[s];
-    CAPTURE(s, q_len, len);
-    if (q_len == 0) continue;
-    const float* got = out.data() + q0 * heads * d;
-    const float* got_lse = lse.data() + q0 * heads;
-    if (len == 0) {
-      for (Eigen::Index i = 0; i < q_len * heads * d; ++i) REQUIRE(got[i] == 0.0f);
-      for (Eigen::Index i = 0; i < q_len * heads; ++i) {  // the sink's term alone, or nothing
-        REQUIRE(got_lse[i] == (params.sink_logits.empty() ? -std::numeric_limits<float>::infinity()
-                                                          : float(params.sink_logits[static_cast<std::size_t>(i % heads)])));
-      }
-      continue;
-    }
-    const std::vector<float> qs(q.begin() + q0 * heads * d, q.begin() + (q0 + q_len) * heads * d);
-    std::vector<float> want(qs.size()), alone_lse(static_cast<std::size_t>(q_len * heads)), alone(qs.size());
-    const ConstTensorView<float, 4> qv(qs.data(), 1, q_len, heads, d), kv(x.k[s].data(), 1, len, kv_heads, d),
-        vv(x.v[s].data(), 1, len, kv_heads, d);
-    posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(want.data(), 1, q_len, heads, d), params);
-    POSENC_REQUIRE_CLOSE(posenc_test::compare(
-        want.size(), [&](std::size_t i) { return static_cast<double>(got[i]); },
-        [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
-    posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(alone.data(), 1, q_len, heads, d),
-                             TensorView<float, 3>(alone_lse.data(), 1, q_len, heads), params);
-    for (std::size_t i = 0; i < alone_lse.size(); ++i) {
-      CAPTURE(i);
-      REQUIRE_THAT(got_lse[i], Catch::Matchers::WithinAbs(alone_lse[i], 1e-5));
-    }
+    CAPTURE(s);
+    const Eigen::Index q0 = cu[s];
+    if (q_lens[s] == 0) continue;
+    check_sequence(out.data() + q0 * heads * d, lse.data() + q0 * heads, q.data() + q0 * heads * d, q_lens[s],
+                   heads, x.k[s], x.v[s], lens[s], kv_heads, params);
   }
   // Rows of the query-less sequence do not exist; nothing else may be left unwritten.
   CHECK(std::none_of(out.begin(), out.end(), [](float o) { return o == -9.0f; }));

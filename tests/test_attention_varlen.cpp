@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "support/attention_variants.hpp"
 #include "support/check.hpp"
 #include "support/rng.hpp"
 
@@ -69,14 +70,7 @@ TEST_CASE("attention varlen: each packed sequence equals the reference on that s
   const int variant = GENERATE(0, 1, 2, 3);  // plain causal, ALiBi, window 50 + sinks, bidirectional
   const int threads = GENERATE(1, 2);
   CAPTURE(variant, threads);
-  AttentionParams params;
-  params.num_threads = threads;
-  if (variant == 1) params.alibi_slopes = posenc::alibi_slopes(H);
-  if (variant == 2) {
-    params.sliding_window = 50;
-    for (Eigen::Index h = 0; h < H; ++h) params.sink_logits.push_back(0.5 * double(h) - 1.0);
-  }
-  if (variant == 3) params.mask = MaskMode::kBidirectional;
+  const AttentionParams params = posenc_test::attention_variant(variant, H, threads);
   std::vector<float> out(static_cast<std::size_t>(x.total_q() * H * d), -9.0f),
       lse(static_cast<std::size_t>(x.total_q() * H), -9.0f);
   run(x, out, lse, params);

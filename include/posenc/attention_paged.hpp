@@ -177,16 +177,7 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   constexpr std::string_view fn = "attention_paged_varlen";
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
   const Eigen::Index seqs = seq_lens.dimension(0), max_pages = page_table.dimension(1);
-  for (int a = 0; a < 3; ++a) {
-    detail::require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0),
-                    ", ", out.dimension(1), ", ", out.dimension(2), "] must equal q shape [",
-                    total_q, ", ", heads, ", ", d, "]");
-  }
-  if (lse) {
-    detail::require(lse->dimension(0) == total_q && lse->dimension(1) == heads, fn,
-                    "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
-                    "] must be [total_q, heads] = [", total_q, ", ", heads, "]");
-  }
+  detail::validate_packed_out(fn, q, out, lse);
   detail::require(cu_seqlens_q.dimension(0) == seqs + 1, fn, "cu_seqlens_q has ",
                   cu_seqlens_q.dimension(0), " entries; it must have num_seqs + 1 = ", seqs + 1,
                   " (num_seqs = seq_lens entries)");

@@ -47,6 +47,22 @@ inline void validate_cu_seqlens(std::string_view fn, std::string_view name,
   }
 }
 
+/// out [total_q, heads, d] must have q's shape, and lse (if any) be [total_q, heads].
+template <typename Q, typename O, typename L>
+void validate_packed_out(std::string_view fn, const Q& q, const O& out,
+                         const std::optional<L>& lse) {
+  for (int a = 0; a < 3; ++a) {
+    require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0), ", ",
+            out.dimension(1), ", ", out.dimension(2), "] must equal q shape [", q.dimension(0),
+            ", ", q.dimension(1), ", ", q.dimension(2), "]");
+  }
+  if (lse) {
+    require(lse->dimension(0) == q.dimension(0) && lse->dimension(1) == q.dimension(1), fn,
+            "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
+            "] must be [total_q, heads] = [", q.dimension(0), ", ", q.dimension(1), "]");
+  }
+}
+
 }  // namespace detail
 
 /// \brief Fused attention over a packed variable-length batch (see the file comment).
@@ -64,18 +80,11 @@ void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTen
   constexpr std::string_view fn = "attention_varlen";
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
   const Eigen::Index total_k = k.dimension(0), kv_heads = k.dimension(1);
+  detail::validate_packed_out(fn, q, out, lse);
   for (int a = 0; a < 3; ++a) {
-    detail::require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0),
-                    ", ", out.dimension(1), ", ", out.dimension(2), "] must equal q shape [",
-                    total_q, ", ", heads, ", ", d, "]");
     detail::require(v.dimension(a) == k.dimension(a), fn, "v shape [", v.dimension(0), ", ",
                     v.dimension(1), ", ", v.dimension(2), "] must equal k shape [", total_k,
                     ", ", kv_heads, ", ", k.dimension(2), "]");
-  }
-  if (lse) {
-    detail::require(lse->dimension(0) == total_q && lse->dimension(1) == heads, fn,
-                    "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
-                    "] must be [total_q, heads] = [", total_q, ", ", heads, "]");
   }
   const Eigen::Index n = cu_seqlens_q.dimension(0);
   detail::require(n >= 2 && cu_seqlens_k.dimension(0) == n, fn, "cu_seqlens_q and cu_seqlens_k ",

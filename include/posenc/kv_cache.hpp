@@ -181,7 +181,7 @@ class KvCache {
       RopeApplyOptions options;
       options.direction = delta > 0 ? RopeDirection::kForward : RopeDirection::kInverse;
       const Eigen::Index row = kv_heads_ * d_;
-      auto& stage = staging<Acc>();
+      auto& stage = staging_.get<Acc>();
       stage.resize(static_cast<std::size_t>(batch_ * n * row));
       for (Eigen::Index b = 0; b < batch_; ++b) {
         const T* from = k_.data() + (b * max_len_ + first) * row;
@@ -259,7 +259,7 @@ class KvCache {
     if (rope_) {
       // Rotate a float (double) copy, then round once into the cache.
       using Acc = detail::compute_t<In>;
-      auto& stage = staged<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
+      auto& stage = staging_.convert<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
       store(stage.data(), k_, size_, n);
@@ -308,7 +308,7 @@ class KvCache {
     if (rope_) {
       using Acc = detail::compute_t<TQ>;
       const Eigen::Index heads = q.dimension(2);
-      auto& stage = staged<Acc>(q.data(), static_cast<std::size_t>(batch_ * q_len * heads * d_));
+      auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
                               PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
       detail::run_fused_attention(stage.data(), k_.data(), v_.data(), out.data(), batch_, q_len,
@@ -373,24 +373,6 @@ class KvCache {
     return qpos_.data();
   }
 
-  /// The staging buffer of Acc, holding src[0, n) converted (rotation happens in Acc).
-  template <typename Acc, typename Src>
-  std::vector<Acc>& staged(const Src* src, std::size_t n) {
-    auto& stage = staging<Acc>();
-    stage.resize(n);
-    for (std::size_t i = 0; i < n; ++i) stage[i] = static_cast<Acc>(detail::to_compute(src[i]));
-    return stage;
-  }
-
-  template <typename Acc>
-  std::vector<Acc>& staging() {
-    if constexpr (std::is_same_v<Acc, double>) {
-      return stage_d_;
-    } else {
-      return stage_f_;
-    }
-  }
-
   Eigen::Index batch_, max_len_, kv_heads_, d_;
   std::int64_t window_;
   Eigen::Index size_ = 0;
@@ -401,8 +383,7 @@ class KvCache {
   std::optional<RopeFrequencies> rope_;
   RopeLayout rope_layout_ = RopeLayout::kHalfSplit;
   // Reused across steps: they grow to the largest append / query chunk, then stay.
-  std::vector<float> stage_f_;
-  std::vector<double> stage_d_;
+  detail::StagingBuffers staging_;
   std::vector<std::int64_t> qpos_;
   AttentionWorkspace workspace_;
 };

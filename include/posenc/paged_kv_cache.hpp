@@ -225,11 +225,7 @@ class PagedKvCache {
     if (rope_) {
       // Rotate a float (double) copy at positions length ... length + n - 1, round once.
       using Acc = detail::compute_t<In>;
-      auto& stage = staging<Acc>();
-      stage.resize(static_cast<std::size_t>(n * row));
-      for (Eigen::Index i = 0; i < n * row; ++i) {
-        stage[static_cast<std::size_t>(i)] = static_cast<Acc>(detail::to_compute(k.data()[i]));
-      }
+      auto& stage = staging_.convert<Acc>(k.data(), static_cast<std::size_t>(n * row));
       const TensorView<Acc, 4> keys(stage.data(), 1, n, kv_heads_, d_);
       apply_rope_inplace<Acc>(rope_heads<Acc>(keys), RopePositions::contiguous(1, n, seq.length),
                               *rope_, rope_layout_);
@@ -293,11 +289,7 @@ class PagedKvCache {
     const ConstTensorView<std::int64_t, 1> lens(lens_.data(), batch);
     if (rope_) {
       using Acc = detail::compute_t<TQ>;
-      auto& stage = staging<Acc>();
-      stage.resize(static_cast<std::size_t>(q.size()));
-      for (Eigen::Index i = 0; i < q.size(); ++i) {
-        stage[static_cast<std::size_t>(i)] = static_cast<Acc>(detail::to_compute(q.data()[i]));
-      }
+      auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
       const TensorView<Acc, 4> rotated(stage.data(), batch, q_len, heads, d_);
       apply_rope_inplace<Acc>(rope_heads<Acc>(rotated),
                               RopePositions::contiguous_from(
@@ -366,15 +358,6 @@ class PagedKvCache {
     }
   }
 
-  template <typename Acc>
-  std::vector<Acc>& staging() {
-    if constexpr (std::is_same_v<Acc, double>) {
-      return stage_d_;
-    } else {
-      return stage_f_;
-    }
-  }
-
   Eigen::Index num_pages_, page_size_, kv_heads_, d_;
   std::int64_t window_;
   std::vector<T> k_, v_;
@@ -384,8 +367,7 @@ class PagedKvCache {
   std::optional<RopeFrequencies> rope_;
   RopeLayout rope_layout_ = RopeLayout::kHalfSplit;
   // Reused across steps: they grow to the largest call, then stay.
-  std::vector<float> stage_f_;
-  std::vector<double> stage_d_;
+  detail::StagingBuffers staging_;
   std::vector<std::int32_t> table_;
   std::vector<std::int64_t> lens_, starts_;
   AttentionWorkspace workspace_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -69,5 +70,32 @@ inline bool finite_non_negative(double x) noexcept {
   const std::uint64_t u = double_bits(x);
   return (u < 0x7ff0000000000000ull) | (u == 0x8000000000000000ull);
 }
+
+/// Float and double buffers reused across calls (they grow to the largest use, then stay): an
+/// input is converted into its compute type's buffer, rotated there and rounded once on the way
+/// out (KvCache, PagedKvCache).
+class StagingBuffers {
+ public:
+  template <typename Acc>
+  std::vector<Acc>& get() {
+    if constexpr (std::is_same_v<Acc, double>) {
+      return d_;
+    } else {
+      return f_;
+    }
+  }
+  /// The buffer of Acc, holding src[0, n) converted.
+  template <typename Acc, typename Src>
+  std::vector<Acc>& convert(const Src* src, std::size_t n) {
+    auto& stage = get<Acc>();
+    stage.resize(n);
+    for (std::size_t i = 0; i < n; ++i) stage[i] = static_cast<Acc>(to_compute(src[i]));
+    return stage;
+  }
+
+ private:
+  std::vector<float> f_;
+  std::vector<double> d_;
+};
 
 }  // namespace posenc::detail
