@@ -1,11 +1,13 @@
 // Decode steps through a warmed-up KvCache never allocate: this translation unit replaces the
 // global operator new with a counting one (tests/support/alloc_counter.hpp) and counts the
 // append + attend calls of steady-state decoding, with and without RoPE, for float and bfloat16
-// caches, GQA and MHA, and for a rolling cache dropping its old slots.
+// caches, GQA and MHA, and for a rolling cache dropping its old slots; likewise PagedKvCache
+// decode steps within a page.
 
 #include <catch2/catch.hpp>
 
 #include <posenc/kv_cache.hpp>
+#include <posenc/paged_kv_cache.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -67,6 +69,43 @@ TEMPLATE_TEST_CASE("kv_cache: steady-state decode steps allocate nothing", "[kv_
         CHECK(allocations_during_decode<TestType>(kv_heads, rope, rolling) == 0);
       }
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("paged kv cache: decode steps within a page allocate nothing", "[paged][alloc]",
+                   float, Eigen::bfloat16) {
+  // Pages of 64: after a 20-token prefill, 6 steps stay in each sequence's first page. (A step
+  // that takes a new page appends to the sequence's page list, which may grow its vector.)
+  constexpr Eigen::Index heads = 8, kv_heads = 2, D = 64, prefill = 20;
+  for (const bool rope : {false, true}) {
+    CAPTURE(rope);
+    posenc::PagedKvCache<TestType> cache(8, 64, kv_heads, D);
+    if (rope) {
+      posenc::RopeParams rp;
+      rp.head_dim = D;
+      cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit);
+    }
+    const std::vector<std::int64_t> ids = {cache.add_sequence(), cache.add_sequence()};
+    const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(prefill * kv_heads * D), 1);
+    const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * heads * D), 3);
+    std::vector<float> out(q.size());
+    for (const std::int64_t s : ids) {
+      cache.append(s, posenc::ConstTensorView<float, 3>(k.data(), prefill, kv_heads, D),
+                   posenc::ConstTensorView<float, 3>(k.data(), prefill, kv_heads, D));
+    }
+    long counted = 0;
+    for (int t = 0; t < 6; ++t) {
+      const long before = posenc_test::allocation_count();
+      for (const std::int64_t s : ids) {
+        cache.append(s, posenc::ConstTensorView<float, 3>(k.data(), 1, kv_heads, D),
+                     posenc::ConstTensorView<float, 3>(k.data(), 1, kv_heads, D));
+      }
+      cache.attend(ids, posenc::ConstTensorView<float, 4>(q.data(), 2, 1, heads, D),
+                   posenc::TensorView<float, 4>(out.data(), 2, 1, heads, D));
+      // The first step sizes the workspace and the call's page table; the later ones reuse them.
+      if (t > 0) counted += posenc_test::allocation_count() - before;
+    }
+    CHECK(counted == 0);
   }
 }
 
