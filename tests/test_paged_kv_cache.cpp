@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/alibi.hpp>
+#include <posenc/attention.hpp>
 #include <posenc/paged_kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
 #include <posenc/rope.hpp>
@@ -52,10 +53,11 @@ float round_to(float x) {
 }
 
 /// The double reference for one sequence: keys rotated at slots 0..len-1 and rounded once to T,
-/// values rounded to T, the q_len queries rotated at slots len - q_len + i.
+/// values rounded to T, the q_len queries rotated at slots len - q_len + i. lse: attention()'s
+/// on the same inputs (checked against a long-double log-sum-exp in test_attention_merge.cpp).
 template <typename T>
 std::vector<float> expected(const History& h, const std::vector<float>& q, Eigen::Index q_len,
-                            Positional positional, AttentionParams params) {
+                            Positional positional, AttentionParams params, std::vector<float>& lse) {
   const Eigen::Index len = h.length();
   std::vector<float> k = h.k, v = h.v, qr = q;
   if (positional == Positional::kRope) {
@@ -69,11 +71,13 @@ std::vector<float> expected(const History& h, const std::vector<float>& q, Eigen
   }
   for (float& x : k) x = round_to<T>(x);
   for (float& x : v) x = round_to<T>(x);
-  std::vector<float> out(qr.size());
-  posenc::reference::attention<float>(ConstTensorView<float, 4>(qr.data(), 1, q_len, H, d),
-                                      ConstTensorView<float, 4>(k.data(), 1, len, KH, d),
-                                      ConstTensorView<float, 4>(v.data(), 1, len, KH, d),
-                                      TensorView<float, 4>(out.data(), 1, q_len, H, d), params);
+  std::vector<float> out(qr.size()), fused(qr.size());
+  const ConstTensorView<float, 4> qv(qr.data(), 1, q_len, H, d), kv(k.data(), 1, len, KH, d),
+      vv(v.data(), 1, len, KH, d);
+  posenc::reference::attention<float>(qv, kv, vv, TensorView<float, 4>(out.data(), 1, q_len, H, d), params);
+  lse.resize(static_cast<std::size_t>(q_len * H));
+  posenc::attention<float>(qv, kv, vv, TensorView<float, 4>(fused.data(), 1, q_len, H, d),
+                           TensorView<float, 3>(lse.data(), 1, q_len, H), params);
   return out;
 }
 
@@ -84,17 +88,21 @@ void check_attend(posenc::PagedKvCache<T>& cache, const std::vector<std::int64_t
                   const AttentionParams& params) {
   const auto B = static_cast<Eigen::Index>(ids.size());
   const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * q_len * H * d), 11);
-  std::vector<float> out(q.size(), -7.0f);
+  std::vector<float> out(q.size(), -7.0f), lse(static_cast<std::size_t>(B * q_len * H), -7.0f);
   cache.attend(ids, ConstTensorView<float, 4>(q.data(), B, q_len, H, d), TensorView<float, 4>(out.data(), B, q_len, H, d),
-               params);
+               params, TensorView<float, 3>(lse.data(), B, q_len, H));
   const Eigen::Index per = q_len * H * d;
   for (Eigen::Index b = 0; b < B; ++b) {
     CAPTURE(b, q_len);
     const std::vector<float> qb(q.begin() + b * per, q.begin() + (b + 1) * per);
-    const auto want = expected<T>(hist[static_cast<std::size_t>(b)], qb, q_len, positional, params);
+    std::vector<float> want_lse;
+    const auto want = expected<T>(hist[static_cast<std::size_t>(b)], qb, q_len, positional, params, want_lse);
     POSENC_REQUIRE_CLOSE(posenc_test::compare(
         want.size(), [&](std::size_t i) { return double(out[static_cast<std::size_t>(b * per) + i]); },
         [&](std::size_t i) { return double(want[i]); }, 1e-5));
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want_lse.size(), [&](std::size_t i) { return double(lse[static_cast<std::size_t>(b * q_len * H) + i]); },
+        [&](std::size_t i) { return double(want_lse[i]); }, 1e-5));
   }
 }
 

@@ -119,6 +119,16 @@ void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
 }
 
+/// lse must have q's shape without head_dim: [batch, q_len, heads].
+template <typename Q, typename L>
+void validate_lse(std::string_view fn, const Q& q, const L& lse) {
+  require(lse.dimension(0) == q.dimension(0) && lse.dimension(1) == q.dimension(1) &&
+              lse.dimension(2) == q.dimension(2),
+          fn, "lse shape [", lse.dimension(0), ", ", lse.dimension(1), ", ", lse.dimension(2),
+          "] must be [batch, q_len, heads] = [", q.dimension(0), ", ", q.dimension(1), ", ",
+          q.dimension(2), "]");
+}
+
 /// attention() on validated views: K/V and metadata rows k_len apart.
 template <typename T>
 void run_attention_views(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
@@ -181,11 +191,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
                AttentionWorkspace* workspace = nullptr) {
   constexpr std::string_view fn = "attention";
   detail::validate_attention(fn, q, k, v, out, params, metadata);
-  detail::require(lse.dimension(0) == q.dimension(0) && lse.dimension(1) == q.dimension(1) &&
-                      lse.dimension(2) == q.dimension(2),
-                  fn, "lse shape [", lse.dimension(0), ", ", lse.dimension(1), ", ",
-                  lse.dimension(2), "] must be [batch, q_len, heads] = [", q.dimension(0), ", ",
-                  q.dimension(1), ", ", q.dimension(2), "]");
+  detail::validate_lse(fn, q, lse);
   detail::run_attention_views(q, k, v, out, params, metadata, workspace, lse.data());
 }
 

@@ -143,13 +143,7 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
                                          k_pages.dimension(3));
   detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
-  if (lse) {
-    detail::require(lse->dimension(0) == batch && lse->dimension(1) == q.dimension(1) &&
-                        lse->dimension(2) == q.dimension(2),
-                    fn, "lse shape [", lse->dimension(0), ", ", lse->dimension(1), ", ",
-                    lse->dimension(2), "] must be [batch, q_len, heads] = [", batch, ", ",
-                    q.dimension(1), ", ", q.dimension(2), "]");
-  }
+  if (lse) detail::validate_lse(fn, q, *lse);
   AttentionWorkspace local;
   detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
                               workspace ? *workspace : local, lse ? lse->data() : nullptr);

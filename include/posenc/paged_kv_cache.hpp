@@ -244,10 +244,13 @@ class PagedKvCache {
   /// the plan's softmax_scale_multiplier). q, out: [seqs.size(), q_len, heads, head_dim],
   /// 1 <= q_len <= length(s) for every s; a sliding-window pool requires q_len <= the size of
   /// each sequence's last appended chunk and params.sliding_window in [1, W].
+  /// lse (optional): [seqs.size(), q_len, heads], each row's log-sum-exp as attention()'s, to
+  /// merge with another attention state (attention_merge.hpp).
   /// Throws std::invalid_argument (unknown sequence, shapes, q_len, parameters) before writing.
   template <typename TQ>
   void attend(const std::vector<SequenceId>& seqs, ConstTensorView<TQ, 4> q,
-              TensorView<TQ, 4> out, const AttentionParams& params = {}) {
+              TensorView<TQ, 4> out, const AttentionParams& params = {},
+              std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
     static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
     constexpr std::string_view fn = "PagedKvCache::attend";
     const auto batch = static_cast<Eigen::Index>(seqs.size());
@@ -274,6 +277,8 @@ class PagedKvCache {
     }
     const ConstTensorView<T, 4> kv_shape(k_.data(), batch, longest, kv_heads_, d_);
     detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
+    if (lse) detail::validate_lse(fn, q, *lse);
+    lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;
 
     // Page table and lengths of this call (buffers reused across steps).
     table_.assign(static_cast<std::size_t>(batch * max_pages), 0);
@@ -297,10 +302,10 @@ class PagedKvCache {
                               *rope_, rope_layout_);
       detail::run_attention_paged(ConstTensorView<Acc, 4>(rotated), kernel_pages(k_),
                                   kernel_pages(v_), table, lens, out.data(), params, workspace_,
-                                  nullptr, nullptr, rope_->softmax_scale_multiplier);
+                                  lse_rows, nullptr, rope_->softmax_scale_multiplier);
     } else {
       detail::run_attention_paged(q, kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
-                                  params, workspace_);
+                                  params, workspace_, lse_rows);
     }
   }
 
