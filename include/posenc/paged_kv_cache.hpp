@@ -300,9 +300,11 @@ class PagedKvCache {
                               RopePositions::contiguous_from(
                                   ConstTensorView<std::int64_t, 1>(starts_.data(), batch), q_len),
                               *rope_, rope_layout_);
-      detail::run_attention_paged(ConstTensorView<Acc, 4>(rotated), kernel_pages(k_),
-                                  kernel_pages(v_), table, lens, out.data(), params, workspace_,
-                                  lse_rows, nullptr, rope_->softmax_scale_multiplier);
+      // A view of the staged rows (a ConstTensorView made from `rotated` would copy them).
+      detail::run_attention_paged(ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_),
+                                  kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
+                                  params, workspace_, lse_rows, nullptr,
+                                  rope_->softmax_scale_multiplier);
     } else {
       detail::run_attention_paged(q, kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
                                   params, workspace_, lse_rows);
