@@ -14,3 +14,13 @@ function(posenc_target_sanitize target)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
 endfunction()
+
+# GCC before 12.3 warns inside its own AVX-512 intrinsics wherever they are inlined (their
+# _mm512_undefined_* pass-through operands, GCC bug 105593): Eigen's AVX-512 packets and
+# posenc's 512-bit kernels alike. For targets built for AVX-512 only (the native benchmarks on
+# such a machine, tests/avx512).
+function(posenc_target_avx512_warnings target)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 12.3)
+    target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized -Wno-uninitialized)
+  endif()
+endfunction()

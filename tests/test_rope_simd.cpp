@@ -14,6 +14,7 @@
 #include <posenc/reference/rope.hpp>
 #include <posenc/rope.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -187,6 +188,61 @@ TEMPLATE_TEST_CASE("rope simd: a call too large for the L3 (rows prefetched ahea
             posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, off);
       }
       REQUIRE(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(TestType)) == 0);
+    }
+  }
+#endif
+}
+
+TEST_CASE("rope simd: bfloat16 rows round like Eigen's scalar conversion, denormal results "
+          "included", "[rope][simd][cache]") {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // Expected: each output in float as the kernels compute it (one FMA over a rounded product,
+  // with the cache's float cos / sin), then Eigen's own float -> bfloat16 conversion (round to
+  // nearest even, denormals kept). Every other token is scaled by 2^-128, so its rotated values
+  // are float denormals: vcvtneps2bf16 would flush those to zero.
+  using bf16 = Eigen::bfloat16;
+  const Eigen::Index H = 3, D = 96;
+  for (const Eigen::Index S : {Eigen::Index{45}, Eigen::Index{3000}}) {
+    for (const auto& [rd, off] : kSlices) {
+      if (rd % 8 != 0) continue;  // the scalar rows' arithmetic is the compiler's, not one FMA
+      for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+        CAPTURE(S, rd, off, posenc::to_string(layout));
+        const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off), S);
+        const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+        auto x = posenc_test::random_vector<bf16>(static_cast<std::size_t>(S * H * D), 21);
+        for (Eigen::Index t = 1; t < S; t += 2) {
+          for (Eigen::Index i = t * H * D; i < (t + 1) * H * D; ++i) {
+            x[static_cast<std::size_t>(i)] = bf16(std::ldexp(static_cast<float>(x[static_cast<std::size_t>(i)]), -128));
+          }
+        }
+        const auto before = x;
+        posenc::apply_rope_inplace_cached<bf16>(
+            posenc::rope_heads<bf16>(posenc::TensorView<bf16, 4>(x.data(), 1, S, H, D)),
+            posenc::RopePositions::contiguous(1, S), cview, layout, off);
+        std::size_t denormal = 0;
+        for (Eigen::Index t = 0; t < S; ++t) {
+          for (Eigen::Index h = 0; h < H; ++h) {
+            const Eigen::Index row = (t * H + h) * D;
+            for (Eigen::Index j = 0; j < rd / 2; ++j) {
+              const float c = cache(t, j), s = cache(t, rd / 2 + j);
+              const Eigen::Index i1 = row + off + (layout == posenc::RopeLayout::kHalfSplit ? j : 2 * j);
+              const Eigen::Index i2 = i1 + (layout == posenc::RopeLayout::kHalfSplit ? rd / 2 : 1);
+              const float a = static_cast<float>(before[static_cast<std::size_t>(i1)]);
+              const float b = static_cast<float>(before[static_cast<std::size_t>(i2)]);
+              const float y1 = std::fma(a, c, -(b * s)), y2 = std::fma(b, c, a * s);
+              denormal += std::fpclassify(y1) == FP_SUBNORMAL;
+              CAPTURE(t, h, j, a, b, y1, y2);
+              REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(x[static_cast<std::size_t>(i1)]) ==
+                      Eigen::numext::bit_cast<std::uint16_t>(bf16(y1)));
+              REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(x[static_cast<std::size_t>(i2)]) ==
+                      Eigen::numext::bit_cast<std::uint16_t>(bf16(y2)));
+            }
+          }
+        }
+        REQUIRE(denormal > static_cast<std::size_t>(S * H * rd / 8));
+      }
     }
   }
 #endif

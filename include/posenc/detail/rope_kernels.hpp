@@ -339,95 +339,219 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
   }
 }
 
-// float and half rows: the cos / sin of a block of pairs are loaded into registers once and
-// serve every head of the token (heads inner, pair blocks outer). Per 8 values the loop then
-// does the stream's one load and one store; reloading cos and sin per head would add two more
-// loads, and L1 issues only three memory operations a cycle, so in cache the kernel would run
-// at ~2/3 of the stream.
+/// The row kernels below are written once over a vector policy: RopeVec8 (AVX2 + FMA, 8 floats)
+/// and, where the compiler targets AVX-512, RopeVec16 (16 floats, 32 registers).
+struct RopeVec8 {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
+  template <typename T>
+  static V load(const T* p) { return rope_load8(p); }
+  template <typename T>
+  static void store(T* p, V v) { rope_store8(p, v); }
+  static V loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V swap_pairs(V v) { return _mm256_permute_ps(v, 0xB1); }  // (x1, x0, x3, x2, ...)
+};
 
-/// Vectors of cos (and of sin) a block keeps in registers: 4 + 4 of the 16 ymm registers.
-inline constexpr int kRopeBlockVecs = 4;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#define POSENC_ROPE_SIMD512 1
+/// 16-float vectors. On AVX-512 machines the in-place stream the kernels are measured against
+/// moves 64 bytes per instruction, and 8-float rows ran at 0.52-0.67 of it from L1 / L2
+/// (Zen 5, float, cos / sin cache).
+struct RopeVec16 {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kBlockVecs = 4;  // 8 of 32 (8 + 8 measured no better at T <= 512)
+  template <typename T>
+  static V load(const T* p) {
+    if constexpr (std::is_same_v<T, float>) {
+      return _mm512_loadu_ps(p);
+    } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      static_assert(std::is_same_v<T, Eigen::half>, "RopeVec16::load: float, bfloat16 or half");
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+  }
+  template <typename T>
+  static void store(T* p, V v) {
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_storeu_ps(p, v);
+    } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits(v));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                          _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+  }
+  /// bfloat16 bits of v rounded to nearest even, as float_to_bf16 (NaN: see rope_store8).
+  /// vcvtneps2bf16 (AVX512-BF16) rounds the same way but treats denormal inputs as zero, which
+  /// Eigen's conversion does not; a vector holding one takes the integer rounding instead.
+  static __m256i bf16_bits(V v) {
+#if defined(__AVX512BF16__)
+    if (_mm512_fpclass_ps_mask(v, 0x20) == 0) {  // 0x20: denormal
+      const __m256bh b = _mm512_cvtneps_pbh(v);
+      __m256i bits;
+      std::memcpy(&bits, &b, sizeof bits);
+      return bits;
+    }
+#endif
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+  }
+  static V loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V swap_pairs(V v) { return _mm512_permute_ps(v, 0xB1); }
+};
+#endif
 
-/// Pairs [0, 8 kVecs) of `heads` rows with cos / sin held in registers; with heads == 1,
-/// `runs` > 1 continues along the row (runs * 8 kVecs pairs, cos / sin reloaded per run).
-template <typename T, int kVecs>
+// Rows in cache: the cos / sin of a block of pairs are loaded into registers once and serve
+// every head of the token (heads inner, pair blocks outer). Per vector the loop then does the
+// stream's one load and one store; reloading cos and sin per head would add two more loads, and
+// L1 issues only three memory operations a cycle, so in cache the kernel would run at ~2/3 of
+// the stream.
+
+/// Pairs [0, W kVecs) of `heads` rows with cos / sin held in registers; with heads == 1,
+/// `runs` > 1 continues along the row (runs * W kVecs pairs, cos / sin reloaded per run).
+template <typename Vec, typename T, int kVecs>
 inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
                                        const float* s, Eigen::Index half, Eigen::Index runs) {
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
   for (Eigen::Index r = 0; r < runs; ++r) {
-    const Eigen::Index j = 8 * kVecs * r;
-    __m256 cv[kVecs], sv[kVecs];
+    const Eigen::Index j = W * kVecs * r;
+    V cv[kVecs], sv[kVecs];
     for (int k = 0; k < kVecs; ++k) {
-      cv[k] = _mm256_loadu_ps(c + j + 8 * k);
-      sv[k] = _mm256_loadu_ps(s + j + 8 * k);
+      cv[k] = Vec::loadf(c + j + W * k);
+      sv[k] = Vec::loadf(s + j + W * k);
     }
     for (Eigen::Index h = 0; h < heads; ++h) {
       const T* x = src + h * src_hs + j;
       T* y = dst + h * dst_hs + j;
       for (int k = 0; k < kVecs; ++k) {
-        const __m256 a = rope_load8(x + 8 * k);
-        const __m256 b = rope_load8(x + half + 8 * k);
-        rope_store8(y + 8 * k, _mm256_fmsub_ps(a, cv[k], _mm256_mul_ps(b, sv[k])));
-        rope_store8(y + half + 8 * k, _mm256_fmadd_ps(b, cv[k], _mm256_mul_ps(a, sv[k])));
+        const V a = Vec::load(x + W * k);
+        const V b = Vec::load(x + half + W * k);
+        Vec::store(y + W * k, Vec::fmsub(a, cv[k], Vec::mul(b, sv[k])));
+        Vec::store(y + half + W * k, Vec::fmadd(b, cv[k], Vec::mul(a, sv[k])));
       }
     }
   }
 }
 
-/// Half-split rotation of `heads` rows (row h at src + h * src_hs), rd / 2 a multiple of 8.
-/// source: see RopeSource.
+/// Half-split rotation of `heads` rows (row h at src + h * src_hs), half a multiple of W.
+template <typename Vec, typename T>
+inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
+                                      Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
+                                      const float* s, Eigen::Index half, RopeSource source) {
+  constexpr int W = Vec::kLanes;
+  if (source != RopeSource::kL2) {
+    // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved_rows).
+    for (Eigen::Index h = 0; h < heads; ++h) {
+      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, 2 * half);
+      rope_simd_half_split_block<Vec, T, 1>(src + h * src_hs, dst + h * dst_hs, 1, 0, 0, c, s,
+                                            half, half / W);
+    }
+    return;
+  }
+  constexpr int kBlock = W * Vec::kBlockVecs;
+  Eigen::Index j = 0;
+  for (; j + kBlock <= half; j += kBlock) {
+    rope_simd_half_split_block<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
+                                                       c + j, s + j, half, 1);
+  }
+  for (; j < half; j += W) {
+    rope_simd_half_split_block<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, c + j, s + j,
+                                          half, 1);
+  }
+}
+
+/// Half-split rotation of `heads` rows, rd / 2 a multiple of 8. source: see RopeSource.
 template <typename T>
 inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                                  Eigen::Index dst_hs, const float* c, const float* s,
                                  Eigen::Index half, RopeSource source) {
+#ifdef POSENC_ROPE_SIMD512
+  if (half % 16 == 0) {
+    rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+    return;
+  }
+#endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (half % 16 == 0) {
       rope_simd_half_split_bf16(src, dst, heads, src_hs, dst_hs, c, s, half, source);
       return;
     }
   }
-  if (source != RopeSource::kL2) {
-    // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved).
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, 2 * half);
-      rope_simd_half_split_block<T, 1>(src + h * src_hs, dst + h * dst_hs, 1, 0, 0, c, s, half,
-                                       half / 8);
-    }
-    return;
-  }
-  constexpr int kBlock = 8 * kRopeBlockVecs;
-  Eigen::Index j = 0;
-  for (; j + kBlock <= half; j += kBlock) {
-    rope_simd_half_split_block<T, kRopeBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs, c + j,
-                                                  s + j, half, 1);
-  }
-  for (; j < half; j += 8) {
-    rope_simd_half_split_block<T, 1>(src + j, dst + j, heads, src_hs, dst_hs, c + j, s + j, half,
-                                     1);
-  }
+  rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
 }
 
-/// y = x * cc + swap_pairs(x) * ss for 4 interleaved pairs.
-inline __m256 rope_rotate_pairs8(__m256 v, __m256 cv, __m256 sv) {
-  const __m256 swapped = _mm256_permute_ps(v, 0xB1);  // (x1, x0, x3, x2, ...)
-  return _mm256_fmadd_ps(v, cv, _mm256_mul_ps(swapped, sv));
+/// y = x * cc + swap_pairs(x) * ss for W / 2 interleaved pairs.
+template <typename Vec>
+inline typename Vec::V rope_rotate_pairs(typename Vec::V v, typename Vec::V cv,
+                                         typename Vec::V sv) {
+  return Vec::fmadd(v, cv, Vec::mul(Vec::swap_pairs(v), sv));
 }
 
-template <typename T, int kVecs>
+template <typename Vec, typename T, int kVecs>
 inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads,
                                         Eigen::Index src_hs, Eigen::Index dst_hs,
                                         const float* cc, const float* ss) {
-  __m256 cv[kVecs], sv[kVecs];
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
+  V cv[kVecs], sv[kVecs];
   for (int k = 0; k < kVecs; ++k) {
-    cv[k] = _mm256_loadu_ps(cc + 8 * k);
-    sv[k] = _mm256_loadu_ps(ss + 8 * k);
+    cv[k] = Vec::loadf(cc + W * k);
+    sv[k] = Vec::loadf(ss + W * k);
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const T* x = src + h * src_hs;
     T* y = dst + h * dst_hs;
     for (int k = 0; k < kVecs; ++k) {
-      rope_store8(y + 8 * k, rope_rotate_pairs8(rope_load8(x + 8 * k), cv[k], sv[k]));
+      Vec::store(y + W * k, rope_rotate_pairs<Vec>(Vec::load(x + W * k), cv[k], sv[k]));
     }
+  }
+}
+
+/// Interleaved rotation of `heads` rows, rd a multiple of W.
+template <typename Vec, typename T>
+inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
+                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* cc,
+                                       const float* ss, Eigen::Index rd, RopeSource source) {
+  constexpr int W = Vec::kLanes;
+  if (source != RopeSource::kL2) {
+    // From L3 or DRAM: one sequential pass per head row, cos / sin loaded with each vector.
+    // Blocking the pairs walks each row in several strided passes, which the hardware
+    // prefetcher follows worse than the extra loads cost; sweeping two heads at once (one
+    // cos / sin load per 16 values) measured 0.63-0.69 of the stream against 0.85-0.86 for
+    // this with 32-byte aligned rows (AVX2, T = 4096, 32 heads), though 0.92 against
+    // 0.86-0.88 with rows 16 bytes off.
+    for (Eigen::Index h = 0; h < heads; ++h) {
+      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, rd);
+      for (Eigen::Index j = 0; j < rd; j += W) {
+        rope_simd_interleaved_block<Vec, T, 1>(src + h * src_hs + j, dst + h * dst_hs + j, 1, 0,
+                                               0, cc + j, ss + j);
+      }
+    }
+    return;
+  }
+  constexpr int kBlock = W * Vec::kBlockVecs;
+  Eigen::Index j = 0;
+  for (; j + kBlock <= rd; j += kBlock) {
+    rope_simd_interleaved_block<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
+                                                        cc + j, ss + j);
+  }
+  for (; j < rd; j += W) {
+    rope_simd_interleaved_block<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, cc + j,
+                                           ss + j);
   }
 }
 
@@ -437,37 +561,19 @@ template <typename T>
 inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                                   Eigen::Index dst_hs, const float* cc, const float* ss,
                                   Eigen::Index rd, RopeSource source) {
+#ifdef POSENC_ROPE_SIMD512
+  if (rd % 16 == 0) {
+    rope_simd_interleaved_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+    return;
+  }
+#endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 16 == 0) {
       rope_simd_interleaved_bf16(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
       return;
     }
   }
-  if (source != RopeSource::kL2) {
-    // From L3 or DRAM: one sequential pass per head row, cos / sin loaded with each 8 values.
-    // Blocking the pairs walks each row in several strided passes, which the hardware
-    // prefetcher follows worse than the extra loads cost; sweeping two heads at once (one
-    // cos / sin load per 16 values) measured 0.63-0.69 of the stream against 0.85-0.86 for
-    // this with 32-byte aligned rows (T = 4096, 32 heads), though 0.92 against 0.86-0.88 with
-    // rows 16 bytes off.
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, rd);
-      for (Eigen::Index j = 0; j < rd; j += 8) {
-        rope_simd_interleaved_block<T, 1>(src + h * src_hs + j, dst + h * dst_hs + j, 1, 0, 0,
-                                          cc + j, ss + j);
-      }
-    }
-    return;
-  }
-  constexpr int kBlock = 8 * kRopeBlockVecs;
-  Eigen::Index j = 0;
-  for (; j + kBlock <= rd; j += kBlock) {
-    rope_simd_interleaved_block<T, kRopeBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
-                                                   cc + j, ss + j);
-  }
-  for (; j < rd; j += 8) {
-    rope_simd_interleaved_block<T, 1>(src + j, dst + j, heads, src_hs, dst_hs, cc + j, ss + j);
-  }
+  rope_simd_interleaved_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
 }
 #endif
 
