@@ -136,7 +136,7 @@ TEMPLATE_TEST_CASE("sinusoidal: every layout matches the long-double reference",
   using T = TestType;
   const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
                                SinusoidalLayout::kCosSin);
-  const Eigen::Index d = GENERATE(4, 6, 64, 300);
+  const Eigen::Index d = GENERATE(4, 6, 48, 64, 300);
   const auto params = with_layout(layout);
   CAPTURE(posenc::to_string(layout), d);
 

@@ -279,66 +279,6 @@ inline void rope_bf16_join(Eigen::bfloat16* p, __m256 even, __m256 odd) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_blend_epi16(e, o, 0xAA));
 }
 
-/// bfloat16 half-split, half a multiple of 16: cos/sin are regrouped once per token into the
-/// even / odd order of rope_bf16_split (chunk k: c[16k + 2i], then c[16k + 2i + 1]).
-inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
-                                      Eigen::Index heads, Eigen::Index src_hs,
-                                      Eigen::Index dst_hs, const float* c, const float* s,
-                                      Eigen::Index half, RopeSource source) {
-  alignas(32) float cp[kRopeSimdMaxHalf];
-  alignas(32) float sp[kRopeSimdMaxHalf];
-  for (Eigen::Index j = 0; j < half; j += 16) {
-    for (Eigen::Index i = 0; i < 8; ++i) {
-      cp[j + i] = c[j + 2 * i];
-      cp[j + 8 + i] = c[j + 2 * i + 1];
-      sp[j + i] = s[j + 2 * i];
-      sp[j + 8 + i] = s[j + 2 * i + 1];
-    }
-  }
-  for (Eigen::Index h = 0; h < heads; ++h) {
-    const Eigen::bfloat16* x = src + h * src_hs;
-    Eigen::bfloat16* y = dst + h * dst_hs;
-    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, 2 * half);
-    for (Eigen::Index j = 0; j < half; j += 16) {
-      const __m256 ce = _mm256_load_ps(cp + j), co = _mm256_load_ps(cp + j + 8);
-      const __m256 se = _mm256_load_ps(sp + j), so = _mm256_load_ps(sp + j + 8);
-      __m256 ae, ao, be, bo;
-      rope_bf16_split(x + j, ae, ao);
-      rope_bf16_split(x + half + j, be, bo);
-      rope_bf16_join(y + j, _mm256_fmsub_ps(ae, ce, _mm256_mul_ps(be, se)),
-                     _mm256_fmsub_ps(ao, co, _mm256_mul_ps(bo, so)));
-      rope_bf16_join(y + half + j, _mm256_fmadd_ps(be, ce, _mm256_mul_ps(ae, se)),
-                     _mm256_fmadd_ps(bo, co, _mm256_mul_ps(ao, so)));
-    }
-  }
-}
-
-/// bfloat16 interleaved, rd a multiple of 16: the even / odd split *is* the pair split, so the
-/// plain per-pair cos / sin (recovered from the expanded arrays) are used directly.
-inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
-                                       Eigen::Index heads, Eigen::Index src_hs,
-                                       Eigen::Index dst_hs, const float* cc, const float* ss,
-                                       Eigen::Index rd, RopeSource source) {
-  alignas(32) float cp[kRopeSimdMaxHalf];
-  alignas(32) float sp[kRopeSimdMaxHalf];
-  for (Eigen::Index k = 0; k < rd / 2; ++k) {
-    cp[k] = cc[2 * k];
-    sp[k] = ss[2 * k + 1];
-  }
-  for (Eigen::Index h = 0; h < heads; ++h) {
-    const Eigen::bfloat16* x = src + h * src_hs;
-    Eigen::bfloat16* y = dst + h * dst_hs;
-    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, rd);
-    for (Eigen::Index j = 0; j < rd; j += 16) {
-      const __m256 cv = _mm256_load_ps(cp + j / 2), sv = _mm256_load_ps(sp + j / 2);
-      __m256 e, o;
-      rope_bf16_split(x + j, e, o);
-      rope_bf16_join(y + j, _mm256_fmsub_ps(e, cv, _mm256_mul_ps(o, sv)),
-                     _mm256_fmadd_ps(o, cv, _mm256_mul_ps(e, sv)));
-    }
-  }
-}
-
 /// The row kernels below are written once over a vector policy: RopeVec8 (AVX2 + FMA, 8 floats)
 /// and, where the compiler targets AVX-512, RopeVec16 (16 floats, 32 registers).
 struct RopeVec8 {
@@ -354,6 +294,9 @@ struct RopeVec8 {
   static V fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V swap_pairs(V v) { return _mm256_permute_ps(v, 0xB1); }  // (x1, x0, x3, x2, ...)
+  /// 2 kLanes bfloat16 values as their even and odd elements (rope_bf16_split) and back.
+  static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) { rope_bf16_split(p, even, odd); }
+  static void bf16_join(Eigen::bfloat16* p, V even, V odd) { rope_bf16_join(p, even, odd); }
 };
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
@@ -410,8 +353,103 @@ struct RopeVec16 {
   static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V swap_pairs(V v) { return _mm512_permute_ps(v, 0xB1); }
+  static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
+    const __m512i v = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  /// As bf16_bits: vcvtne2ps2bf16 packs [even | odd] and one word permute interleaves them;
+  /// when either vector holds a denormal, the integer rounding and a word blend.
+  static void bf16_join(Eigen::bfloat16* p, V even, V odd) {
+#if defined(__AVX512BF16__)
+    if ((_mm512_fpclass_ps_mask(even, 0x20) | _mm512_fpclass_ps_mask(odd, 0x20)) == 0) {
+      const __m512bh packed = _mm512_cvtne2ps_pbh(odd, even);  // words 0-15 even, 16-31 odd
+      __m512i bits;
+      std::memcpy(&bits, &packed, sizeof bits);
+      const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                             24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17,
+                                             1, 16, 0);
+      _mm512_storeu_si512(p, _mm512_permutexvar_epi16(order, bits));
+      return;
+    }
+#endif
+    const __m512i e = _mm512_srli_epi32(round_bits(even), 16);  // even result in the low word
+    _mm512_storeu_si512(p, _mm512_mask_blend_epi16(0xAAAAAAAAu, e, round_bits(odd)));
+  }
+  /// u + 0x7fff + lsb: the rounded bfloat16 in the high word (NaN: see rope_store8).
+  static __m512i round_bits(V v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  }
 };
 #endif
+
+/// bfloat16 half-split, half a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once per
+/// token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then c[2W k + 2i + 1]).
+template <typename Vec>
+inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                      Eigen::Index heads, Eigen::Index src_hs,
+                                      Eigen::Index dst_hs, const float* c, const float* s,
+                                      Eigen::Index half, RopeSource source) {
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
+  alignas(64) float cp[kRopeSimdMaxHalf];
+  alignas(64) float sp[kRopeSimdMaxHalf];
+  for (Eigen::Index j = 0; j < half; j += 2 * W) {
+    for (Eigen::Index i = 0; i < W; ++i) {
+      cp[j + i] = c[j + 2 * i];
+      cp[j + W + i] = c[j + 2 * i + 1];
+      sp[j + i] = s[j + 2 * i];
+      sp[j + W + i] = s[j + 2 * i + 1];
+    }
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const Eigen::bfloat16* x = src + h * src_hs;
+    Eigen::bfloat16* y = dst + h * dst_hs;
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, 2 * half);
+    for (Eigen::Index j = 0; j < half; j += 2 * W) {
+      const V ce = Vec::loadf(cp + j), co = Vec::loadf(cp + j + W);
+      const V se = Vec::loadf(sp + j), so = Vec::loadf(sp + j + W);
+      V ae, ao, be, bo;
+      Vec::bf16_split(x + j, ae, ao);
+      Vec::bf16_split(x + half + j, be, bo);
+      Vec::bf16_join(y + j, Vec::fmsub(ae, ce, Vec::mul(be, se)),
+                     Vec::fmsub(ao, co, Vec::mul(bo, so)));
+      Vec::bf16_join(y + half + j, Vec::fmadd(be, ce, Vec::mul(ae, se)),
+                     Vec::fmadd(bo, co, Vec::mul(ao, so)));
+    }
+  }
+}
+
+/// bfloat16 interleaved, rd a multiple of 2W: the even / odd split *is* the pair split, so the
+/// plain per-pair cos / sin (recovered from the expanded arrays) are used directly.
+template <typename Vec>
+inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                       Eigen::Index heads, Eigen::Index src_hs,
+                                       Eigen::Index dst_hs, const float* cc, const float* ss,
+                                       Eigen::Index rd, RopeSource source) {
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
+  alignas(64) float cp[kRopeSimdMaxHalf];
+  alignas(64) float sp[kRopeSimdMaxHalf];
+  for (Eigen::Index k = 0; k < rd / 2; ++k) {
+    cp[k] = cc[2 * k];
+    sp[k] = ss[2 * k + 1];
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const Eigen::bfloat16* x = src + h * src_hs;
+    Eigen::bfloat16* y = dst + h * dst_hs;
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, rd);
+    for (Eigen::Index j = 0; j < rd; j += 2 * W) {
+      const V cv = Vec::loadf(cp + j / 2), sv = Vec::loadf(sp + j / 2);
+      V e, o;
+      Vec::bf16_split(x + j, e, o);
+      Vec::bf16_join(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)),
+                     Vec::fmadd(o, cv, Vec::mul(e, sv)));
+    }
+  }
+}
 
 // Rows in cache: the cos / sin of a block of pairs are loaded into registers once and serve
 // every head of the token (heads inner, pair blocks outer). Per vector the loop then does the
@@ -480,6 +518,12 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
                                  Eigen::Index dst_hs, const float* c, const float* s,
                                  Eigen::Index half, RopeSource source) {
 #ifdef POSENC_ROPE_SIMD512
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (half % 32 == 0) {
+      rope_simd_half_split_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+      return;
+    }
+  }
   if (half % 16 == 0) {
     rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
     return;
@@ -487,7 +531,7 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (half % 16 == 0) {
-      rope_simd_half_split_bf16(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+      rope_simd_half_split_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
       return;
     }
   }
@@ -562,6 +606,12 @@ inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eige
                                   Eigen::Index dst_hs, const float* cc, const float* ss,
                                   Eigen::Index rd, RopeSource source) {
 #ifdef POSENC_ROPE_SIMD512
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (rd % 32 == 0) {
+      rope_simd_interleaved_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+      return;
+    }
+  }
   if (rd % 16 == 0) {
     rope_simd_interleaved_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
     return;
@@ -569,7 +619,7 @@ inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eige
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 16 == 0) {
-      rope_simd_interleaved_bf16(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+      rope_simd_interleaved_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
       return;
     }
   }
