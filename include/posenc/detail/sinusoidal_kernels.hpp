@@ -166,7 +166,16 @@ inline void sinusoidal_rotate_rows_fanout(float* const* rows, Eigen::Index copie
       for (int g = 0; g < count; ++g) {
         float* row = rows[g] + k * copy_stride;
         const float* src = scratch[g];
-        for (Eigen::Index j = 0; j < m; j += 8) {
+        Eigen::Index j = 0;
+#if defined(POSENC_SINUSOIDAL_SIMD512)
+        for (; j + 16 <= m; j += 16) {
+          _mm_prefetch(reinterpret_cast<const char*>(row + ahead + first_col + j), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(row + ahead + second_col + j), _MM_HINT_T0);
+          sinusoidal_put16<accumulate>(row + first_col + j, _mm512_loadu_ps(src + j));
+          sinusoidal_put16<accumulate>(row + second_col + j, _mm512_loadu_ps(src + m + j));
+        }
+#endif
+        for (; j < m; j += 8) {
           if (j % 16 == 0) {  // one prefetch per 64-byte line
             _mm_prefetch(reinterpret_cast<const char*>(row + ahead + first_col + j), _MM_HINT_T0);
             _mm_prefetch(reinterpret_cast<const char*>(row + ahead + second_col + j), _MM_HINT_T0);
