@@ -1041,6 +1041,14 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     nk = std::min(key_tile, run_end - j0);
     const TKV* kbase = p.kv_row(p.k, b, j0) + g0 * d;
     const TKV* vbase = p.kv_row(p.v, b, j0) + g0 * d;
+    if (j0 + nk == run_end && run_end < j_end) {
+      // The next page of a paged cache: the prefetches below stop at this run's end, so its
+      // first rows would start cold. One table lookup per page.
+      const Eigen::Index next =
+          std::min(kAttnDecodePageAhead, std::min(j_end, p.kv_run_end(run_end)) - run_end);
+      attn_prefetch_rows(p.kv_row(p.k, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096);
+      attn_prefetch_rows(p.kv_row(p.v, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096);
+    }
     // Rows [j + ahead, j + ahead + n) of this run, counted from j0.
     auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
       return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
