@@ -37,9 +37,9 @@ double tol<Eigen::bfloat16>() { return 1.6e-2; }
 const std::vector<std::pair<Eigen::Index, Eigen::Index>> kSlices = {{96, 0}, {64, 16}, {16, 0}, {12, 4}};
 
 /// Default RoPE of head_dim 96 on the slice [off, off + rd).
-posenc::RopeParams slice_params(Eigen::Index rd, Eigen::Index off) {
+posenc::RopeParams slice_params(Eigen::Index rd, Eigen::Index off, Eigen::Index head_dim = 96) {
   posenc::RopeParams p;
-  p.head_dim = 96;
+  p.head_dim = head_dim;
   p.rotary_dim = rd;
   p.rotary_offset = off;
   return p;
@@ -53,8 +53,8 @@ std::vector<std::int64_t> test_positions(Eigen::Index S) {
 }
 
 /// Its frequencies with attention_factor 1.1.
-auto frequencies(Eigen::Index rd, Eigen::Index off) {
-  auto f = posenc::compute_rope_frequencies(slice_params(rd, off));
+auto frequencies(Eigen::Index rd, Eigen::Index off, Eigen::Index head_dim = 96) {
+  auto f = posenc::compute_rope_frequencies(slice_params(rd, off, head_dim));
   f.attention_factor = 1.1;
   return f;
 }
@@ -64,7 +64,7 @@ std::vector<long double> expected_rotation(const std::vector<T>& before, Eigen::
                                            Eigen::Index D, const std::vector<std::int64_t>& pos,
                                            Eigen::Index rd, Eigen::Index off, posenc::RopeLayout layout) {
   return posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD, pos.data(),
-                                       posenc::reference::rope_frequencies(slice_params(rd, off)).inv_freq,
+                                       posenc::reference::rope_frequencies(slice_params(rd, off, D)).inv_freq,
                                        1.1L, off, layout);
 }
 }  // namespace
@@ -188,6 +188,36 @@ TEMPLATE_TEST_CASE("rope simd: a call too large for the L3 (rows prefetched ahea
             posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, off);
       }
       REQUIRE(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(TestType)) == 0);
+    }
+  }
+#endif
+}
+
+TEMPLATE_TEST_CASE("rope simd: rows wider than the cos / sin registers (pair blocks from cache, "
+                   "row by row from L3 / DRAM) match the long-double reference",
+                   "[rope][simd]", float, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // head_dim 512: rotary_dim 512 and a 320-wide slice from dim 64 exceed the 8 + 8 vectors an
+  // AVX-512 row keeps in registers (and AVX2's 4 + 4), so 45 tokens take the pair-block order
+  // and 3000 tokens (9-18 MiB) the row-by-row one.
+  const Eigen::Index H = 3, D = 512;
+  for (const Eigen::Index S : {Eigen::Index{45}, Eigen::Index{3000}}) {
+    for (const auto& [rd, off] : {std::pair<Eigen::Index, Eigen::Index>{512, 0}, {320, 64}}) {
+      for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+        CAPTURE(S, rd, off, posenc::to_string(layout));
+        const auto f = frequencies(rd, off, D);
+        auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 17);
+        const auto before = x;
+        const auto pos = test_positions(S);
+        posenc::apply_rope_inplace<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, S, H, D),
+                                             posenc::PositionIdsView(pos.data(), 1, S), f, layout);
+        const auto expect = expected_rotation(before, S, H, D, pos, rd, off, layout);
+        POSENC_REQUIRE_CLOSE(posenc_test::compare(
+            x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
+            [&](std::size_t i) { return static_cast<double>(expect[i]); }, 1.1 * tol<TestType>()));
+      }
     }
   }
 #endif

@@ -285,6 +285,7 @@ struct RopeVec8 {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
+  static constexpr int kWholeVecs = 0;  // see rope_simd_whole_rows
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -308,6 +309,7 @@ struct RopeVec16 {
   using V = __m512;
   static constexpr int kLanes = 16;
   static constexpr int kBlockVecs = 4;  // 8 of 32 (8 + 8 measured no better at T <= 512)
+  static constexpr int kWholeVecs = 8;  // 16 of 32: rotary_dim 128 interleaved, 256 half-split
   template <typename T>
   static V load(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
@@ -462,7 +464,8 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
 template <typename Vec, typename T, int kVecs>
 inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
-                                       const float* s, Eigen::Index half, Eigen::Index runs) {
+                                       const float* s, Eigen::Index half, Eigen::Index runs,
+                                       bool prefetch = false) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   for (Eigen::Index r = 0; r < runs; ++r) {
@@ -475,6 +478,7 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
     for (Eigen::Index h = 0; h < heads; ++h) {
       const T* x = src + h * src_hs + j;
       T* y = dst + h * dst_hs + j;
+      if (prefetch) rope_prefetch_ahead(x, 2 * half);
       for (int k = 0; k < kVecs; ++k) {
         const V a = Vec::load(x + W * k);
         const V b = Vec::load(x + half + W * k);
@@ -485,12 +489,35 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
   }
 }
 
+/// f(std::integral_constant<int, n>{}) for a run-time n in [1, kMax].
+template <int kMax, typename F>
+inline void rope_with_vecs(Eigen::Index n, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (n == kMax) {
+      f(std::integral_constant<int, kMax>{});
+    } else {
+      rope_with_vecs<kMax - 1>(n, f);
+    }
+  }
+}
+
 /// Half-split rotation of `heads` rows (row h at src + h * src_hs), half a multiple of W.
+/// Rows whose cos / sin fit in Vec::kWholeVecs + kWholeVecs registers (AVX-512) are rotated
+/// in one pass over every head in address order with no cos / sin reload, wherever they come
+/// from; otherwise from L3 / DRAM each row is walked with its cos / sin loaded alongside, and
+/// from L2 in blocks of pairs with the heads inner.
 template <typename Vec, typename T>
 inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
                                       const float* s, Eigen::Index half, RopeSource source) {
   constexpr int W = Vec::kLanes;
+  if (half / W <= Vec::kWholeVecs) {
+    rope_with_vecs<Vec::kWholeVecs>(half / W, [&](auto vecs) {
+      rope_simd_half_split_block<Vec, T, decltype(vecs)::value>(
+          src, dst, heads, src_hs, dst_hs, c, s, half, 1, source == RopeSource::kMemory);
+    });
+    return;
+  }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved_rows).
     for (Eigen::Index h = 0; h < heads; ++h) {
@@ -548,7 +575,8 @@ inline typename Vec::V rope_rotate_pairs(typename Vec::V v, typename Vec::V cv,
 template <typename Vec, typename T, int kVecs>
 inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads,
                                         Eigen::Index src_hs, Eigen::Index dst_hs,
-                                        const float* cc, const float* ss) {
+                                        const float* cc, const float* ss,
+                                        bool prefetch = false) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   V cv[kVecs], sv[kVecs];
@@ -559,6 +587,7 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
   for (Eigen::Index h = 0; h < heads; ++h) {
     const T* x = src + h * src_hs;
     T* y = dst + h * dst_hs;
+    if (prefetch) rope_prefetch_ahead(x, W * kVecs);
     for (int k = 0; k < kVecs; ++k) {
       Vec::store(y + W * k, rope_rotate_pairs<Vec>(Vec::load(x + W * k), cv[k], sv[k]));
     }
@@ -571,6 +600,13 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* cc,
                                        const float* ss, Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
+  if (rd / W <= Vec::kWholeVecs) {  // as in rope_simd_half_split_rows
+    rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
+      rope_simd_interleaved_block<Vec, T, decltype(vecs)::value>(
+          src, dst, heads, src_hs, dst_hs, cc, ss, source == RopeSource::kMemory);
+    });
+    return;
+  }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row, cos / sin loaded with each vector.
     // Blocking the pairs walks each row in several strided passes, which the hardware
