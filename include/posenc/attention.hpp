@@ -65,6 +65,18 @@ class AttentionWorkspace {
 
 namespace detail {
 
+/// A cache that keeps only the slots a window of cache_window sees (a rolling KvCache, a
+/// sliding-window PagedKvCache; cache_window 0: it keeps every slot) needs params.sliding_window
+/// in [1, cache_window]: 0 would mean full attention over slots it no longer holds.
+inline void require_window_within(std::string_view fn, std::string_view cache,
+                                  std::int64_t cache_window, const AttentionParams& params) {
+  require(cache_window == 0 ||
+              (params.sliding_window >= 1 && params.sliding_window <= cache_window),
+          fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ", cache_window,
+          "]: this ", cache, " keeps only the slots a window of ", cache_window,
+          " sees (0 would mean full attention)");
+}
+
 /// The fields of an AttentionProblem that come from params (p's shape already set).
 template <typename Acc, typename TQ, typename TKV, typename TO>
 void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const AttentionParams& params,

@@ -78,6 +78,15 @@ void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<
   }
 }
 
+/// The longest sequence's key count (0 for an empty batch).
+inline Eigen::Index longest_sequence(ConstTensorView<std::int64_t, 1> seq_lens) {
+  Eigen::Index longest = 0;
+  for (Eigen::Index b = 0; b < seq_lens.dimension(0); ++b) {
+    longest = std::max(longest, static_cast<Eigen::Index>(seq_lens(b)));
+  }
+  return longest;
+}
+
 /// attention_paged on validated views; q_pos (or null: slots) as in AttentionProblem.
 template <typename TQ, typename TKV, typename TO>
 void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
@@ -99,9 +108,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.heads = q.dimension(2);
   p.kv_heads = k_pages.dimension(2);
   p.d = q.dimension(3);
-  for (Eigen::Index b = 0; b < p.batch; ++b) {
-    p.k_len = std::max(p.k_len, static_cast<Eigen::Index>(seq_lens(b)));
-  }
+  p.k_len = longest_sequence(seq_lens);
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;
   p.seq_lens = seq_lens.data();
@@ -136,10 +143,7 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   detail::validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
   // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d]: only
   // their dimensions are read.
-  Eigen::Index longest = 1;
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    longest = std::max(longest, static_cast<Eigen::Index>(seq_lens(b)));
-  }
+  const Eigen::Index longest = std::max<Eigen::Index>(1, detail::longest_sequence(seq_lens));
   const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
                                          k_pages.dimension(3));
   detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});

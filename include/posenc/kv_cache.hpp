@@ -295,11 +295,7 @@ class KvCache {
                     " must equal the cache's batch (", batch_, ")");
     detail::require(q_len >= 1 && q_len <= size_, fn, "q_len = ", q_len, " must be in [1, size = ",
                     size_, "]: append the new tokens' keys and values first");
-    detail::require(window_ == 0 || (params.sliding_window >= 1 &&
-                                     params.sliding_window <= window_),
-                    fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ",
-                    window_, "]: this rolling cache keeps only the slots a window of ", window_,
-                    " sees (0 would mean full attention)");
+    detail::require_window_within(fn, "rolling cache", window_, params);
     const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
     detail::validate_attention(fn, q, k_shape, k_shape, out, params, {});
 

@@ -257,14 +257,12 @@ class PagedKvCache {
     const Eigen::Index q_len = q.dimension(1), heads = q.dimension(2);
     detail::require(batch > 0 && q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
                     " must equal the number of sequences listed (", batch, ", at least 1)");
-    detail::require(window_ == 0 || (params.sliding_window >= 1 &&
-                                     params.sliding_window <= window_),
-                    fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ",
-                    window_, "]: this pool keeps only the slots a window of ", window_,
-                    " sees (0 would mean full attention)");
+    detail::require_window_within(fn, "pool", window_, params);
     Eigen::Index longest = 1, max_pages = 1;
+    found_.clear();
     for (const SequenceId s : seqs) {
       const Sequence& seq = find(fn, s);
+      found_.push_back(&seq);  // unordered_map values stay where they are
       detail::require(q_len >= 1 && q_len <= seq.length, fn, "q_len = ", q_len,
                       " must be in [1, length = ", seq.length, "] of sequence ", s,
                       ": append the new tokens' keys and values first");
@@ -285,7 +283,7 @@ class PagedKvCache {
     lens_.resize(static_cast<std::size_t>(batch));
     starts_.resize(static_cast<std::size_t>(batch));
     for (Eigen::Index b = 0; b < batch; ++b) {
-      const Sequence& seq = seqs_.find(seqs[static_cast<std::size_t>(b)])->second;
+      const Sequence& seq = *found_[static_cast<std::size_t>(b)];
       std::copy(seq.pages.begin(), seq.pages.end(), table_.begin() + b * max_pages);
       lens_[static_cast<std::size_t>(b)] = seq.length;
       starts_[static_cast<std::size_t>(b)] = seq.length - q_len;
@@ -377,6 +375,7 @@ class PagedKvCache {
   detail::StagingBuffers staging_;
   std::vector<std::int32_t> table_;
   std::vector<std::int64_t> lens_, starts_;
+  std::vector<const Sequence*> found_;  // attend's sequences, looked up once
   AttentionWorkspace workspace_;
 };
 
