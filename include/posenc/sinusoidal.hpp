@@ -193,6 +193,10 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
                           Eigen::Index copies, Eigen::Index copy_stride) {
   constexpr int G = kSinusoidalGroup;
   const Eigen::Index half = plan.d_model() / 2;
+  // Calls of at least 16 MiB of rows (half a 32 MiB L3) stream from DRAM.
+  [[maybe_unused]] const bool from_memory =
+      static_cast<double>(num_rows) * static_cast<double>(plan.d_model() * sizeof(T)) >=
+      16.0 * 1024.0 * 1024.0;
   const double* w_all = plan.frequencies().data();
   // s sits 64 bytes past a 4 KiB multiple from c: c[i] and s[i] at the same address modulo
   // 4 KiB would make every load wait on the previous store (4K aliasing).
@@ -229,7 +233,7 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
           i_simd = n - n % 8;
           if (copies == 1) {
             sinusoidal_rotate_rows_simd<accumulate, static_cast<int>(layout), count>(
-                rows, c, s, step_c[0], step_s[0], i_simd, i0, half);
+                rows, c, s, step_c[0], step_s[0], i_simd, i0, half, from_memory);
           } else {
             sinusoidal_rotate_rows_fanout<accumulate, static_cast<int>(layout), count>(
                 rows, copies, copy_stride, c, s, step_c[0], step_s[0], i_simd, i0, half);
