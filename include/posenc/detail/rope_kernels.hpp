@@ -285,7 +285,7 @@ struct RopeVec8 {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
-  static constexpr int kWholeVecs = 0;  // see rope_simd_whole_rows
+  static constexpr int kWholeVecs = 0;  // rows held whole (rope_simd_half_split_rows): none
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -296,7 +296,9 @@ struct RopeVec8 {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V swap_pairs(V v) { return _mm256_permute_ps(v, 0xB1); }  // (x1, x0, x3, x2, ...)
   /// 2 kLanes bfloat16 values as their even and odd elements (rope_bf16_split) and back.
-  static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) { rope_bf16_split(p, even, odd); }
+  static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
+    rope_bf16_split(p, even, odd);
+  }
   static void bf16_join(Eigen::bfloat16* p, V even, V odd) { rope_bf16_join(p, even, odd); }
 };
 
@@ -345,10 +347,7 @@ struct RopeVec16 {
       return bits;
     }
 #endif
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(round_bits(v), 16));
   }
   static V loadf(const float* p) { return _mm512_loadu_ps(p); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
@@ -358,7 +357,8 @@ struct RopeVec16 {
   static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
     const __m512i v = _mm512_loadu_si512(p);
     even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+    const __m512i high_words = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(v, high_words));
   }
   /// As bf16_bits: vcvtne2ps2bf16 packs [even | odd] and one word permute interleaves them;
   /// when either vector holds a denormal, the integer rounding and a word blend.
