@@ -123,9 +123,16 @@ inline constexpr Eigen::Index kAttnDecodeKeyTile = 32;
 /// Decode requests the first line of every page of the K / V rows kAttnDecodePageAhead keys
 /// ahead of the ones it reads (attn_prefetch_rows). Calls with several rows per kv head
 /// that read at least kAttnDecodePrefetchMinBytes of K + V (more than half the 32 MiB L3 of the
-/// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead.
+/// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead
+/// for a 4-byte cache, as many bytes ahead for others (attn_slice_ahead).
 inline constexpr Eigen::Index kAttnDecodePageAhead = 8;
 inline constexpr Eigen::Index kAttnDecodeSliceAhead = 4;
+/// Keys ahead for TKV rows: a constant distance in bytes. Zen 5, interleaved A/B (3 rounds):
+/// 4 keys gave f32 kv 8 0.81-0.91 ms (8 keys: 0.99-1.14), and 8 keys gave bf16 0.49-0.53 ms
+/// (4 keys: 0.58-0.60).
+template <typename TKV>
+inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
+    1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
 inline constexpr Eigen::Index kAttnDecodePrefetchMinBytes = Eigen::Index{16} << 20;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
@@ -954,7 +961,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 ///   measurable cost from cache. Measured for 4 rows per kv head, 4096 keys, from DRAM (paired
 ///   read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slices alone), 0.83-0.87
 ///   with both.
-/// - slices (step 64, one kv head's d elements, kAttnDecodeSliceAhead keys ahead, GQA calls of
+/// - slices (step 64, one kv head's d elements, attn_slice_ahead keys ahead, GQA calls of
 ///   at least kAttnDecodePrefetchMinBytes): 16-bit caches put twice the widening and FMA work on
 ///   each byte, and the stream prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 with
 ///   the page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). They cost
@@ -1063,7 +1070,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     for (; j + KJ <= nk; j += KJ) {
       const TKV* k = kbase + j * kv_row;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
-      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, KJ);
+      const auto [slice_first, slice_last] = rows_ahead(j0 + j, attn_slice_ahead<TKV>, KJ);
       attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
@@ -1090,7 +1097,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const bool whole = j + KV <= nk;
       const Eigen::Index n_rows = whole ? KV : 1;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
-      const auto [slice_first, slice_last] = rows_ahead(j0 + j, kAttnDecodeSliceAhead, n_rows);
+      const auto [slice_first, slice_last] =
+          rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
       attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
