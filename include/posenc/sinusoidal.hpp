@@ -193,10 +193,9 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
                           Eigen::Index copies, Eigen::Index copy_stride) {
   constexpr int G = kSinusoidalGroup;
   const Eigen::Index half = plan.d_model() / 2;
-  // Calls of at least 16 MiB of rows (half a 32 MiB L3) stream from DRAM.
   [[maybe_unused]] const bool from_memory =
       static_cast<double>(num_rows) * static_cast<double>(plan.d_model() * sizeof(T)) >=
-      16.0 * 1024.0 * 1024.0;
+      static_cast<double>(kFromMemoryBytes);
   const double* w_all = plan.frequencies().data();
   // s sits 64 bytes past a 4 KiB multiple from c: c[i] and s[i] at the same address modulo
   // 4 KiB would make every load wait on the previous store (4K aliasing).

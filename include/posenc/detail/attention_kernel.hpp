@@ -133,7 +133,7 @@ inline constexpr Eigen::Index kAttnDecodeSliceAhead = 4;
 template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
-inline constexpr Eigen::Index kAttnDecodePrefetchMinBytes = Eigen::Index{16} << 20;
+inline constexpr Eigen::Index kAttnDecodePrefetchMinBytes = kFromMemoryBytes;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
 inline constexpr Eigen::Index kAttnRowPad = 16;

@@ -176,10 +176,10 @@ inline void float_to_half(const float* src, Eigen::half* dst, Eigen::Index n) {
 /// interleaved and 0.94 for half-split pairs, against 0.97 and 1.03 in the blocked order.
 inline constexpr double kRopeResidentBytes = 512.0 * 1024.0;
 
-/// Calls whose rows take at least this many bytes in all (half the 32 MiB L3 of the machines we
-/// measure on) come from DRAM and prefetch ahead (kRopePrefetchBytes), on every thread. From
-/// L3 the prefetches only cost issue slots: 8-10 MiB calls measured 0-5 % slower with them.
-inline constexpr double kRopePrefetchMinBytes = 16.0 * 1024.0 * 1024.0;
+/// Calls whose rows take at least kFromMemoryBytes in all come from DRAM and prefetch ahead
+/// (kRopePrefetchBytes), on every thread. From L3 the prefetches only cost issue slots:
+/// 8-10 MiB calls measured 0-5 % slower with them.
+inline constexpr double kRopePrefetchMinBytes = static_cast<double>(kFromMemoryBytes);
 
 /// Where a call's rows come from, which sets the kernels' loop order.
 enum class RopeSource {
@@ -285,7 +285,7 @@ struct RopeVec8 {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
-  static constexpr int kWholeVecs = 0;  // rows held whole (rope_simd_half_split_rows): none
+  static constexpr int kWholeVecs = 0;  // no rows held whole (rope_simd_half_split_rows)
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -511,12 +511,14 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
                                       const float* s, Eigen::Index half, RopeSource source) {
   constexpr int W = Vec::kLanes;
-  if (half / W <= Vec::kWholeVecs) {
-    rope_with_vecs<Vec::kWholeVecs>(half / W, [&](auto vecs) {
-      rope_simd_half_split_block<Vec, T, decltype(vecs)::value>(
-          src, dst, heads, src_hs, dst_hs, c, s, half, 1, source == RopeSource::kMemory);
-    });
-    return;
+  if constexpr (Vec::kWholeVecs > 0) {
+    if (half / W <= Vec::kWholeVecs) {
+      rope_with_vecs<Vec::kWholeVecs>(half / W, [&](auto vecs) {
+        rope_simd_half_split_block<Vec, T, decltype(vecs)::value>(
+            src, dst, heads, src_hs, dst_hs, c, s, half, 1, source == RopeSource::kMemory);
+      });
+      return;
+    }
   }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved_rows).
@@ -600,12 +602,14 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* cc,
                                        const float* ss, Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
-  if (rd / W <= Vec::kWholeVecs) {  // as in rope_simd_half_split_rows
-    rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
-      rope_simd_interleaved_block<Vec, T, decltype(vecs)::value>(
-          src, dst, heads, src_hs, dst_hs, cc, ss, source == RopeSource::kMemory);
-    });
-    return;
+  if constexpr (Vec::kWholeVecs > 0) {  // as in rope_simd_half_split_rows
+    if (rd / W <= Vec::kWholeVecs) {
+      rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
+        rope_simd_interleaved_block<Vec, T, decltype(vecs)::value>(
+            src, dst, heads, src_hs, dst_hs, cc, ss, source == RopeSource::kMemory);
+      });
+      return;
+    }
   }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row, cos / sin loaded with each vector.
