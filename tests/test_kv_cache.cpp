@@ -11,6 +11,7 @@
 #include <posenc/rope.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -632,5 +633,19 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
                  posenc::TensorView<float, 4>(want.data(), B, 1, H, d), params);
     POSENC_REQUIRE_CLOSE(posenc_test::compare(
         out.size(), [&](std::size_t i) { return out[i]; }, [&](std::size_t i) { return want[i]; }, 1e-5));
+  }
+}
+
+// Rows 16 bytes into a cache line (std::vector's alignment) made every 64-byte load of a KV row
+// touch two lines. The storage, and so every row whose width is a multiple of 64 bytes, starts
+// on a line, for every element type and several shapes (allocation sizes).
+TEMPLATE_TEST_CASE("kv_cache: K and V storage starts on a 64-byte cache line", "[kv_cache]",
+                   float, double, Eigen::bfloat16, Eigen::half) {
+  for (const auto& [batch, max_len, kv_heads, d] :
+       {std::array<Eigen::Index, 4>{1, 1, 1, 2}, {1, 24, 8, 128}, {2, 7, 3, 80}, {3, 96, 1, 64}}) {
+    posenc::KvCache<TestType> cache(batch, max_len, kv_heads, d);
+    CAPTURE(batch, max_len, kv_heads, d);
+    CHECK(reinterpret_cast<std::uintptr_t>(cache.keys().data()) % 64 == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(cache.values().data()) % 64 == 0);
   }
 }

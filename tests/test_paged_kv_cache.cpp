@@ -321,3 +321,14 @@ TEST_CASE("paged kv cache: a sliding-window pool refuses what its dropped pages 
     return p;
   }());
 }
+
+// As for KvCache: the pools start on a 64-byte line, so page rows of a multiple of 64 bytes do.
+TEMPLATE_TEST_CASE("paged kv cache: the page pools start on a 64-byte cache line", "[paged]",
+                   float, Eigen::bfloat16) {
+  for (const Eigen::Index pages : {1, 5, 64}) {
+    posenc::PagedKvCache<TestType> cache(pages, 16, 3, 80);
+    CAPTURE(pages);
+    CHECK(reinterpret_cast<std::uintptr_t>(cache.key_pages().data()) % 64 == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(cache.value_pages().data()) % 64 == 0);
+  }
+}

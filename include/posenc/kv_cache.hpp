@@ -41,6 +41,7 @@
 #include "posenc/attention.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/detail/cache_line_vector.hpp"
 #include "posenc/detail/numeric.hpp"
 #include "posenc/error.hpp"
 #include "posenc/rope.hpp"
@@ -321,7 +322,8 @@ class KvCache {
  private:
   /// Rounds src [batch, n, kv_heads, d] into slots [first, first + n) of dst.
   template <typename Src>
-  void store(const Src* src, std::vector<T>& dst, Eigen::Index first, Eigen::Index n) {
+  void store(const Src* src, detail::cache_line_vector<T>& dst, Eigen::Index first,
+             Eigen::Index n) {
     const Eigen::Index row = kv_heads_ * d_;
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
@@ -373,7 +375,7 @@ class KvCache {
   std::int64_t window_;
   Eigen::Index size_ = 0;
   std::int64_t evicted_ = 0;
-  std::vector<T> k_, v_;
+  detail::cache_line_vector<T> k_, v_;  // rows start on a cache line (see there)
   std::vector<std::int64_t> pos_;
   std::vector<std::uint8_t> valid_;
   std::optional<RopeFrequencies> rope_;

@@ -44,6 +44,7 @@
 #include "posenc/attention_paged.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/detail/cache_line_vector.hpp"
 #include "posenc/detail/numeric.hpp"
 #include "posenc/error.hpp"
 #include "posenc/rope.hpp"
@@ -318,7 +319,7 @@ class PagedKvCache {
 
   std::int32_t zero_page() const noexcept { return static_cast<std::int32_t>(num_pages_); }
   /// The pools as the kernel sees them: with the zero page after the last one.
-  ConstTensorView<T, 4> kernel_pages(const std::vector<T>& pool) const {
+  ConstTensorView<T, 4> kernel_pages(const detail::cache_line_vector<T>& pool) const {
     return {pool.data(), num_pages_ + 1, page_size_, kv_heads_, d_};
   }
 
@@ -350,7 +351,8 @@ class PagedKvCache {
 
   /// Rounds src [n, kv_heads, d] into the sequence's slots length ... length + n - 1 of pool.
   template <typename Src>
-  void store(const Sequence& seq, const Src* src, std::vector<T>& pool, Eigen::Index n) {
+  void store(const Sequence& seq, const Src* src, detail::cache_line_vector<T>& pool,
+             Eigen::Index n) {
     const Eigen::Index row = kv_heads_ * d_;
     for (Eigen::Index t = 0; t < n; ++t) {
       const Eigen::Index slot = seq.length + t;
@@ -365,7 +367,7 @@ class PagedKvCache {
 
   Eigen::Index num_pages_, page_size_, kv_heads_, d_;
   std::int64_t window_;
-  std::vector<T> k_, v_;
+  detail::cache_line_vector<T> k_, v_;  // pages start on a cache line (see there)
   std::vector<std::int32_t> refs_, free_;
   std::unordered_map<SequenceId, Sequence> seqs_;
   SequenceId next_id_ = 0;

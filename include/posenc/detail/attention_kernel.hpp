@@ -41,6 +41,7 @@
 #include <immintrin.h>
 #endif
 
+#include "posenc/detail/cache_line_vector.hpp"
 #include "posenc/detail/numeric.hpp"
 
 namespace posenc::detail {
@@ -109,7 +110,7 @@ inline constexpr Eigen::Index kAttnKeyTile = 64;
 inline constexpr Eigen::Index kAttnResidentPackBytes = Eigen::Index{4} << 20;
 
 template <typename T>
-using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
+using attn_vector = cache_line_vector<T>;
 
 /// Short calls above the decode size (q_len * group below a tile, e.g. chunks of a few tokens)
 /// put several kv heads in one work item so a K/V tile is read as one contiguous block of key
@@ -117,19 +118,23 @@ using attn_vector = std::vector<T, Eigen::aligned_allocator<T>>;
 /// holds about this many elements per K or V.
 inline constexpr Eigen::Index kAttnMultiHeadTileElems = 16384;
 /// Decode: at most this many rows (query positions x group heads) per kv head go through
-/// attention_decode_item, which reads K / V in place; keys per softmax step there.
+/// attention_decode_item, which reads K / V in place; keys per softmax step there. Each step
+/// switches from K rows to V rows and back, and the first rows after a switch were not
+/// requested ahead: f32 kv 8 decode (4096 keys, Zen 5, A/B, 3 rounds) took 0.87-0.90 ms with
+/// 32 keys per step, 0.73-0.79 ms with 128 (with the slice distance below).
 inline constexpr Eigen::Index kAttnDecodeRows = 4;
-inline constexpr Eigen::Index kAttnDecodeKeyTile = 32;
+inline constexpr Eigen::Index kAttnDecodeKeyTile = 128;
 /// Decode requests the first line of every page of the K / V rows kAttnDecodePageAhead keys
 /// ahead of the ones it reads (attn_prefetch_rows). Calls with several rows per kv head
 /// that read at least kAttnDecodePrefetchMinBytes of K + V (more than half the 32 MiB L3 of the
 /// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead
 /// for a 4-byte cache, as many bytes ahead for others (attn_slice_ahead).
 inline constexpr Eigen::Index kAttnDecodePageAhead = 8;
-inline constexpr Eigen::Index kAttnDecodeSliceAhead = 4;
+inline constexpr Eigen::Index kAttnDecodeSliceAhead = 3;
 /// Keys ahead for TKV rows: a constant distance in bytes. Zen 5, interleaved A/B (3 rounds):
 /// 4 keys gave f32 kv 8 0.81-0.91 ms (8 keys: 0.99-1.14), and 8 keys gave bf16 0.49-0.53 ms
-/// (4 keys: 0.58-0.60).
+/// (4 keys: 0.58-0.60). With 128-key steps, 3 float keys (one block of rows, the next one)
+/// beat 4: f32 kv 8 0.73-0.79 vs 0.93-0.96 ms; 6 bf16 keys 0.47-0.48 ms.
 template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
@@ -966,6 +971,10 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 ///   each byte, and the stream prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 with
 ///   the page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). They cost
 ///   ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
+///   A slice request covers the slice's lines shifted by one line (slot s + 1's first line, the
+///   row's first comes with the page start): the first load of each slot then does not wait.
+///   With cache-line-aligned rows, f32 kv 8 took 0.80-0.83 ms unshifted and 0.76-0.77 ms
+///   shifted (A/B, 3 rounds); rows 16 bytes off a line got the same from their split loads.
 template <typename T>
 EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, Eigen::Index first,
                                             Eigen::Index last, Eigen::Index bytes,
@@ -1038,6 +1047,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   const Eigen::Index kv_row = p.kv_heads * d;
   const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
+  const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
   const Eigen::Index row_bytes = ns * slice_bytes;
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
@@ -1077,7 +1087,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_prefetch_rows(kbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
+          attn_prefetch_rows(kbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
+                             64);
         }
         attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
       }
@@ -1105,7 +1116,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_prefetch_rows(vbase + s * d, kv_row, slice_first, slice_last, slice_bytes, 64);
+          attn_prefetch_rows(vbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
+                             64);
         }
         const Acc* a = alpha + s * R;
         Acc* os = o + s * R * d;
