@@ -5,7 +5,7 @@
 /// std::vector<float> gives 16-byte alignment, and Eigen's aligned_allocator the widest packet
 /// the build targets (32 bytes with AVX2). A KV cache row then starts 16 bytes into a line, and
 /// every 64-byte (AVX-512) load of it touches two lines: f32 decode from L2 took 16.0-17.5 ns
-/// per (key, kv head) with the rows 16 bytes off a line and 14.5-14.9 ns on it (Zen 5, 4 rows
+/// per (key, kv head) with the rows 16 bytes off a line and 13.6-14.9 ns on it (Zen 5, 4 rows
 /// per kv head, d = 128).
 
 #include <cstddef>
