@@ -14,6 +14,7 @@
 #include <posenc/reference/rope.hpp>
 #include <posenc/rope.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -192,6 +193,64 @@ TEMPLATE_TEST_CASE("rope simd: a call too large for the L3 (rows prefetched ahea
   }
 #endif
 }
+
+TEMPLATE_TEST_CASE("rope simd: rows off a cache line, streamed from DRAM (on AVX-512 builds by "
+                   "the 32-byte kernels), equal cache-sized calls bit for bit",
+                   "[rope][simd][cache]", float, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // The rows start 16 bytes past a cache line whatever the allocator gives; one call of all
+  // tokens streams (RopeSource::kMemory), 32 tokens a call run from cache.
+  const Eigen::Index S = 16384, H = 8, D = 128, chunk = 32, skew = 16 / sizeof(TestType);
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    CAPTURE(posenc::to_string(layout));
+    const auto cache = posenc::make_rope_cos_sin_cache(frequencies(D, 0, D), S);
+    const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+    const auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 17);
+    std::vector<TestType> whole_buf(x.size() + 64), chunked_buf(x.size() + 64);
+    const auto skewed = [&](std::vector<TestType>& buf) {
+      const auto base = reinterpret_cast<std::uintptr_t>(buf.data());
+      const auto aligned = (base + 63) / 64 * 64;
+      TestType* p = reinterpret_cast<TestType*>(aligned) + skew;
+      std::copy(x.begin(), x.end(), p);
+      return p;
+    };
+    TestType* whole = skewed(whole_buf);
+    TestType* chunked = skewed(chunked_buf);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(whole) % 64 == 16);
+    posenc::apply_rope_inplace_cached<TestType>(
+        posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(whole, 1, S, H, D)),
+        posenc::RopePositions::contiguous(1, S), cview, layout, 0);
+    for (Eigen::Index s0 = 0; s0 < S; s0 += chunk) {
+      posenc::apply_rope_inplace_cached<TestType>(
+          posenc::rope_heads<TestType>(
+              posenc::TensorView<TestType, 4>(chunked + s0 * H * D, 1, chunk, H, D)),
+          posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, 0);
+    }
+    REQUIRE(std::memcmp(whole, chunked, x.size() * sizeof(TestType)) == 0);
+    REQUIRE(std::memcmp(whole, x.data(), x.size() * sizeof(TestType)) != 0);
+  }
+#endif
+}
+
+#ifdef POSENC_ROPE_SIMD512
+TEST_CASE("rope simd: the 512-bit kernels take rows on cache lines, and rows off one unless "
+          "they stream from DRAM", "[rope][simd]") {
+  using posenc::detail::RopeSource;
+  using posenc::detail::rope_rows_take_512;
+  alignas(64) float rows[64];
+  for (const auto source : {RopeSource::kL2, RopeSource::kL3, RopeSource::kMemory}) {
+    CHECK(rope_rows_take_512(rows, rows, 128, 128, source));
+    CHECK(rope_rows_take_512(rows + 16, rows + 32, 144, 16, source));
+  }
+  CHECK(rope_rows_take_512(rows + 4, rows + 4, 128, 128, RopeSource::kL3));
+  CHECK_FALSE(rope_rows_take_512(rows + 4, rows + 4, 128, 128, RopeSource::kMemory));
+  CHECK_FALSE(rope_rows_take_512(rows, rows + 4, 128, 128, RopeSource::kMemory));
+  CHECK_FALSE(rope_rows_take_512(rows, rows, 136, 128, RopeSource::kMemory));  // head stride
+  CHECK_FALSE(rope_rows_take_512(rows, rows, 128, 200, RopeSource::kMemory));
+}
+#endif
 
 TEMPLATE_TEST_CASE("rope simd: rows wider than the cos / sin registers (pair blocks from cache, "
                    "row by row from L3 / DRAM) match the long-double reference",

@@ -541,6 +541,24 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
   }
 }
 
+#ifdef POSENC_ROPE_SIMD512
+/// Whether the 512-bit row kernels take these rows. Rows off a cache line (a caller's plain
+/// std::vector starts 16 bytes into one) make every 64-byte load and store touch two lines;
+/// from DRAM the 32-byte kernels are then faster, from cache still slower. Zen 5, A/B
+/// (2 rounds), T = 4096, q32k0, rows 16 bytes off: interleaved 2.64-2.67 -> 1.86-1.92 ms,
+/// half-split 1.97-1.98 -> 1.78-1.97 ms; at T = 512 (L3) interleaved 113-116 -> 193-196 us.
+template <typename T>
+inline bool rope_rows_take_512(const T* src, T* dst, Eigen::Index src_hs, Eigen::Index dst_hs,
+                               RopeSource source) {
+  if (source != RopeSource::kMemory) return true;
+  const auto stride = [](Eigen::Index hs) { return static_cast<std::uintptr_t>(hs) * sizeof(T); };
+  const std::uintptr_t offsets = reinterpret_cast<std::uintptr_t>(src) |
+                                 reinterpret_cast<std::uintptr_t>(dst) | stride(src_hs) |
+                                 stride(dst_hs);
+  return offsets % 64 == 0;
+}
+#endif
+
 /// Half-split rotation of `heads` rows, rd / 2 a multiple of 8. source: see RopeSource.
 template <typename T>
 inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
@@ -553,7 +571,7 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
       return;
     }
   }
-  if (half % 16 == 0) {
+  if (half % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
     rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
     return;
   }
@@ -652,7 +670,7 @@ inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eige
       return;
     }
   }
-  if (rd % 16 == 0) {
+  if (rd % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
     rope_simd_interleaved_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
     return;
   }
