@@ -973,7 +973,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 ///   ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
 ///   A slice request covers the slice's lines shifted by one line (slot s + 1's first line, the
 ///   row's first comes with the page start): the first load of each slot then does not wait.
-///   With cache-line-aligned rows, f32 kv 8 took 0.80-0.83 ms unshifted and 0.76-0.77 ms
+///   With cache-line-aligned rows, f32 kv 8 took 0.80-0.86 ms unshifted and 0.76-0.77 ms
 ///   shifted (A/B, 3 rounds); rows 16 bytes off a line got the same from their split loads.
 template <typename T>
 EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, Eigen::Index first,
