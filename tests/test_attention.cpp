@@ -269,10 +269,10 @@ TEST_CASE("attention: decode with key lengths ending inside a key step, rows of 
 TEST_CASE("attention: a GQA decode over 16 MiB of K / V per sequence (whole slices requested "
           "ahead) equals the reference", "[attention][fused][decode]") {
   // Each sequence's item reads >= 2090 keys x 8 kv heads x 128 floats x (K + V) > 16 MiB, so
-  // the decode item also requests kv-head slices ahead of its reads (kAttnDecodePrefetchMinBytes);
+  // the decode item also requests kv-head slices ahead of its reads (kFromMemoryBytes);
   // the key lengths end both sequences inside a key step, where the requests must stop too.
   STATIC_REQUIRE(2 * 2090 * 8 * 128 * sizeof(float) >=
-                 static_cast<std::size_t>(posenc::detail::kAttnDecodePrefetchMinBytes));
+                 static_cast<std::size_t>(posenc::detail::kFromMemoryBytes));
   const Problem<float> p(2, 1, 2100, 32, 8, 128, 77);
   const std::vector<std::int64_t> lengths = {2100, 2090};
   AttentionMetadata meta;

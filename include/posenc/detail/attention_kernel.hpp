@@ -126,7 +126,7 @@ inline constexpr Eigen::Index kAttnDecodeRows = 4;
 inline constexpr Eigen::Index kAttnDecodeKeyTile = 128;
 /// Decode requests the first line of every page of the K / V rows kAttnDecodePageAhead keys
 /// ahead of the ones it reads (attn_prefetch_rows). Calls with several rows per kv head
-/// that read at least kAttnDecodePrefetchMinBytes of K + V (more than half the 32 MiB L3 of the
+/// that read at least kFromMemoryBytes of K + V (more than half the 32 MiB L3 of the
 /// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead
 /// for a 4-byte cache, as many bytes ahead for others (attn_slice_ahead).
 inline constexpr Eigen::Index kAttnDecodePageAhead = 8;
@@ -138,7 +138,6 @@ inline constexpr Eigen::Index kAttnDecodeSliceAhead = 3;
 template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
-inline constexpr Eigen::Index kAttnDecodePrefetchMinBytes = kFromMemoryBytes;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
 inline constexpr Eigen::Index kAttnRowPad = 16;
@@ -967,7 +966,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 ///   read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slices alone), 0.83-0.87
 ///   with both.
 /// - slices (step 64, one kv head's d elements, attn_slice_ahead keys ahead, GQA calls of
-///   at least kAttnDecodePrefetchMinBytes): 16-bit caches put twice the widening and FMA work on
+///   at least kFromMemoryBytes): 16-bit caches put twice the widening and FMA work on
 ///   each byte, and the stream prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 with
 ///   the page starts only, 0.54-0.61 with the slices only, 0.61-0.72 with both). They cost
 ///   ~10 ns per (key, kv head) from cache, hence only for calls larger than the L3 can hold.
@@ -1053,7 +1052,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
   // -> 4.79-5.43 ms with them.
   const bool prefetch_slices = (R > 1 || sizeof(TKV) < 4) &&
-                               2 * (j_end - j_begin) * row_bytes >= kAttnDecodePrefetchMinBytes;
+                               2 * (j_end - j_begin) * row_bytes >= kFromMemoryBytes;
   // A tile never crosses a page of a paged cache: rows [j0, run_end) follow kbase / vbase at
   // one stride, and prefetches look no further.
   for (Eigen::Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {

@@ -176,22 +176,20 @@ inline void float_to_half(const float* src, Eigen::half* dst, Eigen::Index n) {
 /// interleaved and 0.94 for half-split pairs, against 0.97 and 1.03 in the blocked order.
 inline constexpr double kRopeResidentBytes = 512.0 * 1024.0;
 
-/// Calls whose rows take at least kFromMemoryBytes in all come from DRAM and prefetch ahead
-/// (kRopePrefetchBytes), on every thread. From L3 the prefetches only cost issue slots:
-/// 8-10 MiB calls measured 0-5 % slower with them.
-inline constexpr double kRopePrefetchMinBytes = static_cast<double>(kFromMemoryBytes);
-
 /// Where a call's rows come from, which sets the kernels' loop order.
 enum class RopeSource {
   kL2,      ///< at most kRopeResidentBytes: pair blocks outer, heads inner, cos/sin in registers
-  kL3,      ///< below kRopePrefetchMinBytes: one head row at a time, in address order
-  kMemory,  ///< larger: as kL3, with each row's lines prefetched kRopePrefetchBytes ahead
+  kL3,      ///< below kFromMemoryBytes: one head row at a time, in address order
+  kMemory,  ///< larger: as kL3, with each row's lines prefetched kRopePrefetchBytes ahead, on
+            ///< every thread (from L3 the requests only cost issue slots: 8-10 MiB calls
+            ///< measured 0-5 % slower with them)
 };
 
 /// range_bytes: the rows one thread rotates; call_bytes: the whole call's.
 inline RopeSource rope_source(double range_bytes, double call_bytes) {
   if (range_bytes <= kRopeResidentBytes) return RopeSource::kL2;
-  return call_bytes < kRopePrefetchMinBytes ? RopeSource::kL3 : RopeSource::kMemory;
+  return call_bytes < static_cast<double>(kFromMemoryBytes) ? RopeSource::kL3
+                                                             : RopeSource::kMemory;
 }
 
 // --- AVX2 + FMA row kernels ---------------------------------------------------------------------
