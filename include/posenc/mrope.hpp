@@ -93,7 +93,7 @@ struct MRopeTokenPositions {
 };
 
 /// Per-token cos/sin of angle_j = p[stream(j)] * inv_freq[j], in double, every token exact.
-template <typename C, RopeLayout L>
+template <typename C>
 class MRopeAngles {
  public:
   MRopeAngles(const double* inv_freq, Eigen::Index half, const MRopeSections& sec, double cm,
@@ -118,7 +118,7 @@ class MRopeAngles {
         c_[j] = std::cos(angle_[j]);
       }
     }
-    emit_cos_sin<L>(c_, s_, cm_, sm_, half_, out_c_, out_s_);
+    emit_cos_sin(c_, s_, cm_, sm_, half_, out_c_, out_s_);
   }
   const C* cos() const noexcept { return out_c_; }
   const C* sin() const noexcept { return out_s_; }
@@ -133,8 +133,8 @@ class MRopeAngles {
   alignas(64) double angle_[kHalfMax];
   alignas(64) double c_[kHalfMax];
   alignas(64) double s_[kHalfMax];
-  alignas(64) C out_c_[kMaxRotaryDim];
-  alignas(64) C out_s_[kMaxRotaryDim];
+  alignas(64) C out_c_[kMaxRotaryDim / 2];
+  alignas(64) C out_s_[kMaxRotaryDim / 2];
 };
 
 template <typename T>
@@ -172,8 +172,8 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      MRopeAngles<compute_t<T>, L> angles(freqs.inv_freq.data(), rd / 2, sections, mult.first,
-                                          mult.second);
+      MRopeAngles<compute_t<T>> angles(freqs.inv_freq.data(), rd / 2, sections, mult.first,
+                                       mult.second);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, freqs.rotary_offset);
     };
     rope_parallel_for(options, units, bytes, worker);

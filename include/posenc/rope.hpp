@@ -348,25 +348,14 @@ inline Eigen::Index validate_freqs(std::string_view fn, const RopeFrequencies& f
   return rd;
 }
 
-/// Writes one token's cos/sin in the form the layout's kernel reads: half-split c[j], s[j];
-/// interleaved expanded cc[2j] = cc[2j+1] = c_j, ss[2j] = -s_j, ss[2j+1] = s_j.
-template <RopeLayout L, typename C, typename Src>
+/// Writes one token's cos / sin times (cm, sm) in the caller's compute type: c[j], s[j] per
+/// pair, the form every layout's kernel reads.
+template <typename C, typename Src>
 inline void emit_cos_sin(const Src* c, const Src* s, double cm, double sm, Eigen::Index half,
                          C* out_c, C* out_s) {
-  if constexpr (L == RopeLayout::kHalfSplit) {
-    for (Eigen::Index j = 0; j < half; ++j) {
-      out_c[j] = static_cast<C>(cm * static_cast<double>(c[j]));
-      out_s[j] = static_cast<C>(sm * static_cast<double>(s[j]));
-    }
-  } else {
-    for (Eigen::Index j = 0; j < half; ++j) {
-      const C cv = static_cast<C>(cm * static_cast<double>(c[j]));
-      const C sv = static_cast<C>(sm * static_cast<double>(s[j]));
-      out_c[2 * j] = cv;
-      out_c[2 * j + 1] = cv;
-      out_s[2 * j] = -sv;
-      out_s[2 * j + 1] = sv;
-    }
+  for (Eigen::Index j = 0; j < half; ++j) {
+    out_c[j] = static_cast<C>(cm * static_cast<double>(c[j]));
+    out_s[j] = static_cast<C>(sm * static_cast<double>(s[j]));
   }
 }
 
@@ -432,16 +421,16 @@ class RopeTrig {
   alignas(64) double step_s_[kHalfMax];
 };
 
-/// Per-token cos/sin from the plan, times (cm, sm), in the layout's form. Lives on the
+/// Per-token cos/sin from the plan, times (cm, sm), per pair (emit_cos_sin). Lives on the
 /// worker's stack.
-template <typename C, RopeLayout L>
+template <typename C>
 class RopeAnglesOnTheFly {
  public:
   RopeAnglesOnTheFly(const double* inv_freq, Eigen::Index half, double cm, double sm)
       : trig_(inv_freq, half), half_(half), cm_(cm), sm_(sm) {}
 
   void at(std::int64_t pos) {
-    if (trig_.at(pos)) emit_cos_sin<L>(trig_.cos(), trig_.sin(), cm_, sm_, half_, out_c_, out_s_);
+    if (trig_.at(pos)) emit_cos_sin(trig_.cos(), trig_.sin(), cm_, sm_, half_, out_c_, out_s_);
   }
   const C* cos() const noexcept { return out_c_; }
   const C* sin() const noexcept { return out_s_; }
@@ -450,14 +439,14 @@ class RopeAnglesOnTheFly {
   RopeTrig<std::is_same_v<C, double>> trig_;
   Eigen::Index half_;
   double cm_, sm_;
-  alignas(64) C out_c_[kMaxRotaryDim];
-  alignas(64) C out_s_[kMaxRotaryDim];
+  alignas(64) C out_c_[kMaxRotaryDim / 2];
+  alignas(64) C out_s_[kMaxRotaryDim / 2];
 };
 
-/// Per-token cos/sin read from a cat(cos, sin) cache row. The forward half-split float case
-/// points straight into the cache; the others rescale/expand into a stack buffer. The inverse
+/// Per-token cos/sin read from a cat(cos, sin) cache row. The forward float case points
+/// straight into the cache; the others rescale into a stack buffer. The inverse
 /// divides by |row pair|^2 = a^2, so it needs no separate attention_factor.
-template <typename C, RopeLayout L>
+template <typename C>
 class RopeAnglesFromCache {
  public:
   RopeAnglesFromCache(const float* cache, Eigen::Index rotary_dim, RopeDirection dir)
@@ -468,7 +457,7 @@ class RopeAnglesFromCache {
     previous_ = pos;
     const Eigen::Index half = rd_ / 2;
     const float* row = cache_ + pos * rd_;
-    if constexpr (std::is_same_v<C, float> && L == RopeLayout::kHalfSplit) {
+    if constexpr (std::is_same_v<C, float>) {
       if (dir_ == RopeDirection::kForward) {
         cos_ = row;
         sin_ = row + half;
@@ -482,9 +471,9 @@ class RopeAnglesFromCache {
         tmp_c_[j] = c * inv_a2;
         tmp_s_[j] = -s * inv_a2;
       }
-      emit_cos_sin<L>(tmp_c_, tmp_s_, 1.0, 1.0, half, buf_c_, buf_s_);
+      emit_cos_sin(tmp_c_, tmp_s_, 1.0, 1.0, half, buf_c_, buf_s_);
     } else {
-      emit_cos_sin<L>(row, row + half, 1.0, dir_ == RopeDirection::kForward ? 1.0 : -1.0, half,
+      emit_cos_sin(row, row + half, 1.0, dir_ == RopeDirection::kForward ? 1.0 : -1.0, half,
                       buf_c_, buf_s_);
     }
     cos_ = buf_c_;
@@ -502,8 +491,8 @@ class RopeAnglesFromCache {
   const C* sin_ = nullptr;
   alignas(64) double tmp_c_[kMaxRotaryDim / 2];
   alignas(64) double tmp_s_[kMaxRotaryDim / 2];
-  alignas(64) C buf_c_[kMaxRotaryDim];
-  alignas(64) C buf_s_[kMaxRotaryDim];
+  alignas(64) C buf_c_[kMaxRotaryDim / 2];
+  alignas(64) C buf_s_[kMaxRotaryDim / 2];
 };
 
 /// Rotates the slice [offset, offset + rd) of `heads` head vectors of one token from src to dst
@@ -667,7 +656,7 @@ void rope_run_on_the_fly(const RopeTarget<T>* targets, int num_targets, const Ro
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      RopeAnglesOnTheFly<compute_t<T>, L> angles(inv_freq, rd / 2, mult.first, mult.second);
+      RopeAnglesOnTheFly<compute_t<T>> angles(inv_freq, rd / 2, mult.first, mult.second);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, offset);
     };
     rope_parallel_for(options, units, bytes, worker);
@@ -723,7 +712,7 @@ void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      RopeAnglesFromCache<compute_t<T>, L> angles(cache.data(), rd, options.direction);
+      RopeAnglesFromCache<compute_t<T>> angles(cache.data(), rd, options.direction);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, rotary_offset);
     };
     rope_parallel_for(options, units, bytes, worker);

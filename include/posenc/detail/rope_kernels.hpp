@@ -85,15 +85,14 @@ inline void rope_rotate_half_split(C* x, const C* c, const C* s, Eigen::Index ha
   }
 }
 
-/// Interleaved pairs (2j, 2j+1), in place, with cos/sin expanded to the row's width:
-/// cc = [c0 c0 c1 c1 ...], ss = [-s0 s0 -s1 s1 ...], so both lanes are one multiply-add.
+/// Interleaved pairs (2j, 2j+1), in place; c[j], s[j] per pair as for the half-split layout.
 template <typename C>
-inline void rope_rotate_interleaved(C* x, const C* cc, const C* ss, Eigen::Index rd) {
-  for (Eigen::Index j = 0; j < rd; j += 2) {
-    const C a = x[j];
-    const C b = x[j + 1];
-    x[j] = a * cc[j] + b * ss[j];
-    x[j + 1] = b * cc[j + 1] + a * ss[j + 1];
+inline void rope_rotate_interleaved(C* x, const C* c, const C* s, Eigen::Index rd) {
+  for (Eigen::Index j = 0; j < rd / 2; ++j) {
+    const C a = x[2 * j];
+    const C b = x[2 * j + 1];
+    x[2 * j] = a * c[j] + b * -s[j];  // -s, not - b s: a NaN b keeps its sign either way
+    x[2 * j + 1] = b * c[j] + a * s[j];
   }
 }
 
@@ -110,13 +109,13 @@ inline void rope_rotate_half_split(const C* __restrict src, C* __restrict dst, c
 }
 
 template <typename C>
-inline void rope_rotate_interleaved(const C* __restrict src, C* __restrict dst, const C* cc,
-                                    const C* ss, Eigen::Index rd) {
-  for (Eigen::Index j = 0; j < rd; j += 2) {
-    const C a = src[j];
-    const C b = src[j + 1];
-    dst[j] = a * cc[j] + b * ss[j];
-    dst[j + 1] = b * cc[j + 1] + a * ss[j + 1];
+inline void rope_rotate_interleaved(const C* __restrict src, C* __restrict dst, const C* c,
+                                    const C* s, Eigen::Index rd) {
+  for (Eigen::Index j = 0; j < rd / 2; ++j) {
+    const C a = src[2 * j];
+    const C b = src[2 * j + 1];
+    dst[2 * j] = a * c[j] + b * -s[j];
+    dst[2 * j + 1] = b * c[j] + a * s[j];
   }
 }
 
@@ -218,7 +217,7 @@ inline void rope_prefetch_ahead(const T* row, Eigen::Index n) {
   }
 }
 
-/// Stack buffers of the bfloat16 kernels: rotary_dim / 2 <= kMaxRotaryDim / 2 (rope_params.hpp
+/// Stack buffers of the row kernels: rotary_dim / 2 <= kMaxRotaryDim / 2 (rope_params.hpp
 /// validates rotary_dim <= 1024 before any kernel runs).
 inline constexpr Eigen::Index kRopeSimdMaxHalf = 512;
 
@@ -293,6 +292,17 @@ struct RopeVec8 {
   static V fmsub(V a, V b, V c) { return _mm256_fmsub_ps(a, b, c); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V swap_pairs(V v) { return _mm256_permute_ps(v, 0xB1); }  // (x1, x0, x3, x2, ...)
+  /// [c0 c0 c1 c1 c2 c2 c3 c3] from c[0, 4): the interleaved layout's cos per lane.
+  static V pair_cos(const float* c) {
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c)), dup);
+  }
+  /// [-s0 s0 -s1 s1 ..]: the sin that multiplies swap_pairs(x).
+  static V pair_sin(const float* s) {
+    return _mm256_xor_ps(pair_cos(s), _mm256_setr_ps(-0.0f, 0.0f, -0.0f, 0.0f, -0.0f, 0.0f,
+                                                     -0.0f, 0.0f));
+  }
+  static void storef(float* p, V v) { _mm256_storeu_ps(p, v); }
   /// 2 kLanes bfloat16 values as their even and odd elements (rope_bf16_split) and back.
   static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
     rope_bf16_split(p, even, odd);
@@ -352,6 +362,15 @@ struct RopeVec16 {
   static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V swap_pairs(V v) { return _mm512_permute_ps(v, 0xB1); }
+  static V pair_cos(const float* c) {  // as RopeVec8::pair_cos, from c[0, 8)
+    const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c)));
+  }
+  static V pair_sin(const float* s) {
+    const __m512 even_sign = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000ll));
+    return _mm512_xor_ps(pair_cos(s), even_sign);
+  }
+  static void storef(float* p, V v) { _mm512_storeu_ps(p, v); }
   static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
     const __m512i v = _mm512_loadu_si512(p);
     even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
@@ -423,26 +442,20 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
 }
 
 /// bfloat16 interleaved, rd a multiple of 2W: the even / odd split *is* the pair split, so the
-/// plain per-pair cos / sin (recovered from the expanded arrays) are used directly.
+/// per-pair cos / sin are used as they are.
 template <typename Vec>
 inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                        Eigen::Index heads, Eigen::Index src_hs,
-                                       Eigen::Index dst_hs, const float* cc, const float* ss,
+                                       Eigen::Index dst_hs, const float* c, const float* s,
                                        Eigen::Index rd, RopeSource source) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
-  alignas(64) float cp[kRopeSimdMaxHalf];
-  alignas(64) float sp[kRopeSimdMaxHalf];
-  for (Eigen::Index k = 0; k < rd / 2; ++k) {
-    cp[k] = cc[2 * k];
-    sp[k] = ss[2 * k + 1];
-  }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
     if (source == RopeSource::kMemory) rope_prefetch_ahead(x, rd);
     for (Eigen::Index j = 0; j < rd; j += 2 * W) {
-      const V cv = Vec::loadf(cp + j / 2), sv = Vec::loadf(sp + j / 2);
+      const V cv = Vec::loadf(c + j / 2), sv = Vec::loadf(s + j / 2);
       V e, o;
       Vec::bf16_split(x + j, e, o);
       Vec::bf16_join(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)),
@@ -583,24 +596,42 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
   rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
 }
 
-/// y = x * cc + swap_pairs(x) * ss for W / 2 interleaved pairs.
+/// y = x * cc + swap_pairs(x) * ss for W / 2 interleaved pairs, with the per-lane
+/// cc = [c0 c0 c1 c1 ..] and ss = [-s0 s0 -s1 s1 ..] (Vec::pair_cos, Vec::pair_sin).
 template <typename Vec>
 inline typename Vec::V rope_rotate_pairs(typename Vec::V v, typename Vec::V cv,
                                          typename Vec::V sv) {
   return Vec::fmadd(v, cv, Vec::mul(Vec::swap_pairs(v), sv));
 }
 
-template <typename Vec, typename T, int kVecs>
+/// cc, ss of rope_rotate_pairs for rd dims (rd a multiple of W) from the per-pair c, s.
+template <typename Vec>
+inline void rope_expand_pairs(const float* c, const float* s, Eigen::Index rd, float* cc,
+                              float* ss) {
+  constexpr int W = Vec::kLanes;
+  for (Eigen::Index j = 0; j < rd; j += W) {
+    Vec::storef(cc + j, Vec::pair_cos(c + j / 2));
+    Vec::storef(ss + j, Vec::pair_sin(s + j / 2));
+  }
+}
+
+/// Dims [0, W kVecs) of `heads` rows with cos / sin held in registers, taken from the per-pair
+/// c, s (kExpanded false) or from rows already expanded by rope_expand_pairs.
+template <typename Vec, typename T, int kVecs, bool kExpanded>
 inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads,
-                                        Eigen::Index src_hs, Eigen::Index dst_hs,
-                                        const float* cc, const float* ss,
-                                        bool prefetch = false) {
+                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
+                                        const float* s, bool prefetch = false) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   V cv[kVecs], sv[kVecs];
   for (int k = 0; k < kVecs; ++k) {
-    cv[k] = Vec::loadf(cc + W * k);
-    sv[k] = Vec::loadf(ss + W * k);
+    if constexpr (kExpanded) {
+      cv[k] = Vec::loadf(c + W * k);
+      sv[k] = Vec::loadf(s + W * k);
+    } else {
+      cv[k] = Vec::pair_cos(c + W / 2 * k);
+      sv[k] = Vec::pair_sin(s + W / 2 * k);
+    }
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const T* x = src + h * src_hs;
@@ -612,21 +643,28 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
   }
 }
 
-/// Interleaved rotation of `heads` rows, rd a multiple of W.
+/// Interleaved rotation of `heads` rows, rd a multiple of W, per-pair c, s. Rows held whole
+/// in registers (rotary_dim <= 128 on AVX-512) widen c, s into per-lane vectors once per call;
+/// the other paths load per-lane vectors with each block, from rows expanded here once.
+/// Expanding per token in the caller instead (a double round trip and 2 rd floats written and
+/// read back per token) cost 18-22 % of a 16-token call (Zen 5, perf, 32 heads x 128).
 template <typename Vec, typename T>
 inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
-                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* cc,
-                                       const float* ss, Eigen::Index rd, RopeSource source) {
+                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
+                                       const float* s, Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
   if constexpr (Vec::kWholeVecs > 0) {  // as in rope_simd_half_split_rows
     if (rd / W <= Vec::kWholeVecs) {
       rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
-        rope_simd_interleaved_block<Vec, T, decltype(vecs)::value>(
-            src, dst, heads, src_hs, dst_hs, cc, ss, source == RopeSource::kMemory);
+        rope_simd_interleaved_block<Vec, T, decltype(vecs)::value, false>(
+            src, dst, heads, src_hs, dst_hs, c, s, source == RopeSource::kMemory);
       });
       return;
     }
   }
+  alignas(64) float cc[2 * kRopeSimdMaxHalf];
+  alignas(64) float ss[2 * kRopeSimdMaxHalf];
+  rope_expand_pairs<Vec>(c, s, rd, cc, ss);
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row, cos / sin loaded with each vector.
     // Blocking the pairs walks each row in several strided passes, which the hardware
@@ -637,8 +675,8 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
     for (Eigen::Index h = 0; h < heads; ++h) {
       if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, rd);
       for (Eigen::Index j = 0; j < rd; j += W) {
-        rope_simd_interleaved_block<Vec, T, 1>(src + h * src_hs + j, dst + h * dst_hs + j, 1, 0,
-                                               0, cc + j, ss + j);
+        rope_simd_interleaved_block<Vec, T, 1, true>(src + h * src_hs + j, dst + h * dst_hs + j,
+                                                     1, 0, 0, cc + j, ss + j);
       }
     }
     return;
@@ -646,40 +684,40 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
   constexpr int kBlock = W * Vec::kBlockVecs;
   Eigen::Index j = 0;
   for (; j + kBlock <= rd; j += kBlock) {
-    rope_simd_interleaved_block<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
-                                                        cc + j, ss + j);
+    rope_simd_interleaved_block<Vec, T, Vec::kBlockVecs, true>(src + j, dst + j, heads, src_hs,
+                                                              dst_hs, cc + j, ss + j);
   }
   for (; j < rd; j += W) {
-    rope_simd_interleaved_block<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, cc + j,
-                                           ss + j);
+    rope_simd_interleaved_block<Vec, T, 1, true>(src + j, dst + j, heads, src_hs, dst_hs, cc + j,
+                                                 ss + j);
   }
 }
 
-/// Interleaved rotation of `heads` rows, rd a multiple of 8: y = x * cc + swap_pairs(x) * ss
-/// with the expanded cc = [c0 c0 c1 c1 ..], ss = [-s0 s0 -s1 s1 ..].
+/// Interleaved rotation of `heads` rows, rd a multiple of 8, per-pair c[j], s[j]:
+/// y = x * [c0 c0 c1 c1 ..] + swap_pairs(x) * [-s0 s0 -s1 s1 ..].
 template <typename T>
 inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
-                                  Eigen::Index dst_hs, const float* cc, const float* ss,
+                                  Eigen::Index dst_hs, const float* c, const float* s,
                                   Eigen::Index rd, RopeSource source) {
 #ifdef POSENC_ROPE_SIMD512
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 32 == 0) {
-      rope_simd_interleaved_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+      rope_simd_interleaved_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
       return;
     }
   }
   if (rd % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
-    rope_simd_interleaved_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+    rope_simd_interleaved_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
     return;
   }
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 16 == 0) {
-      rope_simd_interleaved_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+      rope_simd_interleaved_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
       return;
     }
   }
-  rope_simd_interleaved_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, cc, ss, rd, source);
+  rope_simd_interleaved_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
 }
 #endif
 
