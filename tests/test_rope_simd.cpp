@@ -252,6 +252,98 @@ TEST_CASE("rope simd: the 512-bit kernels take rows on cache lines, and rows off
 }
 #endif
 
+#ifdef POSENC_ROPE_SIMD512
+TEST_CASE("rope simd: float runs off a cache line take the line-phase kernels from cache",
+          "[rope][simd]") {
+  using posenc::detail::RopeSource;
+  using posenc::detail::rope_rows_phase;
+  alignas(64) float rows[256];
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 128, 128, 128, false, RopeSource::kL2) == 4);
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 128, 128, 128, true, RopeSource::kL3) == 4);
+  CHECK(rope_rows_phase(rows + 3, rows + 19, 64, 64, 64, false, RopeSource::kL2) == 3);
+  CHECK(rope_rows_phase(rows + 15, rows + 15, 32, 32, 32, false, RopeSource::kL2) == 15);
+  CHECK(rope_rows_phase(rows + 2, rows + 2, 16, 16, 16, true, RopeSource::kL2) == 2);
+  CHECK(rope_rows_phase(rows, rows, 128, 128, 128, false, RopeSource::kL2) == 0);       // aligned
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 128, 128, 128, false, RopeSource::kMemory) == 0);
+  CHECK(rope_rows_phase(rows + 4, rows + 8, 128, 128, 128, false, RopeSource::kL2) == 0);  // phases
+  CHECK(rope_rows_phase(rows + 3, rows + 3, 128, 128, 128, true, RopeSource::kL2) == 0);  // odd
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 136, 128, 128, false, RopeSource::kL2) == 0);
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 128, 144, 128, false, RopeSource::kL2) == 0);
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 48, 48, 48, false, RopeSource::kL2) == 0);  // 16 x1 dims + 8
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 48, 48, 48, true, RopeSource::kL2) == 4);
+  CHECK(rope_rows_phase(rows + 4, rows + 4, 256, 256, 256, true, RopeSource::kL2) == 0);  // > 8 vectors
+}
+#endif
+
+TEST_CASE("rope simd: float rows at every offset into a cache line give the one-FMA rotation "
+          "bit for bit and leave the floats around them alone", "[rope][simd][cache]") {
+  // Expected per pair (a, b) with the cache's float c, s: fma(a, c, -(b s)), fma(b, c, a s), the
+  // kernels' arithmetic written out. Runs of heads * rd floats start at every float offset of
+  // a line (the line-phase kernels on AVX-512 take the even ones for interleaved pairs, all for
+  // half-split with rd % 32 == 0), in place and into a buffer at the same or another offset;
+  // the floats before and after each run hold sentinels that must survive.
+  const float sentinel = -1234.5f;
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    for (const Eigen::Index rd : {16, 32, 48, 64, 96, 128}) {
+      posenc::RopeParams params;
+      params.head_dim = rd;
+      const auto cache = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(params), 64);
+      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+      for (const Eigen::Index H : {1, 3}) {
+        const Eigen::Index S = 4, n = S * H * rd;
+        const auto values = posenc_test::random_vector<float>(static_cast<std::size_t>(n), 29);
+        for (int phase = 0; phase < 16; ++phase) {
+          for (const int out_phase : {-1, phase, (phase + 6) % 16}) {  // -1: in place
+            CAPTURE(posenc::to_string(layout), rd, H, phase, out_phase);
+            std::vector<float> in_buf(static_cast<std::size_t>(n + 64), sentinel);
+            std::vector<float> out_buf(static_cast<std::size_t>(n + 64), sentinel);
+            const auto line_start = [](std::vector<float>& b) {
+              const auto a = reinterpret_cast<std::uintptr_t>(b.data());
+              return b.data() + (64 - a % 64) % 64 / sizeof(float);
+            };
+            float* x = line_start(in_buf) + phase;
+            float* y = out_phase < 0 ? x : line_start(out_buf) + out_phase;
+            std::copy(values.begin(), values.end(), x);
+            const auto positions = posenc::RopePositions::contiguous(1, S, 5);
+            if (out_phase < 0) {
+              posenc::apply_rope_inplace_cached<float>(
+                  posenc::rope_heads<float>(posenc::TensorView<float, 4>(x, 1, S, H, rd)),
+                  positions, cview, layout);
+            } else {
+              posenc::apply_rope_cached<float>(
+                  posenc::rope_heads<float>(posenc::ConstTensorView<float, 4>(x, 1, S, H, rd)),
+                  posenc::rope_heads<float>(posenc::TensorView<float, 4>(y, 1, S, H, rd)),
+                  positions, cview, layout);
+            }
+            std::size_t wrong = 0;
+            for (Eigen::Index t = 0; t < S; ++t) {
+              for (Eigen::Index h = 0; h < H; ++h) {
+                for (Eigen::Index j = 0; j < rd / 2; ++j) {
+                  const float c = cache(5 + t, j), s = cache(5 + t, rd / 2 + j);
+                  const Eigen::Index i1 = (t * H + h) * rd + (layout == posenc::RopeLayout::kHalfSplit ? j : 2 * j);
+                  const Eigen::Index i2 = i1 + (layout == posenc::RopeLayout::kHalfSplit ? rd / 2 : 1);
+                  const float a = values[static_cast<std::size_t>(i1)], b = values[static_cast<std::size_t>(i2)];
+                  wrong += std::memcmp(&y[i1], &static_cast<const float&>(std::fma(a, c, -(b * s))), 4) != 0;
+                  wrong += std::memcmp(&y[i2], &static_cast<const float&>(std::fma(b, c, a * s)), 4) != 0;
+                }
+              }
+            }
+            REQUIRE(wrong == 0);
+            std::vector<float>& out_vec = out_phase < 0 ? in_buf : out_buf;
+            const std::ptrdiff_t first = y - out_vec.data();
+            std::size_t touched = 0;
+            for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(out_vec.size()); ++i) {
+              if (i < first || i >= first + n) touched += out_vec[static_cast<std::size_t>(i)] != sentinel;
+            }
+            REQUIRE(touched == 0);
+            if (out_phase >= 0) REQUIRE(std::equal(values.begin(), values.end(), x));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("rope simd: rows wider than the cos / sin registers (pair blocks from cache, "
                    "row by row from L3 / DRAM) match the long-double reference",
                    "[rope][simd]", float, Eigen::bfloat16) {

@@ -552,12 +552,21 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
   }
 }
 
+/// y = x * cc + swap_pairs(x) * ss for W / 2 interleaved pairs, with the per-lane
+/// cc = [c0 c0 c1 c1 ..] and ss = [-s0 s0 -s1 s1 ..] (Vec::pair_cos, Vec::pair_sin).
+template <typename Vec>
+inline typename Vec::V rope_rotate_pairs(typename Vec::V v, typename Vec::V cv,
+                                         typename Vec::V sv) {
+  return Vec::fmadd(v, cv, Vec::mul(Vec::swap_pairs(v), sv));
+}
+
 #ifdef POSENC_ROPE_SIMD512
 /// Whether the 512-bit row kernels take these rows. Rows off a cache line (a caller's plain
 /// std::vector starts 16 bytes into one) make every 64-byte load and store touch two lines;
 /// from DRAM the 32-byte kernels are then faster, from cache still slower. Zen 5, A/B
 /// (2 rounds), T = 4096, q32k0, rows 16 bytes off: interleaved 2.64-2.67 -> 1.86-1.92 ms,
 /// half-split 1.97-1.98 -> 1.78-1.97 ms; at T = 512 (L3) interleaved 113-116 -> 193-196 us.
+/// From cache, float runs off a line take the line-phase kernels below (rope_rows_phase).
 template <typename T>
 inline bool rope_rows_take_512(const T* src, T* dst, Eigen::Index src_hs, Eigen::Index dst_hs,
                                RopeSource source) {
@@ -567,6 +576,125 @@ inline bool rope_rows_take_512(const T* src, T* dst, Eigen::Index src_hs, Eigen:
                                  reinterpret_cast<std::uintptr_t>(dst) | stride(src_hs) |
                                  stride(dst_hs);
   return offsets % 64 == 0;
+}
+
+// --- float rows back to back, off a cache line --------------------------------------------------
+// A token's heads with head stride == rotary_dim form one run of heads * rd floats. When the
+// run starts p floats into a cache line (p != 0: a caller's std::vector), the 512-bit kernels
+// above split every load and store over two lines. These walk the run in line-aligned vectors
+// instead: vector m holds run dims 16 m + l - p (lane l), i.e. row dims (16 m + l - p) mod rd,
+// a pattern that repeats every P = rd / 16 vectors. The per-lane cos / sin are the row's own
+// (phase 0) vectors shifted by p lanes, formed once per call; lanes before the run or after
+// it are masked. Half-split partners sit P / 2 vectors on (x1 lanes) or back (x2 lanes) in the
+// same lane; the two vectors that straddle a half boundary take theirs from both sides.
+//
+//        line:  |    16 lanes    |    16 lanes    |  ...  |    16 lanes    |
+//   run (p = 4): ....[x1 0-11   ][x1 12-27       ] ... [x2 52-63 | next row x1 0-3] ...
+//
+// Each lane's arithmetic is the aligned kernels' (fmadd(x, c, partner * (-s or s))), so the
+// results are the same bits. Zen 5, 32 heads x 128, rows 16 bytes off, A/B (3 rounds):
+// half-split T = 1 / 16 / 512 2.18-2.23 / 2.09-2.17 / 83-89 us -> 1.65-1.72 / 1.74-1.77 /
+// 78-94 us; interleaved 2.69-2.77 / 3.07-3.15 / 106-110 -> 1.88-1.93 / 1.65-1.67 / 78-88 us
+// (the aligned rows: interleaved 1.87-1.95 / 1.72-1.74 / 79-93 us). On aligned rows the same
+// kernel (p = 0) measured no different from the row-held blocks, which keep those.
+
+/// The line phase in floats (1-15) of rows the phase kernels take, or 0. They take float runs
+/// (head strides == rd, rd / 16 <= 8 vectors, rd % 32 == 0 for half-split, an even phase for
+/// interleaved pairs) whose source and destination share the phase, read from cache: from
+/// DRAM the 32-byte kernels (rope_rows_take_512) are kept.
+inline int rope_rows_phase(const float* src, const float* dst, Eigen::Index src_hs,
+                           Eigen::Index dst_hs, Eigen::Index rd, bool interleaved,
+                           RopeSource source) {
+  const auto line_offset = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
+  const std::uintptr_t offset = line_offset(src);
+  if (source == RopeSource::kMemory || offset == 0 || offset != line_offset(dst) ||
+      offset % sizeof(float) != 0 || src_hs != rd || dst_hs != rd || rd % 16 != 0 || rd > 128) {
+    return 0;
+  }
+  const int phase = static_cast<int>(offset / sizeof(float));
+  if (interleaved ? phase % 2 != 0 : rd % 32 != 0) return 0;
+  return phase;
+}
+
+/// Rotates `heads` runs of rd = 16 P floats at src (to dst, possibly == src), line phase p;
+/// c, s per pair (rd / 2 values).
+template <int P, bool kInterleaved>
+inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, const float* c,
+                            const float* s, int p) {
+  using V = __m512;
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  V c0[P], s0[P];  // phase 0: lanes of row dims 16 k .. 16 k + 15
+  for (int k = 0; k < P; ++k) {
+    if constexpr (kInterleaved) {
+      c0[k] = RopeVec16::pair_cos(c + 8 * k);
+      s0[k] = RopeVec16::pair_sin(s + 8 * k);
+    } else {  // x1 lanes (dims < rd / 2) take -s, x2 lanes +s
+      const int j = (16 * k) % (8 * P);
+      c0[k] = _mm512_loadu_ps(c + j);
+      s0[k] = 16 * k < 8 * P ? _mm512_xor_ps(_mm512_loadu_ps(s + j), sign) : _mm512_loadu_ps(s + j);
+    }
+  }
+  // Lane l of vector m holds row dim 16 k + l - p: lanes l < p come from vector k - 1's
+  // lanes 16 - p + l, the others from vector k's lanes l - p.
+  const __m512i shift =
+      _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                       _mm512_set1_epi32(16 - p));
+  V cv[P], sv[P];
+  for (int k = 0; k < P; ++k) {
+    cv[k] = _mm512_permutex2var_ps(c0[(k + P - 1) % P], shift, c0[k]);
+    sv[k] = _mm512_permutex2var_ps(s0[(k + P - 1) % P], shift, s0[k]);
+  }
+  const auto head_lanes = static_cast<__mmask16>(0xffffu << p);  // lanes l >= p
+  const auto tail_lanes = static_cast<__mmask16>(~head_lanes);   // lanes l < p
+  const float* x = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(src) & ~std::uintptr_t{63});
+  float* y = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(dst) & ~std::uintptr_t{63});
+  V previous_half = _mm512_setzero_ps();  // vector m - P / 2 of the next row's first vector
+  for (Eigen::Index h = 0; h < heads; ++h, x += 16 * P, y += 16 * P) {
+    V v[P];
+    v[0] = h == 0 ? _mm512_maskz_loadu_ps(head_lanes, x) : _mm512_load_ps(x);
+    for (int i = 1; i < P; ++i) v[i] = _mm512_load_ps(x + 16 * i);
+    V out[P];
+    if constexpr (kInterleaved) {
+      for (int i = 0; i < P; ++i) out[i] = rope_rotate_pairs<RopeVec16>(v[i], cv[i], sv[i]);
+    } else {
+      const V next = h + 1 == heads ? _mm512_maskz_loadu_ps(tail_lanes, x + 16 * P)
+                                    : _mm512_load_ps(x + 16 * P);
+      for (int i = 0; i < P; ++i) {
+        V partner;
+        if (i == 0) {
+          partner = _mm512_mask_blend_ps(tail_lanes, v[P / 2], previous_half);
+        } else if (i < P / 2) {
+          partner = v[i + P / 2];
+        } else if (i == P / 2) {
+          partner = _mm512_mask_blend_ps(tail_lanes, v[0], next);
+        } else {
+          partner = v[i - P / 2];
+        }
+        out[i] = _mm512_fmadd_ps(v[i], cv[i], _mm512_mul_ps(partner, sv[i]));
+      }
+      previous_half = v[P / 2];
+    }
+    if (h == 0) {
+      _mm512_mask_storeu_ps(y, head_lanes, out[0]);
+    } else {
+      _mm512_store_ps(y, out[0]);
+    }
+    for (int i = 1; i < P; ++i) _mm512_store_ps(y + 16 * i, out[i]);
+  }
+  // The last row's final p dims (x2 lanes for half-split) share a line with what follows.
+  const V last = _mm512_maskz_loadu_ps(tail_lanes, x);
+  const V out = kInterleaved ? rope_rotate_pairs<RopeVec16>(last, cv[0], sv[0])
+                             : _mm512_fmadd_ps(last, cv[0], _mm512_mul_ps(previous_half, sv[0]));
+  _mm512_mask_storeu_ps(y, tail_lanes, out);
+}
+
+/// rope_phase_rows for rd = 16 P, P in [1, 8].
+template <bool kInterleaved>
+inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, const float* c,
+                            const float* s, Eigen::Index rd, int p) {
+  rope_with_vecs<8>(rd / 16, [&](auto vecs) {
+    rope_phase_rows<decltype(vecs)::value, kInterleaved>(src, dst, heads, c, s, p);
+  });
 }
 #endif
 
@@ -582,6 +710,12 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
       return;
     }
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (const int p = rope_rows_phase(src, dst, src_hs, dst_hs, 2 * half, false, source)) {
+      rope_phase_rows<false>(src, dst, heads, c, s, 2 * half, p);
+      return;
+    }
+  }
   if (half % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
     rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
     return;
@@ -594,14 +728,6 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
     }
   }
   rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
-}
-
-/// y = x * cc + swap_pairs(x) * ss for W / 2 interleaved pairs, with the per-lane
-/// cc = [c0 c0 c1 c1 ..] and ss = [-s0 s0 -s1 s1 ..] (Vec::pair_cos, Vec::pair_sin).
-template <typename Vec>
-inline typename Vec::V rope_rotate_pairs(typename Vec::V v, typename Vec::V cv,
-                                         typename Vec::V sv) {
-  return Vec::fmadd(v, cv, Vec::mul(Vec::swap_pairs(v), sv));
 }
 
 /// cc, ss of rope_rotate_pairs for rd dims (rd a multiple of W) from the per-pair c, s.
@@ -703,6 +829,12 @@ inline void rope_simd_interleaved(const T* src, T* dst, Eigen::Index heads, Eige
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (rd % 32 == 0) {
       rope_simd_interleaved_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (const int p = rope_rows_phase(src, dst, src_hs, dst_hs, rd, true, source)) {
+      rope_phase_rows<true>(src, dst, heads, c, s, rd, p);
       return;
     }
   }
