@@ -259,9 +259,11 @@ RopeHeads<const T> as_const(const RopeHeads<T>& v) {
                             v.batch_stride, v.seq_stride, v.head_stride};
 }
 
+/// The messages of validate_heads (out of line: reached only when a check fails).
 template <typename T>
-void validate_heads(std::string_view fn, std::string_view name, const RopeHeads<T>& v,
-                    Eigen::Index rotary_dim, Eigen::Index rotary_offset) {
+[[gnu::noinline, gnu::cold]] void report_heads(std::string_view fn, std::string_view name,
+                                               const RopeHeads<T>& v, Eigen::Index rotary_dim,
+                                               Eigen::Index rotary_offset) {
   require(v.batch >= 0 && v.seq >= 0 && v.heads >= 0 && v.head_dim > 0, fn, name,
           " shape [batch ", v.batch, ", seq ", v.seq, ", heads ", v.heads, ", head_dim ",
           v.head_dim, "] must have head_dim > 0 and no negative extent");
@@ -273,8 +275,44 @@ void validate_heads(std::string_view fn, std::string_view name, const RopeHeads<
           rotary_offset, " + ", rotary_dim, " must be <= ", name, " head_dim (", v.head_dim, ")");
 }
 
+/// The whole check branch-free (an OR of extents and strides is >= 0 only if each is), the
+/// messages only on failure.
+template <typename T>
+inline void validate_heads(std::string_view fn, std::string_view name, const RopeHeads<T>& v,
+                           Eigen::Index rotary_dim, Eigen::Index rotary_offset) {
+  const bool non_negative =
+      (v.batch | v.seq | v.heads | v.batch_stride | v.seq_stride | v.head_stride) >= 0;
+  if (!(non_negative & (v.head_dim > 0) & (v.data != nullptr || v.batch * v.seq * v.heads == 0) &
+        (rotary_offset + rotary_dim <= v.head_dim))) {
+    report_heads(fn, name, v, rotary_dim, rotary_offset);
+  }
+}
+
 inline void validate_positions(std::string_view fn, const RopePositions& pos, Eigen::Index batch,
                                Eigen::Index seq, std::int64_t limit, bool limit_is_cache) {
+  // Fast path as in validate_heads: ids and offsets in [0, 2^53] and every position below
+  // limit, compared unsigned (a negative value is then too large); the loop below names the
+  // culprit. The sums cannot wrap while ok holds.
+  if (pos.batch == batch && pos.seq == seq && pos.offset >= 0 && pos.offset <= kMaxRopePosition) {
+    using U = std::uint64_t;
+    const U max_value = static_cast<U>(kMaxRopePosition), end = static_cast<U>(limit);
+    bool ok = true;
+    for (Eigen::Index b = 0; b < batch && seq > 0; ++b) {
+      const U bo = pos.batch_offsets != nullptr ? static_cast<U>(pos.batch_offsets[b]) : 0;
+      const U base = bo + static_cast<U>(pos.offset);
+      ok &= bo <= max_value;
+      if (pos.ids == nullptr) {
+        ok &= base + static_cast<U>(seq - 1) < end;
+      } else {
+        const std::int64_t* ids = pos.ids + b * seq;
+        for (Eigen::Index s = 0; s < seq; ++s) {
+          const U id = static_cast<U>(ids[s]);
+          ok &= (id <= max_value) & (base + id < end);
+        }
+      }
+    }
+    if (ok) return;
+  }
   require(pos.batch == batch && pos.seq == seq, fn, "position_ids shape [", pos.batch, ", ",
           pos.seq, "] must equal the tensors' [batch, seq] = [", batch, ", ", seq, "]");
   require(pos.offset >= 0 && pos.offset <= kMaxRopePosition, fn, "position offset = ",
