@@ -383,14 +383,23 @@ TEST_CASE("rope simd: bfloat16 rows round like Eigen's scalar conversion, denorm
   // with the cache's float cos / sin), then Eigen's own float -> bfloat16 conversion (round to
   // nearest even, denormals kept). Every other token is scaled by 2^-128, so its rotated values
   // are float denormals: vcvtneps2bf16 would flush those to zero.
+  // Head dims 96 (kSlices) and 128 / 256 (rotary_dim 128: two or four chunks of 32 pairs held
+  // in registers; 256 half-split: four).
   using bf16 = Eigen::bfloat16;
-  const Eigen::Index H = 3, D = 96;
+  const Eigen::Index H = 3;
+  struct Slice {
+    Eigen::Index rd, off, D;
+  };
+  std::vector<Slice> slices;
+  for (const auto& [rd, off] : kSlices) slices.push_back({rd, off, 96});
+  slices.push_back({128, 0, 128});
+  slices.push_back({256, 0, 256});
   for (const Eigen::Index S : {Eigen::Index{45}, Eigen::Index{3000}}) {
-    for (const auto& [rd, off] : kSlices) {
+    for (const auto& [rd, off, D] : slices) {
       if (rd % 8 != 0) continue;  // the scalar rows' arithmetic is the compiler's, not one FMA
       for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
-        CAPTURE(S, rd, off, posenc::to_string(layout));
-        const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off), S);
+        CAPTURE(S, rd, off, D, posenc::to_string(layout));
+        const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off, D), S);
         const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
         auto x = posenc_test::random_vector<bf16>(static_cast<std::size_t>(S * H * D), 21);
         for (Eigen::Index t = 1; t < S; t += 2) {

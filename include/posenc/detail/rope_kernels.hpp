@@ -303,6 +303,13 @@ struct RopeVec8 {
                                                      -0.0f, 0.0f));
   }
   static void storef(float* p, V v) { _mm256_storeu_ps(p, v); }
+  /// The even and the odd elements of p[0, 2 kLanes).
+  static void deinterleave(const float* p, V& even, V& odd) {
+    const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6], likewise for the odd ones
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  }
   /// 2 kLanes bfloat16 values as their even and odd elements (rope_bf16_split) and back.
   static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
     rope_bf16_split(p, even, odd);
@@ -371,6 +378,12 @@ struct RopeVec16 {
     return _mm512_xor_ps(pair_cos(s), even_sign);
   }
   static void storef(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void deinterleave(const float* p, V& even, V& odd) {  // as RopeVec8::deinterleave
+    const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    even = _mm512_permutex2var_ps(a, evens, b);
+    odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(evens, _mm512_set1_epi32(1)), b);
+  }
   static void bf16_split(const Eigen::bfloat16* p, V& even, V& odd) {
     const __m512i v = _mm512_loadu_si512(p);
     even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
@@ -404,23 +417,104 @@ struct RopeVec16 {
 };
 #endif
 
+/// f(std::integral_constant<int, n>{}) for a run-time n in [1, kMax].
+template <int kMax, typename F>
+inline void rope_with_vecs(Eigen::Index n, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (n == kMax) {
+      f(std::integral_constant<int, kMax>{});
+    } else {
+      rope_with_vecs<kMax - 1>(n, f);
+    }
+  }
+}
+
+/// One chunk of 2W pairs of a bfloat16 half-split row: x1 = x[j, j + 2W), x2 = x[half + j, ..),
+/// cos / sin in the even / odd order of bf16_split.
+template <typename Vec>
+EIGEN_ALWAYS_INLINE void rope_bf16_half_split_chunk(const Eigen::bfloat16* x, Eigen::bfloat16* y,
+                                       Eigen::Index half, Eigen::Index j, typename Vec::V ce,
+                                       typename Vec::V co, typename Vec::V se,
+                                       typename Vec::V so) {
+  typename Vec::V ae, ao, be, bo;
+  Vec::bf16_split(x + j, ae, ao);
+  Vec::bf16_split(x + half + j, be, bo);
+  Vec::bf16_join(y + j, Vec::fmsub(ae, ce, Vec::mul(be, se)), Vec::fmsub(ao, co, Vec::mul(bo, so)));
+  Vec::bf16_join(y + half + j, Vec::fmadd(be, ce, Vec::mul(ae, se)),
+                 Vec::fmadd(bo, co, Vec::mul(ao, so)));
+}
+
+/// One chunk of W interleaved pairs (2W values at x + j); c, s per pair.
+template <typename Vec>
+EIGEN_ALWAYS_INLINE void rope_bf16_interleaved_chunk(const Eigen::bfloat16* x, Eigen::bfloat16* y,
+                                        Eigen::Index j, typename Vec::V cv, typename Vec::V sv) {
+  typename Vec::V e, o;
+  Vec::bf16_split(x + j, e, o);
+  Vec::bf16_join(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)), Vec::fmadd(o, cv, Vec::mul(e, sv)));
+}
+
+/// bfloat16 rows with the cos / sin of all N chunks held in registers across every head, as the
+/// float rows are (rope_simd_half_split_block): 4 N registers for half-split (half = 2W N), 2 N
+/// for interleaved (rd = 2W N). Reloading them per head and chunk cost 30-40 % at T >= 16:
+/// Zen 5, 32 heads x 128, A/B (3 rounds), half-split T = 16 / 512 / 4096 8.7-10.4 us /
+/// 142-156 us / 1.21-1.27 ms -> 5.3-5.8 / 90-97 / 0.96-1.02; interleaved T = 16 / 512
+/// 6.9-7.0 / 98-99 us -> 5.7-6.1 / 79-82. The chunk helpers are forced inline: GCC left the
+/// half-split one out of line, and the calls made it slower than before (T = 512: 148-164 us).
+template <typename Vec, int N, bool kInterleaved>
+inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
+                                const float* c, const float* s, RopeSource source) {
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
+  constexpr int kPerChunk = kInterleaved ? 1 : 2;  // cos (and sin) vectors per chunk
+  V cv[kPerChunk * N], sv[kPerChunk * N];
+  for (int k = 0; k < kPerChunk * N; ++k) {
+    cv[k] = Vec::loadf(c + W * k);
+    sv[k] = Vec::loadf(s + W * k);
+  }
+  constexpr Eigen::Index half = 2 * W * N;  // half-split
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const Eigen::bfloat16* x = src + h * src_hs;
+    Eigen::bfloat16* y = dst + h * dst_hs;
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, kInterleaved ? half : 2 * half);
+    for (int k = 0; k < N; ++k) {
+      if constexpr (kInterleaved) {
+        rope_bf16_interleaved_chunk<Vec>(x, y, 2 * W * k, cv[k], sv[k]);
+      } else {
+        rope_bf16_half_split_chunk<Vec>(x, y, half, 2 * W * k, cv[2 * k], cv[2 * k + 1],
+                                        sv[2 * k], sv[2 * k + 1]);
+      }
+    }
+  }
+}
+
 /// bfloat16 half-split, half a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once per
-/// token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then c[2W k + 2i + 1]).
+/// token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then c[2W k + 2i + 1]),
+/// two permutes per 2W values (the scalar loop it replaced cost 3-6 % at T >= 16).
 template <typename Vec>
 inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                       Eigen::Index heads, Eigen::Index src_hs,
                                       Eigen::Index dst_hs, const float* c, const float* s,
                                       Eigen::Index half, RopeSource source) {
-  using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   alignas(64) float cp[kRopeSimdMaxHalf];
   alignas(64) float sp[kRopeSimdMaxHalf];
   for (Eigen::Index j = 0; j < half; j += 2 * W) {
-    for (Eigen::Index i = 0; i < W; ++i) {
-      cp[j + i] = c[j + 2 * i];
-      cp[j + W + i] = c[j + 2 * i + 1];
-      sp[j + i] = s[j + 2 * i];
-      sp[j + W + i] = s[j + 2 * i + 1];
+    typename Vec::V even, odd;
+    Vec::deinterleave(c + j, even, odd);
+    Vec::storef(cp + j, even);
+    Vec::storef(cp + j + W, odd);
+    Vec::deinterleave(s + j, even, odd);
+    Vec::storef(sp + j, even);
+    Vec::storef(sp + j + W, odd);
+  }
+  if constexpr (Vec::kWholeVecs > 0) {
+    if (half / (2 * W) <= 4) {
+      rope_with_vecs<4>(half / (2 * W), [&](auto chunks) {
+        rope_bf16_rows_held<Vec, decltype(chunks)::value, false>(src, dst, heads, src_hs, dst_hs,
+                                                                 cp, sp, source);
+      });
+      return;
     }
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
@@ -428,15 +522,8 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
     Eigen::bfloat16* y = dst + h * dst_hs;
     if (source == RopeSource::kMemory) rope_prefetch_ahead(x, 2 * half);
     for (Eigen::Index j = 0; j < half; j += 2 * W) {
-      const V ce = Vec::loadf(cp + j), co = Vec::loadf(cp + j + W);
-      const V se = Vec::loadf(sp + j), so = Vec::loadf(sp + j + W);
-      V ae, ao, be, bo;
-      Vec::bf16_split(x + j, ae, ao);
-      Vec::bf16_split(x + half + j, be, bo);
-      Vec::bf16_join(y + j, Vec::fmsub(ae, ce, Vec::mul(be, se)),
-                     Vec::fmsub(ao, co, Vec::mul(bo, so)));
-      Vec::bf16_join(y + half + j, Vec::fmadd(be, ce, Vec::mul(ae, se)),
-                     Vec::fmadd(bo, co, Vec::mul(ao, so)));
+      rope_bf16_half_split_chunk<Vec>(x, y, half, j, Vec::loadf(cp + j), Vec::loadf(cp + j + W),
+                                      Vec::loadf(sp + j), Vec::loadf(sp + j + W));
     }
   }
 }
@@ -448,18 +535,22 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
                                        Eigen::Index heads, Eigen::Index src_hs,
                                        Eigen::Index dst_hs, const float* c, const float* s,
                                        Eigen::Index rd, RopeSource source) {
-  using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
+  if constexpr (Vec::kWholeVecs > 0) {
+    if (rd / (2 * W) <= 8) {
+      rope_with_vecs<8>(rd / (2 * W), [&](auto chunks) {
+        rope_bf16_rows_held<Vec, decltype(chunks)::value, true>(src, dst, heads, src_hs, dst_hs,
+                                                                c, s, source);
+      });
+      return;
+    }
+  }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
     if (source == RopeSource::kMemory) rope_prefetch_ahead(x, rd);
     for (Eigen::Index j = 0; j < rd; j += 2 * W) {
-      const V cv = Vec::loadf(c + j / 2), sv = Vec::loadf(s + j / 2);
-      V e, o;
-      Vec::bf16_split(x + j, e, o);
-      Vec::bf16_join(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)),
-                     Vec::fmadd(o, cv, Vec::mul(e, sv)));
+      rope_bf16_interleaved_chunk<Vec>(x, y, j, Vec::loadf(c + j / 2), Vec::loadf(s + j / 2));
     }
   }
 }
@@ -496,18 +587,6 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
         Vec::store(y + W * k, Vec::fmsub(a, cv[k], Vec::mul(b, sv[k])));
         Vec::store(y + half + W * k, Vec::fmadd(b, cv[k], Vec::mul(a, sv[k])));
       }
-    }
-  }
-}
-
-/// f(std::integral_constant<int, n>{}) for a run-time n in [1, kMax].
-template <int kMax, typename F>
-inline void rope_with_vecs(Eigen::Index n, F&& f) {
-  if constexpr (kMax >= 1) {
-    if (n == kMax) {
-      f(std::integral_constant<int, kMax>{});
-    } else {
-      rope_with_vecs<kMax - 1>(n, f);
     }
   }
 }
