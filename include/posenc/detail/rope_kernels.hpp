@@ -809,6 +809,19 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
   rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
 }
 
+/// Pins a loaded 512-bit vector to a register. GCC otherwise folds the load into both the
+/// pair swap and the multiply-add that use it: two loads and a store per 16 values, where the
+/// stream does one of each. Zen 5, 32 (+ 8) heads x 128, A/B (3 rounds): interleaved T = 16
+/// q32k0 / q32k8 1.71-1.73 / 2.25-2.27 us -> 1.62-1.66 / 2.09-2.12 us. DRAM-sized calls keep
+/// the folded loads (1.68-1.81 -> 1.77-2.02 ms at T = 4096 pinned); 32-byte vectors too (Zen 3:
+/// 0.70-0.77 of the stream pinned against 0.79-0.81, see README).
+template <typename V>
+inline void rope_keep_in_register([[maybe_unused]] V& v) {
+#if defined(__GNUC__)
+  if constexpr (sizeof(V) == 64) __asm__("" : "+v"(v));
+#endif
+}
+
 /// cc, ss of rope_rotate_pairs for rd dims (rd a multiple of W) from the per-pair c, s.
 template <typename Vec>
 inline void rope_expand_pairs(const float* c, const float* s, Eigen::Index rd, float* cc,
@@ -841,9 +854,17 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
   for (Eigen::Index h = 0; h < heads; ++h) {
     const T* x = src + h * src_hs;
     T* y = dst + h * dst_hs;
-    if (prefetch) rope_prefetch_ahead(x, W * kVecs);
-    for (int k = 0; k < kVecs; ++k) {
-      Vec::store(y + W * k, rope_rotate_pairs<Vec>(Vec::load(x + W * k), cv[k], sv[k]));
+    if (prefetch) {
+      rope_prefetch_ahead(x, W * kVecs);
+      for (int k = 0; k < kVecs; ++k) {
+        Vec::store(y + W * k, rope_rotate_pairs<Vec>(Vec::load(x + W * k), cv[k], sv[k]));
+      }
+    } else {
+      for (int k = 0; k < kVecs; ++k) {
+        V v = Vec::load(x + W * k);
+        rope_keep_in_register(v);
+        Vec::store(y + W * k, rope_rotate_pairs<Vec>(v, cv[k], sv[k]));
+      }
     }
   }
 }
