@@ -488,6 +488,26 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
   }
 }
 
+/// rope_bf16_rows_held for `chunks` chunks where they fit in registers (AVX-512: at most 4
+/// half-split or 8 interleaved chunks); false when they do not.
+template <typename Vec, bool kInterleaved>
+inline bool rope_bf16_try_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
+                                Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
+                                const float* c, const float* s, Eigen::Index chunks,
+                                RopeSource source) {
+  if constexpr (Vec::kWholeVecs > 0) {
+    constexpr int kMaxChunks = kInterleaved ? 8 : 4;
+    if (chunks <= kMaxChunks) {
+      rope_with_vecs<kMaxChunks>(chunks, [&](auto n) {
+        rope_bf16_rows_held<Vec, decltype(n)::value, kInterleaved>(src, dst, heads, src_hs,
+                                                                   dst_hs, c, s, source);
+      });
+      return true;
+    }
+  }
+  return false;
+}
+
 /// bfloat16 half-split, half a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once per
 /// token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then c[2W k + 2i + 1]),
 /// two permutes per 2W values (the scalar loop it replaced cost 3-6 % at T >= 16).
@@ -508,14 +528,9 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
     Vec::storef(sp + j, even);
     Vec::storef(sp + j + W, odd);
   }
-  if constexpr (Vec::kWholeVecs > 0) {
-    if (half / (2 * W) <= 4) {
-      rope_with_vecs<4>(half / (2 * W), [&](auto chunks) {
-        rope_bf16_rows_held<Vec, decltype(chunks)::value, false>(src, dst, heads, src_hs, dst_hs,
-                                                                 cp, sp, source);
-      });
-      return;
-    }
+  if (rope_bf16_try_rows_held<Vec, false>(src, dst, heads, src_hs, dst_hs, cp, sp,
+                                          half / (2 * W), source)) {
+    return;
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
@@ -536,14 +551,9 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
                                        Eigen::Index dst_hs, const float* c, const float* s,
                                        Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
-  if constexpr (Vec::kWholeVecs > 0) {
-    if (rd / (2 * W) <= 8) {
-      rope_with_vecs<8>(rd / (2 * W), [&](auto chunks) {
-        rope_bf16_rows_held<Vec, decltype(chunks)::value, true>(src, dst, heads, src_hs, dst_hs,
-                                                                c, s, source);
-      });
-      return;
-    }
+  if (rope_bf16_try_rows_held<Vec, true>(src, dst, heads, src_hs, dst_hs, c, s, rd / (2 * W),
+                                         source)) {
+    return;
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
