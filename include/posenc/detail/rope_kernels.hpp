@@ -697,7 +697,7 @@ inline int rope_rows_phase(const float* src, const float* dst, Eigen::Index src_
   const auto line_offset = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 64; };
   const std::uintptr_t offset = line_offset(src);
   if (source == RopeSource::kMemory || offset == 0 || offset != line_offset(dst) ||
-      offset % sizeof(float) != 0 || src_hs != rd || dst_hs != rd || rd % 16 != 0 || rd > 128) {
+      src_hs != rd || dst_hs != rd || rd % 16 != 0 || rd > 128) {
     return 0;
   }
   const int phase = static_cast<int>(offset / sizeof(float));
