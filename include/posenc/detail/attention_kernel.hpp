@@ -138,6 +138,18 @@ inline constexpr Eigen::Index kAttnDecodeSliceAhead = 3;
 template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
+/// Decode with one row per kv head (MHA) over more K + V than the L3 holds (at least
+/// kAttnDecodeStreamBytes per item) reads each step's rows in address order, one key row after
+/// the other, and requests each kv head's slice kAttnDecodeBytesAhead bytes further on in that
+/// order just before reading it. Each K / V element feeds one FMA there, so the item must keep
+/// up with DRAM: blocks of 8 key rows side by side (one request per page) left the prefetchers
+/// behind, and slices requested attn_slice_ahead keys on sat 48 KiB ahead for float kv 32,
+/// the whole L1 (slower than no slices). Zen 5, kv 32, 4096 keys, A/B (3 rounds): float
+/// 4.07-4.13 -> 3.28-3.36 ms (0.62 -> 0.90 of the read stream), bf16 2.48-2.63 -> 1.70-1.75 ms.
+/// 4, 12 and 16 KiB ahead were slower than 8; from the L3 (8 MiB) the blocked keys stay faster
+/// (bf16 54 vs 68-78 us), hence the size rule.
+inline constexpr Eigen::Index kAttnDecodeBytesAhead = 8192;
+inline constexpr std::int64_t kAttnDecodeStreamBytes = 2 * kFromMemoryBytes;
 /// Padding of a multi-head packed row: keeps rows 4 KiB-multiples apart from mapping to the same
 /// L1 sets.
 inline constexpr Eigen::Index kAttnRowPad = 16;
@@ -984,6 +996,14 @@ EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, 
   }
 }
 
+/// Requests the lines of [p, p + bytes). A free function: the same loop written inside the decode
+/// item's lambdas lost one of its two call sites' requests in GCC 12's -O3 code.
+template <typename T>
+EIGEN_STRONG_INLINE void attn_prefetch_span(const T* p, Eigen::Index bytes) {
+  const char* at = reinterpret_cast<const char*>(p);
+  for (Eigen::Index byte = 0; byte < bytes; byte += 64) Eigen::internal::prefetch(at + byte);
+}
+
 /// The decode work item: all q_len query positions (R = q_len * group <= kAttnDecodeRows rows
 /// per kv head) of batch b against the keys of kv heads [g0, g0 + ns). Lane s * R + r is row r
 /// (query position r / group, head (g0 + s) * group + r % group) of slot s; Q rows and O rows
@@ -1048,11 +1068,13 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
   const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
   const Eigen::Index row_bytes = ns * slice_bytes;
+  const Eigen::Index call_bytes = 2 * (j_end - j_begin) * row_bytes;
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
-  // -> 4.79-5.43 ms with them.
-  const bool prefetch_slices = (R > 1 || sizeof(TKV) < 4) &&
-                               2 * (j_end - j_begin) * row_bytes >= kFromMemoryBytes;
+  // -> 4.79-5.43 ms with them. Larger than the L3, it reads in address order instead.
+  const bool stream_rows = R == 1 && call_bytes >= kAttnDecodeStreamBytes;
+  const bool prefetch_slices = (R > 1 || sizeof(TKV) < 4) && !stream_rows &&
+                               call_bytes >= kFromMemoryBytes;
   // A tile never crosses a page of a paged cache: rows [j0, run_end) follow kbase / vbase at
   // one stride, and prefetches look no further.
   for (Eigen::Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {
@@ -1072,13 +1094,32 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
       return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
     };
+    // stream_rows: kv head s of row j, kAttnDecodeBytesAhead bytes on in the order the rows
+    // are read (row after row, the item's kv heads side by side); null past this run.
+    auto slice_ahead = [&](const TKV* rows, Eigen::Index j, Eigen::Index s) -> const TKV* {
+      const Eigen::Index ahead = s * d + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
+      const Eigen::Index row = j + ahead / (ns * d);
+      return j0 + row < run_end ? rows + row * kv_row + ahead % (ns * d) : nullptr;
+    };
     bool padded = false;
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
     const bool range_cut = j0 + nk - 1 > first_limit || j0 < last_first;
-    // S^T: KJ key rows at a time, each walked once from its first kv head to its last.
+    // S^T: KJ key rows at a time, each walked once from its first kv head to its last
+    // (stream_rows: one at a time).
     Eigen::Index j = 0;
+    if (stream_rows) {
+      for (; j < nk; ++j) {
+        const TKV* k = kbase + j * kv_row;
+        const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, 1);
+        attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
+        for (Eigen::Index s = 0; s < ns; ++s) {
+          if (const TKV* ahead = slice_ahead(kbase, j, s)) attn_prefetch_span(ahead, slice_bytes);
+          attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
+        }
+      }
+    }
     for (; j + KJ <= nk; j += KJ) {
       const TKV* k = kbase + j * kv_row;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
@@ -1107,13 +1148,16 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     for (j = 0; j < nk;) {
       const TKV* v = vbase + j * kv_row;
       const Acc* w = st + j * rs;
-      const bool whole = j + KV <= nk;
+      const bool whole = !stream_rows && j + KV <= nk;
       const Eigen::Index n_rows = whole ? KV : 1;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
       const auto [slice_first, slice_last] =
           rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
       attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
       for (Eigen::Index s = 0; s < ns; ++s) {
+        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, j, s) : nullptr) {
+          attn_prefetch_span(ahead, slice_bytes);
+        }
         if (prefetch_slices) {
           attn_prefetch_rows(vbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
                              64);
