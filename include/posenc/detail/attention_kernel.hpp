@@ -965,6 +965,19 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   }
 }
 
+/// The cache level a decode request fills.
+enum class AttnPrefetchTo { kL1, kL2 };
+
+EIGEN_STRONG_INLINE void attn_prefetch_line(const char* p, AttnPrefetchTo to) {
+#if defined(__GNUC__)
+  if (to == AttnPrefetchTo::kL2) {
+    __builtin_prefetch(p, 0, 2);  // prefetcht1 on x86
+    return;
+  }
+#endif
+  Eigen::internal::prefetch(p);
+}
+
 /// Requests one cache line every `step` bytes of the first `bytes` bytes of each of the rows
 /// [first, last) (rows `stride` elements apart).
 ///
@@ -976,7 +989,9 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 ///   page starts it there, and the rest of the page streams into L2 on its own, at no
 ///   measurable cost from cache. Measured for 4 rows per kv head, 4096 keys, from DRAM (paired
 ///   read stream): float kv 8 0.66 without, 0.75-0.82 with (as the slices alone), 0.83-0.87
-///   with both.
+///   with both. They fill L2 only (AttnPrefetchTo::kL2): into L1 they arrived 32-128 KiB ahead
+///   of their use, more than L1 holds. Zen 5, A/B (9 rounds): f32 kv 8 0.72-0.78 -> 0.69-0.76
+///   ms; the windowed, bf16 and kv 32 steps within the noise (0-3 % faster).
 /// - slices (step 64, one kv head's d elements, attn_slice_ahead keys ahead, GQA calls of
 ///   at least kFromMemoryBytes): 16-bit caches put twice the widening and FMA work on
 ///   each byte, and the stream prefetcher alone falls behind (bf16 kv 8 from DRAM: 0.42 with
@@ -989,10 +1004,11 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
 template <typename T>
 EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, Eigen::Index first,
                                             Eigen::Index last, Eigen::Index bytes,
-                                            Eigen::Index step) {
+                                            Eigen::Index step,
+                                            AttnPrefetchTo to = AttnPrefetchTo::kL1) {
   for (Eigen::Index i = first; i < last; ++i) {
     const char* row = reinterpret_cast<const char*>(rows + i * stride);
-    for (Eigen::Index byte = 0; byte < bytes; byte += step) Eigen::internal::prefetch(row + byte);
+    for (Eigen::Index byte = 0; byte < bytes; byte += step) attn_prefetch_line(row + byte, to);
   }
 }
 
@@ -1087,8 +1103,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       // first rows would start cold. One table lookup per page.
       const Eigen::Index next =
           std::min(kAttnDecodePageAhead, std::min(j_end, p.kv_run_end(run_end)) - run_end);
-      attn_prefetch_rows(p.kv_row(p.k, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096);
-      attn_prefetch_rows(p.kv_row(p.v, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096);
+      attn_prefetch_rows(p.kv_row(p.k, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096,
+                         AttnPrefetchTo::kL2);
+      attn_prefetch_rows(p.kv_row(p.v, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096,
+                         AttnPrefetchTo::kL2);
     }
     // Rows [j + ahead, j + ahead + n) of this run, counted from j0.
     auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
@@ -1113,7 +1131,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       for (; j < nk; ++j) {
         const TKV* k = kbase + j * kv_row;
         const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, 1);
-        attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
+        attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
         for (Eigen::Index s = 0; s < ns; ++s) {
           if (const TKV* ahead = slice_ahead(kbase, j, s)) attn_prefetch_span(ahead, slice_bytes);
           attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
@@ -1124,7 +1142,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const TKV* k = kbase + j * kv_row;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
       const auto [slice_first, slice_last] = rows_ahead(j0 + j, attn_slice_ahead<TKV>, KJ);
-      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096);
+      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
           attn_prefetch_rows(kbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
@@ -1153,7 +1171,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
       const auto [slice_first, slice_last] =
           rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
-      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096);
+      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (const TKV* ahead = stream_rows ? slice_ahead(vbase, j, s) : nullptr) {
           attn_prefetch_span(ahead, slice_bytes);
