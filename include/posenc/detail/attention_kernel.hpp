@@ -139,8 +139,8 @@ template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
 /// Decode with one row per kv head (MHA) over more K + V than the L3 holds (at least
-/// kAttnDecodeStreamBytes per item) reads each step's rows in address order, one key row after
-/// the other, and requests each kv head's slice kAttnDecodeBytesAhead bytes further on in that
+/// kAttnDecodeStreamBytes per item, whose kv heads are whole rows) reads each step's rows in
+/// address order, one key row after the other, and requests each kv head's slice kAttnDecodeBytesAhead bytes further on in that
 /// order just before reading it. Each K / V element feeds one FMA there, so the item must keep
 /// up with DRAM: blocks of 8 key rows side by side (one request per page) left the prefetchers
 /// behind, and slices requested attn_slice_ahead keys on sat 48 KiB ahead for float kv 32,
@@ -1087,8 +1087,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index call_bytes = 2 * (j_end - j_begin) * row_bytes;
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
-  // -> 4.79-5.43 ms with them. Larger than the L3, it reads in address order instead.
-  const bool stream_rows = R == 1 && call_bytes >= kAttnDecodeStreamBytes;
+  // -> 4.79-5.43 ms with them. Larger than the L3, an item of whole rows (one thread per
+  // sequence) reads them in address order instead; half rows per thread (2 threads, kv 32)
+  // measured slower that way (3.34-3.71 vs 2.91-3.08 ms).
+  const bool stream_rows = R == 1 && ns == p.kv_heads && call_bytes >= kAttnDecodeStreamBytes;
   const bool prefetch_slices = (R > 1 || sizeof(TKV) < 4) && !stream_rows &&
                                call_bytes >= kFromMemoryBytes;
   // A tile never crosses a page of a paged cache: rows [j0, run_end) follow kbase / vbase at
@@ -1112,12 +1114,12 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
       return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
     };
-    // stream_rows: kv head s of row j, kAttnDecodeBytesAhead bytes on in the order the rows
-    // are read (row after row, the item's kv heads side by side); null past this run.
+    // stream_rows: kv head s of row j, kAttnDecodeBytesAhead bytes on (whole rows, so the
+    // run is contiguous); null past this run.
     auto slice_ahead = [&](const TKV* rows, Eigen::Index j, Eigen::Index s) -> const TKV* {
-      const Eigen::Index ahead = s * d + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
-      const Eigen::Index row = j + ahead / (ns * d);
-      return j0 + row < run_end ? rows + row * kv_row + ahead % (ns * d) : nullptr;
+      const Eigen::Index at =
+          j * kv_row + s * d + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
+      return at < (run_end - j0) * kv_row ? rows + at : nullptr;
     };
     bool padded = false;
     if (kmask) {
