@@ -140,11 +140,12 @@ inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
 /// Decode with one row per kv head (MHA) over more K + V than the L3 holds (at least
 /// kAttnDecodeStreamBytes per item, whose kv heads are whole rows) reads each step's rows in
-/// address order, one key row after the other, and requests each kv head's slice kAttnDecodeBytesAhead bytes further on in that
-/// order just before reading it. Each K / V element feeds one FMA there, so the item must keep
-/// up with DRAM: blocks of 8 key rows side by side (one request per page) left the prefetchers
-/// behind, and slices requested attn_slice_ahead keys on sat 48 KiB ahead for float kv 32,
-/// the whole L1 (slower than no slices). Zen 5, kv 32, 4096 keys, A/B (3 rounds): float
+/// address order, one key row after the other, and requests each kv head's slice
+/// kAttnDecodeBytesAhead bytes further on in that order just before reading it. Each K / V
+/// element feeds one FMA there, so the item must keep up with DRAM: blocks of 8 key rows side
+/// by side (one request per page) left the prefetchers behind, and slices requested
+/// attn_slice_ahead keys on sat 48 KiB ahead for float kv 32, the whole L1 (slower than no
+/// slices). Zen 5, kv 32, 4096 keys, A/B (3 rounds): float
 /// 4.07-4.13 -> 3.28-3.36 ms (0.62 -> 0.90 of the read stream), bf16 2.48-2.63 -> 1.70-1.75 ms.
 /// 4, 12 and 16 KiB ahead were slower than 8; from the L3 (8 MiB) the blocked keys stay faster
 /// (bf16 54 vs 68-78 us), hence the size rule.
@@ -970,7 +971,8 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   }
 }
 
-/// The cache level a decode request fills.
+/// The cache level a decode request fills (kL2: prefetcht1 with GCC / Clang; other compilers
+/// request every line to L1 through Eigen).
 enum class AttnPrefetchTo { kL1, kL2 };
 
 EIGEN_STRONG_INLINE void attn_prefetch_line(const char* p, AttnPrefetchTo to) {
