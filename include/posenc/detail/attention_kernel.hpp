@@ -876,29 +876,14 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
   for (int i = 0; i < N; ++i) out[i / R * out_stride + i % R] = Eigen::internal::predux(acc[i]);
 }
 
-/// Pins a loaded packet to a register. GCC otherwise folds the load into every FMA that uses
-/// it (one memory operand per FMA), and the dot products become load-bound: for 4 rows x 2
-/// keys, 12 loads per 8 FMAs instead of 6.
-template <typename Packet>
-EIGEN_STRONG_INLINE void attn_keep_in_register(Packet& x) {
-#if defined(__GNUC__) && defined(__AVX__)
-  if constexpr (sizeof(Packet) == 32) __asm__("" : "+x"(x));
-#if defined(__AVX512F__)
-  // 16-float packets too: f32 kv 8 decode 1.07-1.13 ms pinned, 1.33-1.36 ms not.
-  if constexpr (sizeof(Packet) == 64) __asm__("" : "+v"(x));
-#endif
-#else
-  (void)x;
-#endif
-}
-
-/// x[jj] = the packet at row jj (rows `stride` apart) + c, pinned to registers, for N rows.
+/// x[jj] = the packet at row jj (rows `stride` apart) + c, pinned to registers (keep_in_register;
+/// 16-float packets too: f32 kv 8 decode 1.07-1.13 ms pinned, 1.33-1.36 ms not), for N rows.
 template <typename Acc, int N, typename T>
 EIGEN_STRONG_INLINE void attn_load_rows_pinned(const T* rows, Eigen::Index stride, Eigen::Index c,
                                                attn_packet_t<Acc> (&x)[N]) {
   for (int jj = 0; jj < N; ++jj) {
     attn_packet_t<Acc> t = attn_load_packet<Acc>(rows + jj * stride + c);
-    attn_keep_in_register(t);
+    keep_in_register(t);
     x[jj] = t;
   }
 }
@@ -919,7 +904,7 @@ EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK
     attn_load_rows_pinned<Acc>(k, k_stride, c, x);
     for (int r = 0; r < R; ++r) {
       P qv = ei::ploadu<P>(q + r * d + c);
-      attn_keep_in_register(qv);
+      keep_in_register(qv);
       for (int jj = 0; jj < KJ; ++jj) acc[jj * R + r] = ei::pmadd(qv, x[jj], acc[jj * R + r]);
     }
   }
@@ -956,7 +941,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
       // A/B (3 rounds): every decode cell 1-4 % faster (f32 kv 8 0.75 -> 0.74 ms, windowed
       // 0.76 -> 0.73 ms, half 0.49 -> 0.48 ms).
       P acc = ei::ploadu<P>(o + r * d + c);
-      attn_keep_in_register(acc);
+      keep_in_register(acc);
       if constexpr (kRescale) acc = ei::pmul(ap[r], acc);
       for (int jj = 0; jj < KV; ++jj) acc = ei::pmadd(wp[jj][r], x[jj], acc);
       ei::pstoreu(o + r * d + c, acc);

@@ -819,17 +819,15 @@ inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen
   rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
 }
 
-/// Pins a loaded 512-bit vector to a register. GCC otherwise folds the load into both the
+/// keep_in_register for 512-bit vectors only. Unpinned, GCC folds the load into both the
 /// pair swap and the multiply-add that use it: two loads and a store per 16 values, where the
 /// stream does one of each. Zen 5, 32 (+ 8) heads x 128, A/B (3 rounds): interleaved T = 16
 /// q32k0 / q32k8 1.71-1.73 / 2.25-2.27 us -> 1.62-1.66 / 2.09-2.12 us. DRAM-sized calls keep
 /// the folded loads (1.68-1.81 -> 1.77-2.02 ms at T = 4096 pinned); 32-byte vectors too (Zen 3:
 /// 0.70-0.77 of the stream pinned against 0.79-0.81, see README).
 template <typename V>
-inline void rope_keep_in_register([[maybe_unused]] V& v) {
-#if defined(__GNUC__)
-  if constexpr (sizeof(V) == 64) __asm__("" : "+v"(v));
-#endif
+inline void rope_keep_in_register(V& v) {
+  if constexpr (sizeof(V) == 64) keep_in_register(v);
 }
 
 /// cc, ss of rope_rotate_pairs for rd dims (rd a multiple of W) from the per-pair c, s.
