@@ -1004,14 +1004,6 @@ EIGEN_STRONG_INLINE void attn_prefetch_rows(const T* rows, Eigen::Index stride, 
   }
 }
 
-/// Requests the lines of [p, p + bytes). A free function: the same loop written inside the decode
-/// item's lambdas lost one of its two call sites' requests in GCC 12's -O3 code.
-template <typename T>
-EIGEN_STRONG_INLINE void attn_prefetch_span(const T* p, Eigen::Index bytes) {
-  const char* at = reinterpret_cast<const char*>(p);
-  for (Eigen::Index byte = 0; byte < bytes; byte += 64) Eigen::internal::prefetch(at + byte);
-}
-
 /// The decode work item: all q_len query positions (R = q_len * group <= kAttnDecodeRows rows
 /// per kv head) of batch b against the keys of kv heads [g0, g0 + ns). Lane s * R + r is row r
 /// (query position r / group, head (g0 + s) * group + r % group) of slot s; Q rows and O rows
@@ -1107,7 +1099,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
     };
     // stream_rows: kv head s of row j, kAttnDecodeBytesAhead bytes on (whole rows, so the
-    // run is contiguous); null past this run.
+    // run is contiguous); null past this run. The callers request it: with the request loop
+    // inside this lambda, GCC 12 kept the requests at one of its two uses only.
     auto slice_ahead = [&](const TKV* rows, Eigen::Index j, Eigen::Index s) -> const TKV* {
       const Eigen::Index at =
           j * kv_row + s * d + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
@@ -1127,7 +1120,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
         const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, 1);
         attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
         for (Eigen::Index s = 0; s < ns; ++s) {
-          if (const TKV* ahead = slice_ahead(kbase, j, s)) attn_prefetch_span(ahead, slice_bytes);
+          if (const TKV* ahead = slice_ahead(kbase, j, s)) {
+            attn_prefetch_rows(ahead, 0, 0, 1, slice_bytes, 64);
+          }
           attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
         }
       }
@@ -1168,7 +1163,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (const TKV* ahead = stream_rows ? slice_ahead(vbase, j, s) : nullptr) {
-          attn_prefetch_span(ahead, slice_bytes);
+          attn_prefetch_rows(ahead, 0, 0, 1, slice_bytes, 64);
         }
         if (prefetch_slices) {
           attn_prefetch_rows(vbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
