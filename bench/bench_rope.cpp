@@ -24,6 +24,7 @@
 #include <new>
 #include <utility>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "baselines.hpp"
