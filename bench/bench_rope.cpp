@@ -114,27 +114,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// run_paired over `batch` calls of `call` against `reference`, in a function of its own for
-/// each call, as an engine's step calls one API. With the five API calls of run_rope behind
-/// run-time branches in one timed lambda, the one-token float call from the cos / sin cache
-/// measured 100-117 ns (half-split / interleaved, Zen 5, 32 heads, 16 calls a timing), 91-108
-/// ns this way; a benchmark with that one call alone gave 88-93 ns.
-template <typename Call, typename Reference, typename T>
-EIGEN_DONT_INLINE double time_calls(benchmark::State& state, int batch, Call& call,
-                                    Reference& reference, T* q, T* k) {
-  return posenc_bench::run_paired(
-      state,
-      [&] {
-        for (int i = 0; i < batch; ++i) {
-          call();
-          benchmark::DoNotOptimize(q);
-          benchmark::DoNotOptimize(k);
-          benchmark::ClobberMemory();
-        }
-      },
-      reference);
-}
-
 template <typename T>
 void run_rope(benchmark::State& state, Config c) {
   const Eigen::Index n_q = c.tokens * c.q_heads * kHeadDim;
@@ -161,6 +140,29 @@ void run_rope(benchmark::State& state, Config c) {
   // Decode-sized calls (16 KiB at T = 1, ~0.3 us) are timed in batches of calls on the same
   // (cache-resident) buffer: one call is too close to the clock's resolution and overhead.
   const int batch = static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / bytes, 1, 64));
+  const auto call = [&] {
+    if (c.path == Path::kRerotate) {
+      posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
+    } else if (c.kv_heads > 0) {
+      if (c.path == Path::kCache) {
+        posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
+      } else {
+        posenc::apply_rope_qk_inplace<T>(hq, hk, positions, freqs, c.layout, options);
+      }
+    } else {
+      if (c.path == Path::kCache) {
+        posenc::apply_rope_inplace_cached<T>(hq, positions, cview, c.layout, 0, options);
+      } else {
+        posenc::apply_rope_inplace<T>(hq, positions, freqs, c.layout, options);
+      }
+    }
+    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(k.data());
+    benchmark::ClobberMemory();
+  };
+  const auto kernel = [&] {
+    for (int i = 0; i < batch; ++i) call();
+  };
   // The paired reference streams over the kernel's own buffers (as floats: the same bytes and
   // the same cache residency). On float buffers it drives every value towards 1, so the
   // rotated values stay normal numbers (no denormal slow paths) for both. On bfloat16 buffers
@@ -179,31 +181,8 @@ void run_rope(benchmark::State& state, Config c) {
       benchmark::ClobberMemory();
     }
   };
-  // Each configuration times a loop of its own call (time_calls, one function per call).
-  const auto measure = [&](auto&& call) {
-    return time_calls(state, batch, call, reference, q.data(), k.data());
-  };
-  double paired = 0.0;
-  if (c.path == Path::kRerotate) {
-    paired = measure([&] {
-      posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
-    });
-  } else if (c.kv_heads > 0 && c.path == Path::kCache) {
-    paired = measure([&] {
-      posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
-    });
-  } else if (c.kv_heads > 0) {
-    paired = measure([&] {
-      posenc::apply_rope_qk_inplace<T>(hq, hk, positions, freqs, c.layout, options);
-    });
-  } else if (c.path == Path::kCache) {
-    paired = measure([&] {
-      posenc::apply_rope_inplace_cached<T>(hq, positions, cview, c.layout, 0, options);
-    });
-  } else {
-    paired = measure([&] { posenc::apply_rope_inplace<T>(hq, positions, freqs, c.layout, options); });
-  }
-  state.counters[c.threads == 2 ? "paired_stream_2t" : "paired_stream"] = paired;
+  state.counters[c.threads == 2 ? "paired_stream_2t" : "paired_stream"] =
+      posenc_bench::run_paired(state, kernel, reference);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * batch * 2 *
                           static_cast<std::int64_t>(bytes));
   if (batch > 1) state.counters["calls_per_timing"] = batch;
