@@ -354,9 +354,10 @@ inline void validate_layout(std::string_view fn, RopeLayout layout) {
 /// kernels branch on the layout once per call, not per element (FlashInfer's
 /// DISPATCH_INTERLEAVE, without the macro).
 ///
-/// Forced inline, as rope_parallel_for: called out of line, it copied the caller's closure
-/// (7 references, stored one by one) with 32- and 16-byte loads, which cannot be forwarded
-/// from those stores and waited for them (63 % of its samples on one load, `perf record`).
+/// Forced inline, as rope_parallel_for: out of line (GCC's choice in a file that calls several
+/// RoPE APIs, such as the benchmark), it copied the caller's closure (7 references, stored one
+/// by one) with 32- and 16-byte loads, which cannot be forwarded from those stores and waited
+/// for them (63 % of its samples on one load, `perf record`).
 /// Zen 5, one-token calls of 32 heads x 128, A/B (4 rounds, 16 calls a timing): float from the
 /// cos / sin cache, half-split 1.47-1.57 -> 1.38-1.42 us, interleaved 1.63-1.66 -> 1.50-1.59
 /// us; on the fly and bf16 3-10 % faster; 16 tokens and more unchanged.
