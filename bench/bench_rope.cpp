@@ -92,6 +92,12 @@ std::size_t activation_bytes(const Config& c) {
   return static_cast<std::size_t>(c.tokens * (c.q_heads + c.kv_heads) * kHeadDim) * sizeof(T);
 }
 
+/// Calls timed together on the same (cache-resident) buffer: decode-sized calls (16 KiB at
+/// T = 1, ~0.1 us) are too close to the clock's resolution and overhead to time one by one.
+int calls_per_timing(std::size_t bytes) {
+  return static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / bytes, 1, 64));
+}
+
 /// The in-place stream over n floats at x, on 1 or 2 threads (one contiguous half per thread);
 /// keep_values: stream_rmw_keep, for buffers of 16-bit values.
 void stream_pass(float* x, std::size_t n, int threads, bool keep_values) {
@@ -137,9 +143,7 @@ void run_rope(benchmark::State& state, Config c) {
   posenc::RopeApplyOptions options;
   if (c.threads == 2) options.set_device(device2());
   const std::size_t bytes = activation_bytes<T>(c);
-  // Decode-sized calls (16 KiB at T = 1, ~0.3 us) are timed in batches of calls on the same
-  // (cache-resident) buffer: one call is too close to the clock's resolution and overhead.
-  const int batch = static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / bytes, 1, 64));
+  const int batch = calls_per_timing(bytes);
   const auto call = [&] {
     if (c.path == Path::kRerotate) {
       posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
@@ -299,7 +303,7 @@ void bf16_rotation_ceiling(std::uint16_t* x, Eigen::Index tokens, Eigen::Index h
   const __m512i high_words = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   auto split = [&](const std::uint16_t* p, __m512& even, __m512& odd) {
     __m512i v = _mm512_load_si512(p);
-    __asm__("" : "+v"(v));  // one load, as the stream does (GCC folds it into both uses)
+    posenc::detail::keep_in_register(v);  // one load, as the stream does (not one per use)
     even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     odd = _mm512_castsi512_ps(_mm512_and_si512(v, high_words));
   };
@@ -344,7 +348,7 @@ void run_bf16_ceiling(benchmark::State& state, Eigen::Index tokens) {
   params.head_dim = kHeadDim;
   const auto cache = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(params), tokens);
   auto* x = reinterpret_cast<std::uint16_t*>(q.data());
-  const int batch = static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / bytes, 1, 64));
+  const int batch = calls_per_timing(bytes);
   state.counters["paired_stream"] = posenc_bench::run_paired(
       state,
       [&] {
