@@ -137,6 +137,41 @@ TEST_CASE("hf_config: Qwen2.5 base and with the documented yarn block",
   REQUIRE_THAT(f.softmax_scale_multiplier, WithinAbs(1.0, 0.0));
 }
 
+TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, attention_factor, "
+          "truncate (transformers#38224, vllm#46280, transformers PR#42189)",
+          "[hf_config][yarn][field]") {
+  // Qwen3's layout: max_position_embeddings 40960 with a yarn block of factor 4 over L0 32768.
+  // Revisions of transformers before #40320 replaced the factor by 40960 / 32768 = 1.25.
+  const std::string head = R"({"model_type": "qwen3", "hidden_size": 4096, "head_dim": 128,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 40960,
+      "rope_theta": 1000000, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 32768)";
+  const auto qwen3 = posenc::parse_hf_config(head + "}}", "qwen3.json");
+  REQUIRE(qwen3.rope.scaling.factor == 4.0);
+  REQUIRE(has_note(qwen3, "the explicit factor is used"));
+  const auto f = posenc::compute_rope_frequencies(qwen3.rope);
+  REQUIRE_THAT(f.attention_factor, WithinRel(0.1 * std::log(4.0) + 1.0, 1e-14));
+  // The lowest frequency is interpolated by the factor: base^(-126/128) / 4.
+  REQUIRE_THAT(f.inv_freq.back(), WithinRel(std::pow(1e6, -126.0 / 128.0) / 4.0, 1e-12));
+
+  // An explicit attention_factor wins over g(s) (vLLM dropped it: Laguna's 1.4159 became 1.0).
+  const auto laguna = posenc::parse_hf_config(head + R"(, "attention_factor": 1.4159}})");
+  REQUIRE(laguna.rope.scaling.attention_factor == 1.4159);
+  REQUIRE(posenc::compute_rope_frequencies(laguna.rope).attention_factor == 1.4159);
+
+  // gpt-oss: truncate = false keeps the fractional correction range. The loaded flag must reach
+  // the planner: the ramp dims then differ from the truncated plan's.
+  const auto oss = posenc::parse_hf_config(head + R"(, "truncate": false}})");
+  REQUIRE_FALSE(oss.rope.scaling.truncate);
+  REQUIRE(qwen3.rope.scaling.truncate);
+  const auto g = posenc::compute_rope_frequencies(oss.rope);
+  std::size_t differ = 0;
+  for (std::size_t j = 0; j < g.inv_freq.size(); ++j) differ += g.inv_freq[j] != f.inv_freq[j];
+  REQUIRE(differ > 0);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "truncate": "no"}})"),
+                      Contains("truncate"));
+}
+
 TEST_CASE("hf_config: phi-2 partial rotary 0.4 of head 80 rotates 32 dims",
           "[hf_config][partial]") {
   const auto c = load("phi-2.json");
