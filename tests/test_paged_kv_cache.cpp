@@ -18,6 +18,7 @@
 
 #include "support/check.hpp"
 #include "support/rng.hpp"
+#include "support/rope_plans.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::AttentionParams;
@@ -193,6 +194,54 @@ TEST_CASE("paged kv cache: fork shares full pages, copies the partial one, and d
   cache.release(child);
   REQUIRE(cache.free_pages() == 12);
   REQUIRE(cache.sequences() == 0);
+}
+
+TEST_CASE("paged kv cache: update_rope turns every stored key to the new plan, shared pages once",
+          "[paged][kv_cache][rope]") {
+  // A dynamic-NTK plan that changes once the sequences outgrow max_position_embeddings = 8
+  // (vLLM #27431: the cached keys of a paged pool kept the old angles). The child shares the
+  // parent's two full pages, so turning a page per holder would rotate those twice.
+  const auto [old_freqs, new_freqs] = posenc_test::dynamic_plan_change(d, 8, 2.0, 18);
+  const auto layout = GENERATE(posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved);
+  CAPTURE(posenc::to_string(layout));
+  std::vector<History> hist(2);
+  auto fill = [&](posenc::PagedKvCache<float>& pool, const posenc::RopeFrequencies& freqs) {
+    pool.set_rope(freqs, layout);
+    hist.assign(2, History{});
+    const std::int64_t parent = pool.add_sequence();
+    append(pool, parent, hist[0], 10, 90);
+    const std::int64_t child = pool.fork(parent);
+    hist[1] = hist[0];
+    append(pool, child, hist[1], 5, 91);
+    append(pool, parent, hist[0], 3, 92);
+    return std::vector<std::int64_t>{parent, child};
+  };
+  posenc::PagedKvCache<float> pool(12, 4, KH, d), fresh(12, 4, KH, d);
+  const auto ids = fill(pool, old_freqs);
+  fill(fresh, new_freqs);
+  pool.update_rope(new_freqs);
+  // Same operations, same pages: the pools must hold the same keys (rotated twice vs once).
+  const auto got = pool.key_pages(), want = fresh.key_pages();
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      static_cast<std::size_t>(got.size()), [&](std::size_t i) { return double(got.data()[i]); },
+      [&](std::size_t i) { return double(want.data()[i]); }, 2e-6));
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * H * d), 93);
+  std::vector<float> out(q.size()), ref(q.size());
+  pool.attend(ids, ConstTensorView<float, 4>(q.data(), 2, 1, H, d), TensorView<float, 4>(out.data(), 2, 1, H, d));
+  fresh.attend(ids, ConstTensorView<float, 4>(q.data(), 2, 1, H, d), TensorView<float, 4>(ref.data(), 2, 1, H, d));
+  POSENC_REQUIRE_CLOSE(posenc_test::compare(
+      out.size(), [&](std::size_t i) { return double(out[i]); }, [&](std::size_t i) { return double(ref[i]); }, 1e-5));
+
+  // Without a plan, or with a plan of another slice: invalid_argument, nothing turned.
+  posenc::PagedKvCache<float> bare(4, 4, KH, d);
+  REQUIRE_THROWS_WITH(bare.update_rope(new_freqs), Contains("no RoPE plan is set"));
+  posenc::RopeParams narrow;
+  narrow.head_dim = d;
+  narrow.rotary_dim = d / 2;
+  const std::vector<float> before(got.data(), got.data() + got.size());
+  REQUIRE_THROWS_WITH(pool.update_rope(posenc::compute_rope_frequencies(narrow)),
+                      Contains("PagedKvCache::update_rope") && Contains("rotary_dim 16 vs 32"));
+  REQUIRE(std::equal(before.begin(), before.end(), pool.key_pages().data()));
 }
 
 TEST_CASE("paged kv cache: errors throw and change nothing", "[paged][kv_cache][errors]") {

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -45,6 +46,18 @@ inline void validate_attention_rope(std::string_view fn, const RopeFrequencies& 
   require(std::isfinite(freqs.softmax_scale_multiplier) && freqs.softmax_scale_multiplier > 0.0,
           fn, "freqs.softmax_scale_multiplier = ", freqs.softmax_scale_multiplier,
           " must be finite and > 0");
+}
+
+/// A cache's update_rope(freqs): a plan is set (`current`), and the new one fits head_dim d and
+/// rotates the same slice, so the stored keys can be turned from one to the other in place.
+inline void validate_rope_update(std::string_view fn, const std::optional<RopeFrequencies>& current,
+                                 const RopeFrequencies& freqs, RopeLayout layout, Eigen::Index d) {
+  require(current.has_value(), fn, "no RoPE plan is set (set_rope first)");
+  validate_attention_rope(fn, freqs, layout, d);
+  require(freqs.rotary_dim == current->rotary_dim && freqs.rotary_offset == current->rotary_offset,
+          fn, "the new plan must rotate the same slice: rotary_dim ", freqs.rotary_dim, " vs ",
+          current->rotary_dim, ", rotary_offset ", freqs.rotary_offset, " vs ",
+          current->rotary_offset);
 }
 
 template <typename Acc, typename T>

@@ -115,13 +115,7 @@ class KvCache {
   /// cache is then unchanged.
   void update_rope(RopeFrequencies freqs, const RopeApplyOptions& options = {}) {
     constexpr std::string_view fn = "KvCache::update_rope";
-    detail::require(rope_.has_value(), fn, "no RoPE plan is set (set_rope first)");
-    detail::validate_attention_rope(fn, freqs, rope_layout_, d_);
-    detail::require(freqs.rotary_dim == rope_->rotary_dim &&
-                        freqs.rotary_offset == rope_->rotary_offset,
-                    fn, "the new plan must rotate the same slice: rotary_dim ", freqs.rotary_dim,
-                    " vs ", rope_->rotary_dim, ", rotary_offset ", freqs.rotary_offset, " vs ",
-                    rope_->rotary_offset);
+    detail::validate_rope_update(fn, rope_, freqs, rope_layout_, d_);
     // Every sequence is re-rotated with the same plans, shapes and validated positions: if the
     // first call does not throw (before writing), none does.
     for (Eigen::Index b = 0; b < batch_ && size_ > 0; ++b) {

@@ -129,6 +129,36 @@ class PagedKvCache {
     rope_ = std::move(freqs);
     rope_layout_ = layout;
   }
+  /// \brief Switches to a new plan of the same rotary slice and re-rotates every stored key to
+  /// it, in place: a dynamic-NTK or LongRoPE plan that changed (RopePlan::update() == true)
+  /// keeps the pool valid without a re-prefill (vLLM #27431: Phi-3's long factors were never
+  /// applied to cached keys). Each page is turned once, however many sequences share it (shared
+  /// pages are full and sit at the same index, so at the same positions, in every holder);
+  /// 16-bit keys are rounded once (rerotate_rope_inplace). Throws std::invalid_argument when
+  /// no plan is set, or the new one does not fit head_dim or rotates another slice; the pool is
+  /// then unchanged.
+  void update_rope(RopeFrequencies freqs, const RopeApplyOptions& options = {}) {
+    constexpr std::string_view fn = "PagedKvCache::update_rope";
+    detail::validate_rope_update(fn, rope_, freqs, rope_layout_, d_);
+    // Every page is re-rotated with the same plans and shapes at positions below 2^53 (int32
+    // pages of Eigen::Index slots): if the first call does not throw (before writing), none
+    // does.
+    std::vector<bool> turned(static_cast<std::size_t>(num_pages_), false);
+    const Eigen::Index page_elems = page_size_ * kv_heads_ * d_;
+    for (const auto& [id, seq] : seqs_) {
+      for (std::size_t i = 0; i < seq.pages.size(); ++i) {
+        const std::int32_t page = seq.pages[i];
+        if (page == zero_page() || turned[static_cast<std::size_t>(page)]) continue;
+        turned[static_cast<std::size_t>(page)] = true;
+        const Eigen::Index first = static_cast<Eigen::Index>(i) * page_size_;
+        const Eigen::Index rows = std::min(page_size_, seq.length - first);
+        const TensorView<T, 4> keys(k_.data() + page * page_elems, 1, rows, kv_heads_, d_);
+        rerotate_rope_inplace<T>(rope_heads<T>(keys), RopePositions::contiguous(1, rows, first),
+                                 *rope_, freqs, rope_layout_, options);
+      }
+    }
+    rope_ = std::move(freqs);
+  }
   void clear_rope() { rope_.reset(); }
   bool has_rope() const noexcept { return rope_.has_value(); }
 
