@@ -157,3 +157,121 @@ TEST_CASE("mrope: invalid sections and positions throw before writing", "[rope][
                       Contains("position_ids[2, 0, 1] = -5"));
   REQUIRE(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0);
 }
+
+namespace {
+
+/// Stream k of columns [first, first + n) of row b of a [3, batch, seq] buffer.
+std::vector<std::int64_t> stream(const std::vector<std::int64_t>& ids, Eigen::Index batch,
+                                 Eigen::Index seq, int k, Eigen::Index b, Eigen::Index first,
+                                 Eigen::Index n) {
+  const auto at = static_cast<std::ptrdiff_t>((k * batch + b) * seq + first);
+  return {ids.begin() + at, ids.begin() + at + n};
+}
+
+}  // namespace
+
+TEST_CASE("mrope: position ids of a prompt follow HF get_rope_index, and decode continues at "
+          "i + delta", "[rope][mrope][positions]") {
+  using posenc::MRopeSegment;
+  using V = std::vector<std::int64_t>;
+  SECTION("text 3 | image 2 x 3 | text 2 (Qwen2-VL; worked by hand from get_rope_index)") {
+    std::vector<std::int64_t> ids(3 * 11, -1);
+    const auto delta = posenc::mrope_position_ids(
+        {MRopeSegment::text(3), MRopeSegment::image(2, 3), MRopeSegment::text(2)},
+        posenc::TensorView<std::int64_t, 3>(ids.data(), 3, 1, 11));
+    // The image starts where the text left off (3); the text after it at max(3, 4, 5) + 1 = 6.
+    REQUIRE(stream(ids, 1, 11, 0, 0, 0, 11) == V{0, 1, 2, 3, 3, 3, 3, 3, 3, 6, 7});
+    REQUIRE(stream(ids, 1, 11, 1, 0, 0, 11) == V{0, 1, 2, 3, 3, 3, 4, 4, 4, 6, 7});
+    REQUIRE(stream(ids, 1, 11, 2, 0, 0, 11) == V{0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7});
+    REQUIRE(delta == 8 - 11);
+  }
+  SECTION("Qwen2.5-VL video: temporal steps scaled by seconds_per_grid_t * tokens_per_second") {
+    // text 1 | video 2 x 2 x 2 at 1 s per grid step, 2 tokens per second | text 1:
+    // temporal offsets 0 and 2; the last text at max(1 + 2, 1 + 1) + 1 = 4.
+    std::vector<std::int64_t> ids(3 * 10, -1);
+    const auto delta = posenc::mrope_position_ids(
+        {MRopeSegment::text(1), MRopeSegment::video(2, 2, 2, 1.0f, 2.0f), MRopeSegment::text(1)},
+        posenc::TensorView<std::int64_t, 3>(ids.data(), 3, 1, 10));
+    REQUIRE(stream(ids, 1, 10, 0, 0, 0, 10) == V{0, 1, 1, 1, 1, 3, 3, 3, 3, 4});
+    REQUIRE(stream(ids, 1, 10, 1, 0, 0, 10) == V{0, 1, 1, 2, 2, 1, 1, 2, 2, 4});
+    REQUIRE(stream(ids, 1, 10, 2, 0, 0, 10) == V{0, 1, 2, 1, 2, 1, 2, 1, 2, 4});
+    REQUIRE(delta == 5 - 10);
+  }
+  SECTION("temporal offsets truncate HF's float32 product") {
+    // 0.5 s per step: trunc(0, 0.5, 1.0, 1.5) = 0, 0, 1, 1. 0.7f * 10 in float32 rounds to
+    // exactly 7 (in double it is 6.99999988, which would truncate to 6).
+    std::vector<std::int64_t> ids(3 * 8, -1);
+    const auto delta = posenc::mrope_position_ids(
+        {MRopeSegment::text(2), MRopeSegment::video(4, 1, 1, 0.5f, 1.0f),
+         MRopeSegment::video(2, 1, 1, 0.7f, 10.0f)},
+        posenc::TensorView<std::int64_t, 3>(ids.data(), 3, 1, 8));
+    // Second video starts at 2 + 1 + 1 = 4: temporal 4 + 0, 4 + 7; h = w = 4.
+    REQUIRE(stream(ids, 1, 8, 0, 0, 0, 8) == V{0, 1, 2, 2, 3, 3, 4, 11});
+    REQUIRE(stream(ids, 1, 8, 1, 0, 0, 8) == V{0, 1, 2, 2, 2, 2, 4, 4});
+    REQUIRE(delta == 12 - 8);
+  }
+  SECTION("decode and appended text continue at i + delta; left padding is not touched") {
+    // Row 1 of a left-padded batch: 2 padding columns (HF writes 1 there), then the prompt.
+    const std::vector<MRopeSegment> prompt = {MRopeSegment::text(2), MRopeSegment::video(3, 2, 2),
+                                              MRopeSegment::text(1)};
+    constexpr Eigen::Index n = 2 + 12 + 1, seq = n + 2;
+    std::vector<std::int64_t> ids(3 * 2 * seq, 1);
+    const auto delta = posenc::mrope_position_ids(
+        prompt, posenc::TensorView<std::int64_t, 3>(ids.data(), 3, 2, seq), 1, 2);
+    for (int k = 0; k < 3; ++k) {
+      REQUIRE(stream(ids, 2, seq, k, 0, 0, seq) == V(seq, 1));  // row 0 untouched
+      REQUIRE(stream(ids, 2, seq, k, 1, 0, 2) == V{1, 1});      // the padding too
+    }
+    // The prompt followed by 4 more text tokens: those are decode tokens n .. n + 3.
+    auto longer = prompt;
+    longer.push_back(MRopeSegment::text(4));
+    std::vector<std::int64_t> more(3 * (n + 4));
+    const auto delta2 = posenc::mrope_position_ids(
+        longer, posenc::TensorView<std::int64_t, 3>(more.data(), 3, 1, n + 4));
+    REQUIRE(delta2 == delta);
+    for (int k = 0; k < 3; ++k) {
+      REQUIRE(stream(more, 1, n + 4, k, 0, 0, n) == stream(ids, 2, seq, k, 1, 2, n));
+      for (Eigen::Index i = n; i < n + 4; ++i) {
+        REQUIRE(more[static_cast<std::size_t>(k * (n + 4) + i)] == i + delta);
+      }
+    }
+  }
+}
+
+TEST_CASE("mrope: bad position-id segments and outputs throw before writing",
+          "[rope][mrope][positions][errors]") {
+  using posenc::MRopeSegment;
+  std::vector<std::int64_t> ids(3 * 2 * 8, -5);
+  const auto before = ids;
+  const posenc::TensorView<std::int64_t, 3> out(ids.data(), 3, 2, 8);
+  auto mixed = MRopeSegment::image(2, 2);
+  mixed.text_tokens = 3;
+  auto partial = MRopeSegment::image(2, 2);
+  partial.grid_t = 0;
+  const std::vector<std::pair<std::vector<MRopeSegment>, const char*>> bad = {
+      {{MRopeSegment::text(2), mixed}, "segments[1]: a vision segment"},
+      {{partial}, "segments[0]: a vision segment"},
+      {{MRopeSegment::text(-1)}, "segments[0].text_tokens = -1"},
+      {{MRopeSegment::video(2, 1, 1, -1.0f, 1.0f)}, "seconds_per_grid_t = -1"},
+      {{MRopeSegment::video(2, 1, 1, 1.0f, std::nanf(""))}, "must be finite"},
+      {{MRopeSegment::text(4), MRopeSegment::video(1, 1, 1, 1.0f, 1.0f), MRopeSegment::text(4)},
+       "first = 0 + 9 tokens must fit in seq = 8"},
+      {{MRopeSegment::text(std::int64_t{1} << 54)}, "past 2^53"},
+      {{MRopeSegment::video(3, 1, 1, 1e30f, 1e10f)}, "past 2^53"},
+  };
+  for (const auto& [segments, message] : bad) {
+    CAPTURE(message);
+    REQUIRE_THROWS_AS(posenc::mrope_position_ids(segments, out), std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::mrope_position_ids(segments, out), Contains(message));
+    REQUIRE(ids == before);
+  }
+  REQUIRE_THROWS_WITH(posenc::mrope_position_ids({MRopeSegment::text(2)}, out, 2),
+                      Contains("b = 2 must be in [0, batch = 2)"));
+  REQUIRE_THROWS_WITH(posenc::mrope_position_ids({MRopeSegment::text(2)}, out, 0, 7),
+                      Contains("first = 7 + 2 tokens must fit in seq = 8"));
+  REQUIRE_THROWS_WITH(posenc::mrope_position_ids(
+                          {MRopeSegment::text(2)},
+                          posenc::TensorView<std::int64_t, 3>(ids.data(), 2, 3, 8)),
+                      Contains("must be [3, batch, seq]"));
+  REQUIRE(ids == before);
+}

@@ -16,11 +16,30 @@
 /// Angles are formed per token in double and reduced exactly (no recurrence: the three
 /// streams jump independently); the kernels are rope.hpp's, so every view, dtype, direction
 /// and the thread pool option work the same way, and the apply call never allocates.
+///
+/// Positions (mrope_position_ids, HF Qwen2-VL / Qwen2.5-VL `get_rope_index`): a prompt is a run
+/// of text and vision segments. Text continues at the largest position so far + 1 in all three
+/// streams; a vision block of grid_t x grid_h x grid_w tokens (the LLM grid, after the vision
+/// encoder's spatial merge) starts at that same position b and gives token (t, h, w) the
+/// positions (b + T(t), b + h, b + w), T(t) = t for images and Qwen2-VL video, and
+/// trunc(t * seconds_per_grid_t * tokens_per_second) in float32 for Qwen2.5-VL video. So a
+/// prompt of n tokens ends below position n, and every later token i (decode, or text
+/// appended) sits at i + delta in all three streams, delta = (largest position + 1) - n:
+///
+///   text 3 | image 2 x 3 | text 2       t: 0 1 2  3 3 3 3 3 3  6 7     delta = 8 - 11 = -3
+///                                       h: 0 1 2  3 3 3 4 4 4  6 7     decode token 11: 8
+///                                       w: 0 1 2  3 4 5 3 4 5  6 7
+///
+/// The delta belongs to the whole prompt: chunked prefill takes its chunk's columns of the
+/// prompt's positions, and decode keeps the delta from there (vLLM #10403 recomputed it per
+/// chunk; transformers #40490 lost it in generate).
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "posenc/rope.hpp"
 
@@ -206,6 +225,130 @@ void apply_mrope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView p
   const detail::RopeTarget<T> targets[2] = {{detail::as_const(q), q}, {detail::as_const(k), k}};
   detail::mrope_apply<T>("apply_mrope_qk_inplace", targets, 2, positions, freqs, layout,
                          sections, options);
+}
+
+/// One piece of a multimodal prompt (mrope_position_ids): text tokens, or a vision block.
+struct MRopeSegment {
+  Eigen::Index text_tokens = 0;  ///< a text segment: this many tokens (grids 0)
+  /// A vision segment (text_tokens 0): the LLM grid, HF image_grid_thw / video_grid_thw with h
+  /// and w divided by spatial_merge_size.
+  Eigen::Index grid_t = 0, grid_h = 0, grid_w = 0;
+  /// Qwen2.5-VL video: temporal position of grid step t = trunc(t * seconds_per_grid_t *
+  /// tokens_per_second) in float32 (second_per_grid_ts[i], vision_config.tokens_per_second).
+  /// 1 and 1 give t itself (images, Qwen2-VL).
+  float seconds_per_grid_t = 1.0f;
+  float tokens_per_second = 1.0f;
+
+  static MRopeSegment text(Eigen::Index n) {
+    MRopeSegment s;
+    s.text_tokens = n;
+    return s;
+  }
+  static MRopeSegment image(Eigen::Index grid_h, Eigen::Index grid_w) {
+    return video(1, grid_h, grid_w);
+  }
+  static MRopeSegment video(Eigen::Index grid_t, Eigen::Index grid_h, Eigen::Index grid_w,
+                            float seconds_per_grid_t = 1.0f, float tokens_per_second = 1.0f) {
+    MRopeSegment s;
+    s.grid_t = grid_t;
+    s.grid_h = grid_h;
+    s.grid_w = grid_w;
+    s.seconds_per_grid_t = seconds_per_grid_t;
+    s.tokens_per_second = tokens_per_second;
+    return s;
+  }
+  bool is_text() const noexcept { return grid_t == 0 && grid_h == 0 && grid_w == 0; }
+  Eigen::Index tokens() const noexcept {
+    return is_text() ? text_tokens : grid_t * grid_h * grid_w;
+  }
+};
+
+namespace detail {
+
+/// Temporal offset of grid step t: HF's float32 tensor product, truncated.
+inline std::int64_t mrope_temporal(Eigen::Index t, const MRopeSegment& seg) {
+  const float scaled = static_cast<float>(t) * seg.seconds_per_grid_t;
+  return static_cast<std::int64_t>(scaled * seg.tokens_per_second);
+}
+
+}  // namespace detail
+
+/// \brief The (t, h, w) positions of a multimodal prompt (see the file comment), written to
+/// out[:, b, first .. first + n) (n = the segments' tokens; other columns, e.g. left padding,
+/// are not touched). Returns mrope_position_delta: token i >= n (decode, appended text) has
+/// position i + delta in every stream.
+/// out: [3, batch, seq], as apply_mrope_inplace takes it.
+/// Throws std::invalid_argument (a segment that is neither text nor a whole vision grid, a
+/// negative or non-finite time scale, positions past 2^53, out's shape, b or first out of
+/// range, n past the end of the row) before writing anything.
+inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments,
+                                       TensorView<std::int64_t, 3> out, Eigen::Index b = 0,
+                                       Eigen::Index first = 0) {
+  constexpr std::string_view fn = "mrope_position_ids";
+  // Positions only grow: the bound is checked on the running largest one, in double.
+  double next = 0.0, tokens = 0.0;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const MRopeSegment& seg = segments[i];
+    if (seg.is_text()) {
+      detail::require(seg.text_tokens >= 0, fn, "segments[", i, "].text_tokens = ",
+                      seg.text_tokens, " must be >= 0");
+      next += static_cast<double>(seg.text_tokens);
+    } else {
+      detail::require(seg.text_tokens == 0 && seg.grid_t > 0 && seg.grid_h > 0 && seg.grid_w > 0,
+                      fn, "segments[", i, "]: a vision segment needs grid_t, grid_h, grid_w >= 1 ",
+                      "and text_tokens = 0 (got ", seg.grid_t, " x ", seg.grid_h, " x ", seg.grid_w,
+                      ", text_tokens ", seg.text_tokens, ")");
+      detail::require(std::isfinite(seg.seconds_per_grid_t) && seg.seconds_per_grid_t >= 0.0f &&
+                          std::isfinite(seg.tokens_per_second) && seg.tokens_per_second >= 0.0f,
+                      fn, "segments[", i, "]: seconds_per_grid_t = ", seg.seconds_per_grid_t,
+                      " and tokens_per_second = ", seg.tokens_per_second,
+                      " must be finite and >= 0");
+      const double t_last = static_cast<double>(seg.grid_t - 1) *
+                            static_cast<double>(seg.seconds_per_grid_t) *
+                            static_cast<double>(seg.tokens_per_second);
+      next += std::max({t_last, static_cast<double>(seg.grid_h - 1),
+                        static_cast<double>(seg.grid_w - 1)}) + 1.0;
+    }
+    tokens += seg.is_text() ? static_cast<double>(seg.text_tokens)
+                            : static_cast<double>(seg.grid_t) * static_cast<double>(seg.grid_h) *
+                                  static_cast<double>(seg.grid_w);
+    detail::require(next <= static_cast<double>(kMaxRopePosition) &&
+                        tokens <= static_cast<double>(kMaxRopePosition),
+                    fn, "segments[0 .. ", i, "] reach position ", next, ", past 2^53");
+  }
+  const auto n = static_cast<Eigen::Index>(tokens);
+  detail::require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ",
+                  out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
+  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
+                  out.dimension(1), ")");
+  detail::require(first >= 0 && first + n <= out.dimension(2), fn, "first = ", first, " + ", n,
+                  " tokens must fit in seq = ", out.dimension(2));
+
+  std::int64_t pos = 0;  // the largest position so far + 1
+  Eigen::Index col = first;
+  for (const MRopeSegment& seg : segments) {
+    if (seg.is_text()) {
+      for (Eigen::Index i = 0; i < seg.text_tokens; ++i, ++col) {
+        for (int st = 0; st < 3; ++st) out(st, b, col) = pos + i;
+      }
+      pos += seg.text_tokens;
+      continue;
+    }
+    std::int64_t largest = std::max(seg.grid_h, seg.grid_w) - 1;
+    for (Eigen::Index t = 0; t < seg.grid_t; ++t) {
+      const std::int64_t tp = detail::mrope_temporal(t, seg);
+      largest = std::max(largest, tp);
+      for (Eigen::Index h = 0; h < seg.grid_h; ++h) {
+        for (Eigen::Index w = 0; w < seg.grid_w; ++w, ++col) {
+          out(0, b, col) = pos + tp;
+          out(1, b, col) = pos + h;
+          out(2, b, col) = pos + w;
+        }
+      }
+    }
+    pos += largest + 1;
+  }
+  return pos - static_cast<std::int64_t>(n);
 }
 
 }  // namespace posenc
