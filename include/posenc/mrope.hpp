@@ -34,6 +34,7 @@
 /// prompt's positions, and decode keeps the delta from there (vLLM #10403 recomputed it per
 /// chunk; transformers #40490 lost it in generate).
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -321,7 +322,7 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
                   out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
   detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
                   out.dimension(1), ")");
-  detail::require(first >= 0 && first + n <= out.dimension(2), fn, "first = ", first, " + ", n,
+  detail::require(first >= 0 && n <= out.dimension(2) - first, fn, "first = ", first, " + ", n,
                   " tokens must fit in seq = ", out.dimension(2));
 
   std::int64_t pos = 0;  // the largest position so far + 1

@@ -140,9 +140,8 @@ class PagedKvCache {
   void update_rope(RopeFrequencies freqs, const RopeApplyOptions& options = {}) {
     constexpr std::string_view fn = "PagedKvCache::update_rope";
     detail::validate_rope_update(fn, rope_, freqs, rope_layout_, d_);
-    // Every page is re-rotated with the same plans and shapes at positions below 2^53 (int32
-    // pages of Eigen::Index slots): if the first call does not throw (before writing), none
-    // does.
+    // Every page is turned with the same plans and shapes, at positions below num_pages *
+    // page_size: if the first call does not throw (before writing), none does.
     std::vector<bool> turned(static_cast<std::size_t>(num_pages_), false);
     const Eigen::Index page_elems = page_size_ * kv_heads_ * d_;
     for (const auto& [id, seq] : seqs_) {
