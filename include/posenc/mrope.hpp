@@ -30,6 +30,10 @@
 ///                                       h: 0 1 2  3 3 3 4 4 4  6 7     decode token 11: 8
 ///                                       w: 0 1 2  3 4 5 3 4 5  6 7
 ///
+/// Qwen3-VL marks video time with timestamp text instead: each frame is its own segment
+/// video(1, h, w), the timestamp tokens text segments between them (its get_rope_index splits
+/// video_grid_thw frame by frame).
+///
 /// The delta belongs to the whole prompt: chunked prefill takes its chunk's columns of the
 /// prompt's positions, and decode keeps the delta from there (vLLM #10403 recomputed it per
 /// chunk; transformers #40490 lost it in generate).
