@@ -6,6 +6,7 @@
 
 #include <posenc/hf_config.hpp>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -172,6 +173,29 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
                       Contains("truncate"));
 }
 
+TEST_CASE("hf_config: Qwen3-VL's interleaved M-RoPE sections; bad sections name their key",
+          "[hf_config][mrope]") {
+  // Qwen3-VL-8B-Instruct's text_config: head_dim 128, mrope_section [24, 20, 20] (64 pairs),
+  // mrope_interleaved true.
+  const std::string head = R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text",
+      "hidden_size": 4096, "head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "rope_theta": 5000000, "rope_scaling": {"rope_type": "default", )";
+  const auto c = posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
+  REQUIRE(c.mrope.has_value());
+  REQUIRE(c.mrope->section == std::array<Eigen::Index, 3>{24, 20, 20});
+  REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kInterleaved);
+  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2})").mrope);
+
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20]}}})"),
+                      Contains("text_config.rope_scaling.mrope_section") && Contains("has 2 entries"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 21]}}})"),
+                      Contains("mrope_section") && Contains("sum to rotary_dim / 2 = 64"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 19.5, 20.5]}}})"),
+                      Contains("mrope_section") && Contains("whole number"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": 1}}})"),
+                      Contains("mrope_interleaved") && Contains("true or false"));
+}
+
 TEST_CASE("hf_config: phi-2 partial rotary 0.4 of head 80 rotates 32 dims",
           "[hf_config][partial]") {
   const auto c = load("phi-2.json");
@@ -265,12 +289,16 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
     REQUIRE(has_note(c, "rotary_pct"));
     REQUIRE(has_note(c, "rotary_emb_base"));
   }
-  SECTION("Qwen2-VL \"mrope\" plans the text RoPE") {
+  SECTION("Qwen2-VL \"mrope\" plans the text RoPE and keeps the M-RoPE sections") {
+    // head_dim 128 / 2 = 64: 16 + 8 + 8 = 32 pairs = rotary_dim / 2.
     const auto c = posenc::parse_hf_config(
-        R"({"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1000000.0,
+        R"({"hidden_size": 128, "num_attention_heads": 2, "rope_theta": 1000000.0,
             "rope_scaling": {"type": "mrope", "mrope_section": [16, 8, 8]}})");
     REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
     REQUIRE(has_note(c, "mrope"));
+    REQUIRE(c.mrope.has_value());
+    REQUIRE(c.mrope->section == std::array<Eigen::Index, 3>{16, 8, 8});
+    REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kContiguous);
   }
   SECTION("a linear Llama-2 extension with the legacy type key") {
     const auto c = posenc::parse_hf_config(

@@ -64,6 +64,7 @@
 #include "posenc/alibi.hpp"
 #include "posenc/attention_types.hpp"
 #include "posenc/error.hpp"
+#include "posenc/mrope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 
@@ -117,6 +118,9 @@ struct HfModelConfig {
   std::vector<bool> layer_uses_rope;
   /// Why rope.layout is what it is ("caller override", "rope_interleave = true", "family ...").
   std::string layout_reason;
+  /// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: rope_scaling.mrope_section (+ mrope_interleaved), for
+  /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE.
+  std::optional<MRopeSections> mrope;
 
   Eigen::Index num_attention_heads = 0;
   Eigen::Index num_key_value_heads = 0;  ///< = num_attention_heads when absent
@@ -306,7 +310,7 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
     name = "longrope";
   } else if (name == "mrope") {
     notes.push_back(path + " = \"mrope\" (Qwen2-VL): transformers reads it as \"default\"; "
-                           "posenc plans the 1-D text RoPE, M-RoPE sections are not applied");
+                           "the sections are in HfModelConfig::mrope");
     name = "default";
   }
   if (name == "default") return RopeScalingType::kDefault;
@@ -966,6 +970,31 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   out.rope = out.layer_ropes.front().params;
   for (const auto& lr : out.layer_ropes) {
     if (lr.layer_type == "full_attention") out.rope = lr.params;
+  }
+  // M-RoPE sections of the main RoPE (a flat rope_scaling / rope_parameters dict).
+  if (dict && !nested) {
+    const std::string skey = dpath + ".mrope_section";
+    if (auto sec = r.number_list(*dict, "mrope_section", skey)) {
+      if (sec->size() != 3) r.fail(skey, "has ", sec->size(), " entries; it must have 3 (t, h, w)");
+      MRopeSections m;
+      for (std::size_t i = 0; i < 3; ++i) {
+        const double v = (*sec)[i];
+        if (!(v >= 0.0 && v <= 1e6 && v == std::floor(v))) {
+          r.fail(skey, "[", i, "] = ", v, " must be a whole number of pairs >= 0");
+        }
+        m.section[i] = static_cast<Eigen::Index>(v);
+      }
+      const std::string ikey = dpath + ".mrope_interleaved";
+      if (auto il = r.boolean(*dict, "mrope_interleaved", ikey); il && *il) {
+        m.layout = MRopeSectionLayout::kInterleaved;
+      }
+      try {
+        detail::validate_mrope_sections("load_hf_config", m, resolved_rotary_dim(out.rope));
+      } catch (const std::invalid_argument& e) {
+        r.fail(skey, "does not fit the RoPE: ", e.what());
+      }
+      out.mrope = m;
+    }
   }
   // The main plan's RoPE lengths win over the top-level ones for reporting L0.
   if (out.rope.scaling.original_max_position_embeddings > 0) {
