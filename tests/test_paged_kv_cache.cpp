@@ -199,7 +199,7 @@ TEST_CASE("paged kv cache: fork shares full pages, copies the partial one, and d
 TEST_CASE("paged kv cache: update_rope turns every stored key to the new plan, shared pages once",
           "[paged][kv_cache][rope]") {
   // A dynamic-NTK plan that changes once the sequences outgrow max_position_embeddings = 8
-  // (vLLM #27431: the cached keys of a paged pool kept the old angles). The child shares the
+  // (cached keys must not keep the old angles: transformers #25104, #33129). The child shares the
   // parent's two full pages, so turning a page per holder would rotate those twice.
   const auto [old_freqs, new_freqs] = posenc_test::dynamic_plan_change(d, 8, 2.0, 18);
   const auto layout = GENERATE(posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved);

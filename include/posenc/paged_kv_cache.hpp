@@ -131,12 +131,12 @@ class PagedKvCache {
   }
   /// \brief Switches to a new plan of the same rotary slice and re-rotates every stored key to
   /// it, in place: a dynamic-NTK or LongRoPE plan that changed (RopePlan::update() == true)
-  /// keeps the pool valid without a re-prefill (vLLM #27431: Phi-3's long factors were never
-  /// applied to cached keys). Each page is turned once, however many sequences share it (shared
-  /// pages are full and sit at the same index, so at the same positions, in every holder);
-  /// 16-bit keys are rounded once (rerotate_rope_inplace). Throws std::invalid_argument when
-  /// no plan is set, or the new one does not fit head_dim or rotates another slice; the pool is
-  /// then unchanged.
+  /// keeps the pool valid without a re-prefill (the stale cached keys at Phi-3's short -> long
+  /// switch: transformers #33129, vLLM #27431). Each page is turned once, however many
+  /// sequences share it (shared pages are full and sit at the same index, so at the same
+  /// positions, in every holder); 16-bit keys are rounded once (rerotate_rope_inplace).
+  /// Throws std::invalid_argument when no plan is set, or the new one does not fit head_dim or
+  /// rotates another slice; the pool is then unchanged.
   void update_rope(RopeFrequencies freqs, const RopeApplyOptions& options = {}) {
     constexpr std::string_view fn = "PagedKvCache::update_rope";
     detail::validate_rope_update(fn, rope_, freqs, rope_layout_, d_);
