@@ -263,9 +263,6 @@ struct MRopeSegment {
     return s;
   }
   bool is_text() const noexcept { return grid_t == 0 && grid_h == 0 && grid_w == 0; }
-  Eigen::Index tokens() const noexcept {
-    return is_text() ? text_tokens : grid_t * grid_h * grid_w;
-  }
 };
 
 namespace detail {
@@ -298,6 +295,7 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
       detail::require(seg.text_tokens >= 0, fn, "segments[", i, "].text_tokens = ",
                       seg.text_tokens, " must be >= 0");
       next += static_cast<double>(seg.text_tokens);
+      tokens += static_cast<double>(seg.text_tokens);
     } else {
       detail::require(seg.text_tokens == 0 && seg.grid_t > 0 && seg.grid_h > 0 && seg.grid_w > 0,
                       fn, "segments[", i, "]: a vision segment needs grid_t, grid_h, grid_w >= 1 ",
@@ -313,10 +311,9 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
                             static_cast<double>(seg.tokens_per_second);
       next += std::max({t_last, static_cast<double>(seg.grid_h - 1),
                         static_cast<double>(seg.grid_w - 1)}) + 1.0;
+      tokens += static_cast<double>(seg.grid_t) * static_cast<double>(seg.grid_h) *
+                static_cast<double>(seg.grid_w);
     }
-    tokens += seg.is_text() ? static_cast<double>(seg.text_tokens)
-                            : static_cast<double>(seg.grid_t) * static_cast<double>(seg.grid_h) *
-                                  static_cast<double>(seg.grid_w);
     detail::require(next <= static_cast<double>(kMaxRopePosition) &&
                         tokens <= static_cast<double>(kMaxRopePosition),
                     fn, "segments[0 .. ", i, "] reach position ", next, ", past 2^53");
