@@ -147,6 +147,36 @@ TEST_CASE("diagnostics: recipe warnings (dynamic, longrope, empty llama3 band)",
   }
 }
 
+TEST_CASE("diagnostics: a proportional plan's still pairs are kept, never NaN",
+          "[diagnostics][length][proportional]") {
+  // head_dim 16, f = 0.5: pairs 0..3 turn at theta^(-2j/16) / 2, pairs 4..7 have inv_freq 0.
+  posenc::RopeParams p;
+  p.head_dim = 16;
+  p.partial_rotary_factor = 0.5;
+  p.max_position_embeddings = 4096;
+  p.scaling.type = posenc::RopeScalingType::kProportional;
+  p.scaling.factor = 2.0;
+  const auto rep = posenc::analyze_rope_length(p, 8192);
+  REQUIRE(rep.pairs.size() == 8);
+  for (std::size_t j = 0; j < 8; ++j) {
+    CAPTURE(j);
+    const auto& pr = rep.pairs[j];
+    const double w = std::pow(10000.0, -2.0 * static_cast<double>(j) / 16.0);
+    if (j < 4) {
+      REQUIRE_THAT(pr.inv_freq_before, WithinRel(w, 1e-14));
+      REQUIRE_THAT(pr.ratio, WithinRel(2.0, 1e-14));
+      REQUIRE(pr.scaling == RopePairScaling::kInterpolated);
+    } else {
+      REQUIRE(pr.inv_freq_before == 0.0);
+      REQUIRE(pr.inv_freq_after == 0.0);
+      REQUIRE(pr.ratio == 1.0);
+      REQUIRE(std::isinf(pr.wavelength_after));
+      REQUIRE(pr.scaling == RopePairScaling::kKept);
+      REQUIRE(pr.range == posenc::RopePairRange::kWithinTraining);
+    }
+  }
+}
+
 TEST_CASE("diagnostics: position_ids from a left-padded mask", "[diagnostics][positions]") {
   const std::vector<std::uint8_t> mask = {0, 0, 1, 1, 1,  //
                                           1, 1, 1, 1, 1};

@@ -7,6 +7,7 @@
 #include <posenc/rope.hpp>
 #include <posenc/rope_frequencies.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -364,9 +365,106 @@ TEST_CASE("rope scaling: LongRoPE (Phi-3.5-mini) switches short/long factors at 
              WithinRel(static_cast<double>(std::sqrt(1.0L + std::log(4.0L) / std::log(4096.0L))), 1e-15));
 }
 
+TEST_CASE("rope scaling: proportional (Gemma-4) turns floor(f d / 2) pairs of the whole head, exponent over head_dim", "[rope][scaling][proportional]") {
+  // Gemma-4 full-attention layers: head_dim 512, partial_rotary_factor 0.25, theta 1e6.
+  posenc::RopeParams p;
+  p.head_dim = 512;
+  p.partial_rotary_factor = 0.25;
+  p.theta = 1e6;
+  p.scaling.type = RopeScalingType::kProportional;
+  const auto f = posenc::compute_rope_frequencies(p);
+  REQUIRE(f.rotary_dim == 512);
+  REQUIRE(f.inv_freq.size() == 256);
+  for (int j = 0; j < 256; ++j) {
+    CAPTURE(j);
+    if (j < 64) {
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(theta_j(1e6L, j, 512)), 1e-14));
+    } else {
+      REQUIRE(f.inv_freq[static_cast<std::size_t>(j)] == 0.0);
+    }
+  }
+  CHECK(f.attention_factor == 1.0);
+  CHECK(f.softmax_scale_multiplier == 1.0);
+  require_matches_reference(p);
+
+  // Not the standard partial rotary of the same factor: that one rotates the first 128 dims
+  // with the exponent over 128, so its second pair turns 4x faster in log terms.
+  posenc::RopeParams standard = p;
+  standard.scaling.type = RopeScalingType::kDefault;
+  const auto g = posenc::compute_rope_frequencies(standard);
+  REQUIRE(g.rotary_dim == 128);
+  CHECK_THAT(g.inv_freq[1], WithinRel(static_cast<double>(theta_j(1e6L, 1, 128)), 1e-14));
+  CHECK(std::abs(g.inv_freq[1] / f.inv_freq[1] - 1.0) > 0.1);
+
+  SECTION("factor divides the turning pairs only") {
+    p.scaling.factor = 8.0;
+    const auto h = posenc::compute_rope_frequencies(p);
+    CHECK_THAT(h.inv_freq[63], WithinRel(static_cast<double>(theta_j(1e6L, 63, 512) / 8.0L), 1e-14));
+    CHECK(h.inv_freq[64] == 0.0);
+    require_matches_reference(p);
+  }
+  SECTION("floor: 0.3 of 10 dims is 1.5 pairs, so one turns") {
+    p.head_dim = 10;
+    p.partial_rotary_factor = 0.3;
+    const auto h = posenc::compute_rope_frequencies(p);
+    REQUIRE(h.inv_freq.size() == 5);
+    CHECK(h.inv_freq[0] == 1.0);
+    for (std::size_t j = 1; j < 5; ++j) CHECK(h.inv_freq[j] == 0.0);
+  }
+}
+
+TEST_CASE("rope scaling: proportional rotation of a head is [cc00ss00], the rest bit-identical", "[rope][scaling][proportional]") {
+  // head_dim 8, f = 0.5: pairs (0, 4) at inv_freq 1 and (1, 5) at 100^(-2/8) turn (theta 100),
+  // dims 2, 3, 6, 7 pass through.
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.partial_rotary_factor = 0.5;
+  p.theta = 100.0;
+  p.scaling.type = RopeScalingType::kProportional;
+  const auto f = posenc::compute_rope_frequencies(p);
+  const float x0[8] = {0.5f, -1.25f, 3.0f, -0.75f, 2.0f, 0.25f, -6.5f, 1.5f};
+  for (const std::int64_t pos : {std::int64_t{1}, std::int64_t{7}, std::int64_t{100000}}) {
+    CAPTURE(pos);
+    float x[8];
+    std::copy(x0, x0 + 8, x);
+    const std::int64_t ids[1] = {pos};
+    posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(x, 1, 1, 1, 8), posenc::PositionIdsView(ids, 1, 1), f,
+                                      posenc::RopeLayout::kHalfSplit);
+    const long double w1 = std::pow(100.0L, -2.0L / 8.0L);
+    const long double a0 = static_cast<long double>(pos), a1 = static_cast<long double>(pos) * w1;
+    CHECK_THAT(x[0], WithinAbs(static_cast<double>(0.5L * std::cos(a0) - 2.0L * std::sin(a0)), 1e-6));
+    CHECK_THAT(x[4], WithinAbs(static_cast<double>(2.0L * std::cos(a0) + 0.5L * std::sin(a0)), 1e-6));
+    CHECK_THAT(x[1], WithinAbs(static_cast<double>(-1.25L * std::cos(a1) - 0.25L * std::sin(a1)), 1e-6));
+    CHECK_THAT(x[5], WithinAbs(static_cast<double>(0.25L * std::cos(a1) - 1.25L * std::sin(a1)), 1e-6));
+    for (const int i : {2, 3, 6, 7}) {
+      CAPTURE(i);
+      CHECK(x[i] == x0[i]);
+    }
+  }
+}
+
+TEST_CASE("rope scaling: proportional rejects a factor below 1 and a share that turns no pair", "[rope][scaling][proportional]") {
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.scaling.type = RopeScalingType::kProportional;
+  p.partial_rotary_factor = 0.01;  // floor(0.32) = 0 pairs
+  REQUIRE_THROWS_MATCHES(posenc::compute_rope_frequencies(p), std::invalid_argument,
+                         Catch::Matchers::Message("posenc::compute_rope_frequencies: partial_rotary_factor = 0.01 turns no pair of "
+                                                  "rotary_dim = 64 (rope_type proportional turns floor(partial_rotary_factor * "
+                                                  "rotary_dim / 2) pairs)"));
+  p.partial_rotary_factor = 0.25;
+  p.scaling.factor = 0.5;
+  REQUIRE_THROWS_MATCHES(posenc::compute_rope_frequencies(p), std::invalid_argument,
+                         Catch::Matchers::Message("posenc::compute_rope_frequencies: factor = 0.5 must be finite and >= 1"));
+  p.scaling.factor = 1.0;
+  p.partial_rotary_factor = 1.5;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Catch::Matchers::Contains("partial_rotary_factor = 1.5 must be in (0, 1]"));
+}
+
 TEST_CASE("rope scaling: HF rope_type strings and to_string round-trip", "[rope][scaling]") {
   for (const auto type : {RopeScalingType::kDefault, RopeScalingType::kLinear, RopeScalingType::kNtk, RopeScalingType::kDynamic,
-                          RopeScalingType::kYarn, RopeScalingType::kLongRope, RopeScalingType::kLlama3}) {
+                          RopeScalingType::kYarn, RopeScalingType::kLongRope, RopeScalingType::kLlama3,
+                          RopeScalingType::kProportional}) {
     CHECK(posenc::rope_scaling_type_from_string(posenc::to_string(type)) == type);
   }
   CHECK(posenc::rope_scaling_type_from_string("su") == RopeScalingType::kLongRope);

@@ -125,6 +125,13 @@ std::string scaling_summary(const posenc::RopeParams& p) {
       o << " (" << s.short_factor.size() << "-entry short/long factor lists, original "
         << s.original_max_position_embeddings << ")";
       break;
+    case posenc::RopeScalingType::kProportional: {
+      const auto pairs = posenc::resolved_rotary_dim(p) / 2;
+      o << " (partial_rotary_factor " << num(p.partial_rotary_factor) << ": "
+        << static_cast<long long>(p.partial_rotary_factor * static_cast<double>(pairs))
+        << " of " << pairs << " pairs turn, factor " << num(s.factor) << ")";
+      break;
+    }
   }
   return o.str();
 }
@@ -166,20 +173,24 @@ void print_layer(std::ostream& out, const posenc::HfModelConfig& c, const posenc
   std::snprintf(line, sizeof line, "  %4s  %12s  %12s  %12s  %12s  %10s  %-12s  %s\n", "",
                 "before", "after", "before", "after", "in L0", "", "");
   out << line;
-  int kept = 0, blended = 0, interp = 0;
+  int kept = 0, blended = 0, interp = 0, still = 0;
   for (const auto& pr : rep.pairs) {
     std::snprintf(line, sizeof line, "  %4ld  %12.6g  %12.6g  %12.6g  %12.6g  %10.4g  %-12s  %s\n",
                   static_cast<long>(pr.pair), pr.inv_freq_before, pr.inv_freq_after,
                   pr.wavelength_before, pr.wavelength_after, pr.periods_in_training,
-                  std::string(posenc::to_string(pr.scaling)).c_str(),
+                  pr.inv_freq_after == 0.0 ? "not rotated"
+                                           : std::string(posenc::to_string(pr.scaling)).c_str(),
                   std::string(posenc::to_string(pr.range)).c_str());
     out << line;
-    kept += pr.scaling == posenc::RopePairScaling::kKept;
+    still += pr.inv_freq_after == 0.0;
+    kept += pr.scaling == posenc::RopePairScaling::kKept && pr.inv_freq_after != 0.0;
     blended += pr.scaling == posenc::RopePairScaling::kBlended;
     interp += pr.scaling == posenc::RopePairScaling::kInterpolated;
   }
   out << "summary: " << kept << " kept, " << blended << " blended, " << interp
-      << " interpolated; " << rep.unseen_pairs << " of " << rep.pairs.size()
+      << " interpolated";
+  if (still > 0) out << ", " << still << " not rotated (inv_freq 0)";
+  out << "; " << rep.unseen_pairs << " of " << rep.pairs.size()
       << " pairs reach angles never seen in training at length " << rep.target_length << "\n";
   out << "\nwarnings\n";
   if (rep.warnings.empty()) out << "  (none)\n";
@@ -255,7 +266,10 @@ std::string make_svg(const posenc::HfModelConfig& c, const posenc::HfLayerRope& 
   const double W = 900, H = 600, left = 80, right = 190, top = 60, bottom = 90;
   const double pw = W - left - right, ph = H - top - bottom;
   double lo = 1e300, hi = 0;
+  // Pairs that never turn (proportional RoPE's tail) have an infinite wavelength: not drawn.
+  const auto turns = [](const posenc::RopePairReport& p) { return std::isfinite(p.wavelength_after); };
   for (const auto& p : rep.pairs) {
+    if (!turns(p)) continue;
     lo = std::min({lo, p.wavelength_before, p.wavelength_after});
     hi = std::max({hi, p.wavelength_before, p.wavelength_after});
   }
@@ -337,11 +351,13 @@ std::string make_svg(const posenc::HfModelConfig& c, const posenc::HfLayerRope& 
   const auto series = [&](bool after, const char* color, double radius) {
     s << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
     for (const auto& p : rep.pairs) {
+      if (!turns(p)) continue;
       s << X(static_cast<double>(p.pair)) << ","
         << Y(after ? p.wavelength_after : p.wavelength_before) << " ";
     }
     s << "\"/>\n";
     for (const auto& p : rep.pairs) {
+      if (!turns(p)) continue;
       s << "<circle cx=\"" << X(static_cast<double>(p.pair)) << "\" cy=\""
         << Y(after ? p.wavelength_after : p.wavelength_before) << "\" r=\"" << radius
         << "\" fill=\"" << color << "\"/>\n";

@@ -135,6 +135,9 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
 
   RopeParams unscaled = params;
   unscaled.scaling = RopeScaling{};
+  if (type == RopeScalingType::kProportional) {
+    unscaled.scaling.type = type;  // same width and turning pairs, factor 1
+  }
   const RopeFrequencies before = compute_rope_frequencies(unscaled, 0);
   const double l0 = static_cast<double>(rep.trained_length);
   const double two_pi = 2.0 * detail::kRopePi;
@@ -146,7 +149,8 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
     p.wavelength_before = two_pi / p.inv_freq_before;
     p.wavelength_after = two_pi / p.inv_freq_after;
     p.periods_in_training = l0 > 0.0 ? l0 / p.wavelength_before : 0.0;
-    p.ratio = p.inv_freq_before / p.inv_freq_after;
+    // A proportional plan's pairs past floor(f d / 2) never turn: kept, inside training.
+    p.ratio = p.inv_freq_before == 0.0 ? 1.0 : p.inv_freq_before / p.inv_freq_after;
     if (std::abs(p.ratio - 1.0) <= 1e-9) {
       p.scaling = RopePairScaling::kKept;
     } else if (rep.factor > 1.0 && p.ratio >= rep.factor * (1.0 - 1e-9)) {

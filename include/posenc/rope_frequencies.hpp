@@ -26,6 +26,10 @@
 ///   longrope  inv_j = th_j / f_j with f = long_factor if seq_len > L0 else short_factor;
 ///             attention_factor = given, else sqrt(1 + ln S / ln L0) for S > 1 (1 otherwise),
 ///             S = max_position_embeddings / L0 when max_position_embeddings is set, else factor.
+///   proportional  d = head_dim (the whole head turns), n = floor(f d / 2) for
+///             f = partial_rotary_factor;  inv_j = th_j / s for j < n, 0 for j >= n (the pair
+///             passes through: cos 1, sin 0). HF `_compute_proportional_rope_parameters`, the
+///             Gemma-4 full-attention layers.
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +81,12 @@ inline std::int64_t rope_original_length(std::string_view function, const RopePa
   return l0;
 }
 
+/// proportional: the pairs that turn, floor(f d / 2) (HF: int(f * head_dim // 2)).
+inline Eigen::Index rope_proportional_pairs(const RopeParams& p, Eigen::Index d) {
+  return static_cast<Eigen::Index>(
+      std::floor(p.partial_rotary_factor * static_cast<double>(d) / 2.0));
+}
+
 inline void fill_geometric(std::vector<double>& inv, double base, Eigen::Index d) {
   for (std::size_t j = 0; j < inv.size(); ++j) {
     inv[j] = std::pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(d));
@@ -100,6 +110,13 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
     case RopeScalingType::kLinear:
       require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
               " must be finite and >= 1");
+      break;
+    case RopeScalingType::kProportional:
+      require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
+              " must be finite and >= 1");
+      require(rope_proportional_pairs(p, d) >= 1, fn, "partial_rotary_factor = ",
+              p.partial_rotary_factor, " turns no pair of rotary_dim = ", d,
+              " (rope_type proportional turns floor(partial_rotary_factor * rotary_dim / 2) pairs)");
       break;
     case RopeScalingType::kNtk:
     case RopeScalingType::kDynamic:
@@ -180,6 +197,14 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       fill_geometric(f.inv_freq, p.theta, d);
       for (double& v : f.inv_freq) v /= s;
       break;
+    case RopeScalingType::kProportional: {
+      fill_geometric(f.inv_freq, p.theta, d);
+      const auto turning = static_cast<std::size_t>(rope_proportional_pairs(p, d));
+      for (std::size_t j = 0; j < f.inv_freq.size(); ++j) {
+        f.inv_freq[j] = j < turning ? f.inv_freq[j] / s : 0.0;
+      }
+      break;
+    }
     case RopeScalingType::kNtk:
       f.effective_theta = p.theta * std::pow(s, dd / (dd - 2.0));
       fill_geometric(f.inv_freq, f.effective_theta, d);

@@ -42,6 +42,9 @@ enum class RopeScalingType {
   kYarn,      ///< "yarn": NTK-by-parts ramp + attention factor (Peng et al. 2023)
   kLongRope,  ///< "longrope": per-frequency short/long rescale factors (Phi-3)
   kLlama3,    ///< "llama3": Llama-3.1 wavelength bands
+  /// "proportional" (Gemma-4 full-attention layers): the whole head rotates, exponent over
+  /// head_dim, only the first int(partial_rotary_factor * head_dim / 2) pairs turn
+  kProportional,
 };
 
 constexpr std::string_view to_string(RopeScalingType type) noexcept {
@@ -53,6 +56,7 @@ constexpr std::string_view to_string(RopeScalingType type) noexcept {
     case RopeScalingType::kYarn: return "yarn";
     case RopeScalingType::kLongRope: return "longrope";
     case RopeScalingType::kLlama3: return "llama3";
+    case RopeScalingType::kProportional: return "proportional";
   }
   return "unknown";
 }
@@ -67,17 +71,18 @@ inline RopeScalingType rope_scaling_type_from_string(std::string_view name) {
   if (name == "yarn") return RopeScalingType::kYarn;
   if (name == "longrope" || name == "su") return RopeScalingType::kLongRope;
   if (name == "llama3") return RopeScalingType::kLlama3;
+  if (name == "proportional") return RopeScalingType::kProportional;
   detail::throw_invalid_argument("rope_scaling_type_from_string", "rope_type = \"", name,
                                  "\" is not one of default, linear, ntk, dynamic, yarn, "
-                                 "longrope (su), llama3");
+                                 "longrope (su), llama3, proportional");
 }
 
 /// HF `rope_scaling`. Only the fields of the chosen type are read; 0 / empty / nullopt mean
 /// "absent from the config" and take HF's default.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kDefault;
-  /// s: context extension factor (linear, ntk, dynamic, yarn, llama3; longrope's default
-  /// attention factor when the config has no max/original ratio). Must be >= 1.
+  /// s: context extension factor (linear, ntk, dynamic, yarn, llama3, proportional; longrope's
+  /// default attention factor when the config has no max/original ratio). Must be >= 1.
   double factor = 1.0;
   /// L0, the pre-training context. 0 = use RopeParams::max_position_embeddings (HF's fallback
   /// for yarn and dynamic). Required (directly or through that fallback) by dynamic, yarn,
@@ -109,9 +114,14 @@ struct RopeScaling {
 struct RopeParams {
   /// Width of a head vector (innermost tensor dimension). Must be > 0.
   Eigen::Index head_dim = 0;
-  /// Number of rotated dims (even). 0 = int(head_dim * partial_rotary_factor), HF's rule.
+  /// Number of rotated dims (even). 0 = int(head_dim * partial_rotary_factor), HF's rule;
+  /// 0 = head_dim for rope_type proportional.
   Eigen::Index rotary_dim = 0;
-  /// HF `partial_rotary_factor` in (0, 1]; read only when rotary_dim == 0 (Phi-2: 0.4).
+  /// HF `partial_rotary_factor` in (0, 1]; read only when rotary_dim == 0 (Phi-2: 0.4). For
+  /// rope_type proportional it is the share of pairs that turn, not the rotated width:
+  ///   standard      [cc..ss..|0000]  rotary_dim = int(head_dim f), exponent over rotary_dim
+  ///   proportional  [cc00ss00]       rotary_dim = head_dim, pairs (j, j + head_dim/2),
+  ///                                  j < int(f head_dim / 2) turn, the rest have inv_freq 0
   double partial_rotary_factor = 1.0;
   /// First rotated dim: dims [rotary_offset, rotary_offset + rotary_dim) rotate, the rest pass
   /// through. 0 for nearly every model; qk_nope_head_dim for a "nope-first" MLA head.
@@ -132,15 +142,20 @@ inline constexpr Eigen::Index kMaxRotaryDim = 1024;
 
 namespace detail {
 
-/// HF: rotary_dim = int(head_dim * partial_rotary_factor) when not given explicitly.
+/// HF: rotary_dim = int(head_dim * partial_rotary_factor) when not given explicitly
+/// (proportional: head_dim, its factor picks the turning pairs instead).
 inline Eigen::Index resolve_rotary_dim(std::string_view function, const RopeParams& params) {
   require(params.head_dim > 0, function, "head_dim = ", params.head_dim, " must be > 0");
-  Eigen::Index rd = params.rotary_dim;
-  if (rd == 0) {
-    const double f = params.partial_rotary_factor;
+  const double f = params.partial_rotary_factor;
+  const bool proportional = params.scaling.type == RopeScalingType::kProportional;
+  if (params.rotary_dim == 0 || proportional) {
     require(f > 0.0 && f <= 1.0, function, "partial_rotary_factor = ", f,
             " must be in (0, 1]");
-    rd = static_cast<Eigen::Index>(static_cast<double>(params.head_dim) * f);
+  }
+  Eigen::Index rd = params.rotary_dim;
+  if (rd == 0) {
+    rd = proportional ? params.head_dim
+                      : static_cast<Eigen::Index>(static_cast<double>(params.head_dim) * f);
   }
   require(rd > 0 && rd % 2 == 0, function, "rotary_dim = ", rd,
           " must be even and > 0 (head_dim = ", params.head_dim, ", partial_rotary_factor = ",

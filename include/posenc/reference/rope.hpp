@@ -33,10 +33,12 @@ inline long double rope_base_inv_freq(long double theta, Eigen::Index j, Eigen::
 /// Unvalidated (tests pass valid params). rotary_dim resolved as HF does.
 inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_len = 0) {
   RopeFrequencies f;
-  const Eigen::Index d = p.rotary_dim != 0
-                             ? p.rotary_dim
-                             : static_cast<Eigen::Index>(static_cast<double>(p.head_dim) *
-                                                         p.partial_rotary_factor);
+  const bool proportional = p.scaling.type == RopeScalingType::kProportional;
+  const Eigen::Index d = p.rotary_dim != 0 ? p.rotary_dim
+                         : proportional    ? p.head_dim
+                                           : static_cast<Eigen::Index>(
+                                              static_cast<double>(p.head_dim) *
+                                              p.partial_rotary_factor);
   f.rotary_dim = d;
   const Eigen::Index half = d / 2;
   const long double theta = p.theta;
@@ -94,6 +96,13 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
           const long double smooth = (l0l / wavelen - lf) / (hf - lf);
           w = (1.0L - smooth) * base / s + smooth * base;
         }
+        break;
+      }
+      case RopeScalingType::kProportional: {
+        // Gemma-4: pairs j < int(f * head_dim // 2) turn at theta^(-2j/head_dim) / s.
+        const long double turning = std::floor(static_cast<long double>(p.partial_rotary_factor) *
+                                               dd / 2.0L);
+        w = static_cast<long double>(j) < turning ? base / s : 0.0L;
         break;
       }
       case RopeScalingType::kLongRope: {
