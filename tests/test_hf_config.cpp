@@ -452,6 +452,87 @@ TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer ty
   }
 }
 
+TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-attention heads",
+          "[hf_config][v5][proportional]") {
+  // The keys of Gemma-4's text config (transformers 5): sliding layers default RoPE on 256-wide
+  // heads, full layers "proportional" with partial_rotary_factor 0.25 on 512-wide heads.
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "gemma4_text", "hidden_size": 2048, "num_attention_heads": 8,
+          "head_dim": 256, "global_head_dim": 512, "max_position_embeddings": 131072,
+          "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+          "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                               "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}})");
+  REQUIRE(c.layer_ropes.size() == 2);
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kProportional);
+  REQUIRE(c.rope.head_dim == 512);
+  REQUIRE(c.rope.partial_rotary_factor == 0.25);
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  REQUIRE(f.rotary_dim == 512);
+  std::size_t turning = 0;
+  for (double w : f.inv_freq) turning += w != 0.0;
+  REQUIRE(turning == 64);  // int(0.25 * 512 // 2)
+  REQUIRE_THAT(f.inv_freq[1], WithinRel(std::pow(1e6, -2.0 / 512.0), 1e-14));
+  REQUIRE(has_note(c, "global_head_dim = 512"));
+  for (const auto& lr : c.layer_ropes) {
+    if (lr.layer_type != "sliding_attention") continue;
+    REQUIRE(lr.params.head_dim == 256);
+    REQUIRE(posenc::resolved_rotary_dim(lr.params) == 256);
+    REQUIRE(lr.params.scaling.type == RopeScalingType::kDefault);
+  }
+}
+
+TEST_CASE("hf_config: Hunyuan's dynamic + alpha is a fixed NTK base, not HF dynamic scaling",
+          "[hf_config][ntk][alpha]") {
+  // Hunyuan-A13B's rope_scaling block; vLLM DynamicNTKAlphaRotaryEmbedding: base * alpha^(d/(d-2)).
+  const auto c = posenc::parse_hf_config(
+      R"({"model_type": "hunyuan_v1_moe", "hidden_size": 4096, "num_attention_heads": 32,
+          "head_dim": 128, "max_position_embeddings": 32768, "rope_theta": 10000.0,
+          "rope_scaling": {"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1, "factor": 1.0,
+                           "mscale": 1.0, "mscale_all_dim": 1.0, "type": "dynamic"}})");
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kNtk);
+  REQUIRE(c.rope.scaling.factor == 1000.0);
+  const auto f = posenc::compute_rope_frequencies(c.rope, 100000);
+  const long double base = 10000.0L * std::pow(1000.0L, 128.0L / 126.0L);
+  REQUIRE_THAT(f.effective_theta, WithinRel(static_cast<double>(base), 1e-14));
+  REQUIRE_THAT(f.inv_freq[63], WithinRel(static_cast<double>(std::pow(base, -126.0L / 128.0L)), 1e-13));
+  REQUIRE(f.attention_factor == 1.0);
+  REQUIRE(has_note(c, "rope_scaling.alpha = 1000"));
+  REQUIRE(has_note(c, "rope_scaling.mscale_all_dim is not read by rope_type ntk (Hunyuan alpha)"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+                          R"({"hidden_size": 64, "num_attention_heads": 1,
+                              "rope_scaling": {"alpha": 0.5, "factor": 1.0, "type": "dynamic"}})",
+                          "h.json"),
+                      Contains("h.json: key \"rope_scaling.alpha\" = 0.5 must be >= 1"));
+}
+
+TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_factor applies only "
+          "where transformers reads it", "[hf_config][keys]") {
+  // HF's linear / dynamic / llama3 / default recipes return a cos/sin multiplier of 1 whatever
+  // the dict says; yarn and longrope read attention_factor.
+  const auto lin = posenc::parse_hf_config(
+      R"({"hidden_size": 256, "num_attention_heads": 2,
+          "rope_scaling": {"rope_type": "linear", "factor": 2.0, "attention_factor": 3.0,
+                           "beta_fast": 16}})");
+  REQUIRE(!lin.rope.scaling.attention_factor);
+  REQUIRE(posenc::compute_rope_frequencies(lin.rope).attention_factor == 1.0);
+  REQUIRE(has_note(lin, "rope_scaling.attention_factor is not read by rope_type linear"));
+  REQUIRE(has_note(lin, "rope_scaling.beta_fast is not read by rope_type linear"));
+  const auto yarn = posenc::parse_hf_config(
+      R"({"hidden_size": 256, "num_attention_heads": 2, "max_position_embeddings": 8192,
+          "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "attention_factor": 3.0,
+                           "original_max_position_embeddings": 4096}})");
+  REQUIRE(posenc::compute_rope_frequencies(yarn.rope).attention_factor == 3.0);
+  for (const auto& n : yarn.notes) REQUIRE(n.find("is not read") == std::string::npos);
+  // The published configs carry no key their recipe ignores.
+  for (const char* name : {"Llama-3.1-8B.json", "DeepSeek-V3.json", "Phi-3.5-mini-instruct.json",
+                           "Qwen2.5-7B+qwen-doc-yarn.json"}) {
+    CAPTURE(name);
+    for (const auto& n : load(name).notes) REQUIRE(n.find("is not read") == std::string::npos);
+  }
+}
+
 TEST_CASE("hf_config: NoPE layers are reported per layer", "[hf_config][layers][nope]") {
   const auto smol = posenc::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,

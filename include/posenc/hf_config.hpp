@@ -320,9 +320,10 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
   if (name == "yarn") return RopeScalingType::kYarn;
   if (name == "longrope") return RopeScalingType::kLongRope;
   if (name == "llama3") return RopeScalingType::kLlama3;
+  if (name == "proportional") return RopeScalingType::kProportional;
   r.fail(path, "= \"", name,
          "\" is not a known rope_type (default, linear, ntk, dynamic, yarn, longrope/su, "
-         "llama3, mrope)");
+         "llama3, proportional, mrope)");
 }
 
 /// Inputs shared by every layer type's RoPE.
@@ -335,6 +336,20 @@ struct HfRopeContext {
   Eigen::Index top_rotary_dim = 0;    ///< rotary_dim / qk_rope_head_dim (absolute)
   RopeLayout layout = RopeLayout::kHalfSplit;
 };
+
+/// Notes every key of a RoPE dict that the recipe does not read: transformers warns about
+/// them (`_check_received_keys`) and ignores them, and so does posenc, but a silent drop hides
+/// a config written for another engine's recipe.
+inline void hf_note_unread_keys(const nlohmann::json& dict, const std::string& dpath,
+                                std::string_view recipe,
+                                const std::vector<std::string_view>& known,
+                                std::vector<std::string>& notes) {
+  for (auto it = dict.begin(); it != dict.end(); ++it) {
+    if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
+    notes.push_back(dpath + "." + it.key() + " is not read by rope_type " + std::string(recipe) +
+                    " (transformers warns and ignores it; so does posenc)");
+  }
+}
 
 /// Builds the RopeParams of one layer type from its scaling dict (nullptr = none).
 inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* dict,
@@ -375,6 +390,24 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   }
   RopeScaling& sc = p.scaling;
   sc.type = hf_rope_type(r, type_name, type_path, notes);
+  if (sc.type == RopeScalingType::kDynamic && HfConfigReader::find(*dict, "alpha")) {
+    // Hunyuan: "dynamic" with `alpha` is a fixed base theta * alpha^(d/(d-2)) (vLLM
+    // DynamicNTKAlphaRotaryEmbedding), i.e. static NTK with factor = alpha; `factor` unused.
+    const auto alpha = r.number(*dict, "alpha", key("alpha"));
+    if (!(*alpha >= 1.0)) r.fail(key("alpha"), "= ", *alpha, " must be >= 1");
+    std::ostringstream s;
+    s << key("alpha") << " = " << *alpha << ": Hunyuan's NTK-alpha, a fixed base theta * alpha^"
+      << "(d/(d-2)); read as rope_type ntk with factor = alpha (" << key("factor")
+      << " is not used)";
+    notes.push_back(s.str());
+    sc.type = RopeScalingType::kNtk;
+    sc.factor = *alpha;
+    hf_note_unread_keys(*dict, dpath, "ntk (Hunyuan alpha)",
+                        {"rope_type", "type", "rope_theta", "partial_rotary_factor", "alpha",
+                         "factor"},
+                        notes);
+    return p;
+  }
 
   const auto factor = r.number(*dict, "factor", key("factor"));
   const bool needs_factor = sc.type == RopeScalingType::kLinear ||
@@ -471,7 +504,12 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     sc.short_factor = std::move(*sf);
     sc.long_factor = std::move(*lf);
   }
-  if (auto a = r.number(*dict, "attention_factor", key("attention_factor"))) {
+  // transformers reads attention_factor for yarn and longrope only; the other recipes return
+  // a cos/sin multiplier of 1 whatever the dict says.
+  const bool reads_attention_factor =
+      sc.type == RopeScalingType::kYarn || sc.type == RopeScalingType::kLongRope;
+  if (auto a = r.number(*dict, "attention_factor", key("attention_factor"));
+      a && reads_attention_factor) {
     if (!(*a > 0.0)) r.fail(key("attention_factor"), "= ", *a, " must be > 0");
     sc.attention_factor = *a;
   }
@@ -483,6 +521,31 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     sc.attention_factor =
         sc.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(sc.factor) / std::log(l0));
   }
+  std::vector<std::string_view> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
+                                         "mrope_section", "mrope_interleaved"};
+  switch (sc.type) {
+    case RopeScalingType::kDefault: break;
+    case RopeScalingType::kLinear:
+    case RopeScalingType::kNtk:
+    case RopeScalingType::kProportional: known.push_back("factor"); break;
+    case RopeScalingType::kDynamic:
+      known.insert(known.end(), {"factor", "original_max_position_embeddings"});
+      break;
+    case RopeScalingType::kYarn:
+      known.insert(known.end(), {"factor", "original_max_position_embeddings", "beta_fast",
+                                 "beta_slow", "mscale", "mscale_all_dim", "truncate",
+                                 "attention_factor"});
+      break;
+    case RopeScalingType::kLlama3:
+      known.insert(known.end(), {"factor", "original_max_position_embeddings", "low_freq_factor",
+                                 "high_freq_factor"});
+      break;
+    case RopeScalingType::kLongRope:
+      known.insert(known.end(), {"factor", "original_max_position_embeddings", "short_factor",
+                                 "long_factor", "attention_factor"});
+      break;
+  }
+  hf_note_unread_keys(*dict, dpath, to_string(sc.type), known, notes);
   return p;
 }
 
@@ -935,12 +998,28 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back(dpath + " is keyed by layer type but the config has no layer_types");
     }
   }
+  // Gemma-4: full-attention layers have heads of global_head_dim (HF Gemma4 passes
+  // head_dim_key = "global_head_dim" to their rotary embedding).
+  std::optional<std::int64_t> global_head_dim = r.integer(c, "global_head_dim",
+                                                          path("global_head_dim"));
+  if (global_head_dim && (*global_head_dim <= 0 || *global_head_dim > detail::kHfMaxDim)) {
+    r.fail(path("global_head_dim"), "= ", *global_head_dim, " must be in [1, ",
+           detail::kHfMaxDim, "]");
+  }
   if (nested) {
     for (auto it = dict->begin(); it != dict->end(); ++it) {
       const std::string sub = dpath + "." + it.key();
       HfLayerRope lr;
       lr.layer_type = it.key();
-      lr.params = detail::hf_rope_params(r, it->is_null() ? nullptr : &*it, sub, ctx, out.notes);
+      detail::HfRopeContext layer_ctx = ctx;
+      if (global_head_dim && lr.layer_type == "full_attention" && ctx.top_rotary_dim == 0) {
+        layer_ctx.head_dim = *global_head_dim;
+        out.notes.push_back(sub + ": heads of global_head_dim = " +
+                            std::to_string(*global_head_dim) + " (head_dim = " +
+                            std::to_string(ctx.head_dim) + " is the other layers')");
+      }
+      lr.params =
+          detail::hf_rope_params(r, it->is_null() ? nullptr : &*it, sub, layer_ctx, out.notes);
       detail::hf_check_rope(r, lr.params, sub);
       lr.num_layers = count_type(lr.layer_type);
       out.layer_ropes.push_back(std::move(lr));
