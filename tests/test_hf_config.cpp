@@ -533,6 +533,25 @@ TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_facto
   }
 }
 
+TEST_CASE("hf_config: longrope without a top-level original length takes its attention factor "
+          "from factor", "[hf_config][longrope]") {
+  // transformers 5 `_compute_longrope_parameters`: factor from the dict when present (else
+  // max / L0), attention factor sqrt(1 + ln factor / ln L0). Here factor 16 and max / L0 = 32
+  // give different answers: sqrt(1 + 4/12) from factor, sqrt(1 + 5/12) from the lengths.
+  const auto c = posenc::parse_hf_config(
+      R"({"hidden_size": 64, "num_attention_heads": 8, "max_position_embeddings": 131072,
+          "rope_scaling": {"type": "longrope", "factor": 16.0,
+                           "original_max_position_embeddings": 4096,
+                           "short_factor": [1.0, 1.0, 1.0, 1.0],
+                           "long_factor": [1.0, 2.0, 4.0, 8.0]}})");
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kLongRope);
+  REQUIRE(c.rope.scaling.original_max_position_embeddings == 4096);
+  const auto f = posenc::compute_rope_frequencies(c.rope, 8192);
+  REQUIRE_THAT(f.attention_factor, WithinRel(std::sqrt(4.0 / 3.0), 1e-14));
+  REQUIRE(f.uses_long_factor);
+  REQUIRE_THAT(f.inv_freq[3], WithinRel(std::pow(10000.0, -6.0 / 8.0) / 8.0, 1e-14));
+}
+
 TEST_CASE("hf_config: NoPE layers are reported per layer", "[hf_config][layers][nope]") {
   const auto smol = posenc::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,

@@ -576,11 +576,16 @@ TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "
 
 TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new plan, rounded once",
                    "[kv_cache][rope]", float, Eigen::bfloat16) {
-  // A dynamic-NTK plan that changes as the sequence outgrows max_position_embeddings.
+  // A dynamic-NTK plan that changes as the sequence outgrows max_position_embeddings, and a
+  // LongRoPE plan switching from short to long factors at L0 (Phi-3; llama.cpp PR #24875 asks
+  // for exactly this re-rotation instead of a re-prefill).
   constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
   const Batch x(24, 0);
   const Eigen::Index N = x.N;
-  const auto [old_freqs, new_freqs] = posenc_test::dynamic_plan_change(d, 8, 2.0, N);
+  const bool longrope = GENERATE(false, true);
+  CAPTURE(longrope);
+  const auto [old_freqs, new_freqs] = longrope ? posenc_test::longrope_plan_change(d, 8, N)
+                                               : posenc_test::dynamic_plan_change(d, 8, 2.0, N);
   const auto layout = posenc::RopeLayout::kInterleaved;
   auto fill = [&](auto& kv, const posenc::RopeFrequencies& freqs) {
     kv.set_rope(freqs, layout);
@@ -595,8 +600,9 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
   const std::vector<TestType> stored(cache.keys().data(), cache.keys().data() + cache.keys().size());
   cache.update_rope(new_freqs);
 
-  // Expected: each stored pair turned by p (w_new - w_old) in long double (both plans have
-  // attention factor 1), then rounded once to the storage type.
+  // Expected: each stored pair turned by p (w_new - w_old) in long double (both plans of a
+  // change have the same attention factor, already in the stored keys), then rounded once to
+  // the storage type.
   const Eigen::Index row = KH * d;
   for (Eigen::Index b = 0; b < B; ++b) {
     for (Eigen::Index s = 0; s < N; ++s) {

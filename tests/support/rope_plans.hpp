@@ -32,6 +32,30 @@ inline PlanChange dynamic_plan_change(Eigen::Index head_dim, Eigen::Index max_po
   return change;
 }
 
+/// A LongRoPE (Phi-3) plan of a head_dim-wide head before and after the sequence passes
+/// original_max_position_embeddings: short factors all 1, long factors 1, 1.5, 2, ... (so every
+/// pair but the first turns slower), and the attention factor of max / L0 = 4 in both.
+inline PlanChange longrope_plan_change(Eigen::Index head_dim, Eigen::Index original,
+                                       Eigen::Index seq_len) {
+  posenc::RopeParams p;
+  p.head_dim = head_dim;
+  p.max_position_embeddings = 4 * original;
+  p.scaling.type = posenc::RopeScalingType::kLongRope;
+  p.scaling.original_max_position_embeddings = original;
+  for (Eigen::Index j = 0; j < head_dim / 2; ++j) {
+    p.scaling.short_factor.push_back(1.0);
+    p.scaling.long_factor.push_back(1.0 + 0.5 * static_cast<double>(j));
+  }
+  posenc::RopePlan plan(p);
+  PlanChange change{plan.frequencies(), {}};
+  REQUIRE(plan.update(seq_len));
+  change.to = plan.frequencies();
+  REQUIRE(change.to.uses_long_factor);
+  REQUIRE(change.to.attention_factor == change.from.attention_factor);
+  REQUIRE(change.to.attention_factor > 1.0);
+  return change;
+}
+
 /// How far a value rotated and rounded once to T may be from the exact (long double) one:
 /// half an ulp of T (7 or 10 fraction bits; half's subnormal spacing 2^-24) plus the float
 /// arithmetic's error, which cancellation leaves relative to the inputs' magnitude
