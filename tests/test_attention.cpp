@@ -443,7 +443,7 @@ TEST_CASE("attention: sliding-window attention equals the reference over shapes,
   POSENC_REQUIRE_CLOSE(close(fused(p, params, meta), reference(p, params, meta), 1e-5));
 }
 
-TEST_CASE("attention: a window as wide as the keys changes nothing; a narrower one does",
+TEST_CASE("attention: a window as wide as the keys changes nothing, a narrower one does",
           "[attention][window]") {
   const Problem<float> p(1, 150, 150, 4, 2, 32, 930, 2.0);
   for (const MaskMode mask : {MaskMode::kCausal, MaskMode::kBidirectional}) {
@@ -811,7 +811,7 @@ TEST_CASE("attention: results do not depend on the thread count", "[attention][t
   }
 }
 
-TEST_CASE("attention: the workspace stops growing with k_len; keys past the packed prefix are right",
+TEST_CASE("attention: the workspace stops growing with k_len, keys past the packed prefix are right",
           "[attention][workspace]") {
   // d = 8: packed rows of 8 + 16 floats, so the 4 MiB of K + V kept packed hold 21824 keys
   // (a whole number of 64-key tiles); 25000 and 50000 keys both run past them.

@@ -240,7 +240,7 @@ TEST_CASE("attention merge: a prefix shared by a batch, attended once, merged wi
   POSENC_REQUIRE_CLOSE(close(merged.lse, whole.lse, 1e-5));
 }
 
-TEST_CASE("attention merge: two single-key parts give the two-key softmax; empty parts weigh "
+TEST_CASE("attention merge: two single-key parts give the two-key softmax, empty parts weigh "
           "nothing", "[attention][merge]") {
   // Part a: one key of logit 1 and value row (1, 0); part b: logit 0, value (0, 1). Merged:
   // weights e / (e + 1) = 0.7310585786 and 1 / (e + 1) = 0.2689414214, lse = log(e + 1) =
