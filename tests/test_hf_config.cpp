@@ -173,7 +173,7 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
                       Contains("truncate"));
 }
 
-TEST_CASE("hf_config: Qwen3-VL's interleaved M-RoPE sections; bad sections name their key",
+TEST_CASE("hf_config: Qwen3-VL's interleaved M-RoPE sections, bad sections name their key",
           "[hf_config][mrope]") {
   // Qwen3-VL-8B-Instruct's text_config: head_dim 128, mrope_section [24, 20, 20] (64 pairs),
   // mrope_interleaved true.
@@ -309,7 +309,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
   }
 }
 
-TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are read; a bad cap "
+TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are read, a bad cap "
           "names its key", "[hf_config][attention]") {
   const auto c = posenc::parse_hf_config(
       R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
@@ -505,6 +505,19 @@ TEST_CASE("hf_config: Hunyuan's dynamic + alpha is a fixed NTK base, not HF dyna
                               "rope_scaling": {"alpha": 0.5, "factor": 1.0, "type": "dynamic"}})",
                           "h.json"),
                       Contains("h.json: key \"rope_scaling.alpha\" = 0.5 must be >= 1"));
+}
+
+TEST_CASE("hf_config: rope_type ntk is read as vLLM reads it (transformers has no ntk)",
+          "[hf_config][ntk]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"hidden_size": 1024, "num_attention_heads": 8,
+          "rope_scaling": {"type": "ntk", "factor": 4.0, "mixed_b": 0.625}})");
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kVllmNtk);
+  REQUIRE(c.rope.scaling.factor == 4.0);
+  REQUIRE(c.rope.scaling.mixed_b == 0.625);
+  REQUIRE(has_note(c, "is vLLM's recipe"));
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  REQUIRE_THAT(f.inv_freq[63], WithinRel(std::pow(10000.0, -126.0 / 128.0) / 4.0, 1e-14));
 }
 
 TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_factor applies only "

@@ -948,7 +948,7 @@ TEST_CASE("rope: invalid parameters name the parameter", "[rope][errors][params]
     REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p, -1), Contains("seq_len = -1"));
     REQUIRE_THROWS_MATCHES(posenc::rope_scaling_type_from_string("ntk-by-parts"), std::invalid_argument,
                            Catch::Matchers::Message("posenc::rope_scaling_type_from_string: rope_type = \"ntk-by-parts\" is not one of "
-                                                    "default, linear, ntk, dynamic, yarn, longrope (su), llama3, proportional"));
+                                                    "default, linear, ntk, dynamic, yarn, longrope (su), llama3, proportional, vllm_ntk"));
     posenc::RopePlan plan_default(p);
     REQUIRE_THROWS_WITH(plan_default.update(-3), Contains("seq_len = -3"));
   }

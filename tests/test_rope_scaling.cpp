@@ -85,6 +85,40 @@ TEST_CASE("rope scaling: static NTK-aware raises the base to theta * s^(d/(d-2))
   CHECK_THAT(f.inv_freq[63] / static_cast<double>(theta_j(10000.0L, 63, 128)), WithinRel(1.0 / 8.0, 1e-12));
 }
 
+TEST_CASE("rope scaling: vLLM's ntk (fixed: base b s, / s^(2/d), mixed_b: NTK-RoPE-mixed) is not static NTK-aware", "[rope][scaling][ntk]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.scaling.type = RopeScalingType::kVllmNtk;
+  p.scaling.factor = 4.0;
+  const auto f = posenc::compute_rope_frequencies(p);
+  // Closed forms: pair 0 turns at s^(-2/d) (static NTK-aware keeps it at 1), the last pair at
+  // exactly th_63 / s, as static NTK-aware does.
+  CHECK_THAT(f.inv_freq[0], WithinRel(static_cast<double>(std::pow(4.0L, -2.0L / 128.0L)), 1e-15));
+  CHECK_THAT(f.inv_freq[63], WithinRel(static_cast<double>(theta_j(10000.0L, 63, 128) / 4.0L), 1e-14));
+  for (int j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    const long double want = theta_j(40000.0L, j, 128) * std::pow(4.0L, -2.0L / 128.0L);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(want), 1e-14));
+  }
+  require_matches_reference(p);
+  posenc::RopeParams aware = p;
+  aware.scaling.type = RopeScalingType::kNtk;
+  CHECK(posenc::compute_rope_frequencies(aware).inv_freq[0] == 1.0);
+
+  SECTION("mixed_b: lambda_j = exp(ln s (j+1)^b / (d/2)^b), so the last pair is divided by s") {
+    p.scaling.mixed_b = 0.625;
+    const auto m = posenc::compute_rope_frequencies(p);
+    CHECK_THAT(m.inv_freq[63], WithinRel(static_cast<double>(theta_j(10000.0L, 63, 128) / 4.0L), 1e-14));
+    CHECK_THAT(m.inv_freq[0], WithinRel(static_cast<double>(1.0L / std::pow(4.0L, 1.0L / std::pow(64.0L, 0.625L))), 1e-14));
+    require_matches_reference(p);
+  }
+  SECTION("mixed_b must be finite and > 0") {
+    p.scaling.mixed_b = 0.0;
+    REQUIRE_THROWS_MATCHES(posenc::compute_rope_frequencies(p), std::invalid_argument,
+                           Catch::Matchers::Message("posenc::compute_rope_frequencies: mixed_b = 0 must be finite and > 0"));
+  }
+}
+
 TEST_CASE("rope scaling: dynamic NTK follows HF (L = max(seq_len, L0)) and RopePlan reports changes", "[rope][scaling][dynamic]") {
   posenc::RopeParams p;
   p.head_dim = 64;
@@ -464,7 +498,7 @@ TEST_CASE("rope scaling: proportional rejects a factor below 1 and a share that 
 TEST_CASE("rope scaling: HF rope_type strings and to_string round-trip", "[rope][scaling]") {
   for (const auto type : {RopeScalingType::kDefault, RopeScalingType::kLinear, RopeScalingType::kNtk, RopeScalingType::kDynamic,
                           RopeScalingType::kYarn, RopeScalingType::kLongRope, RopeScalingType::kLlama3,
-                          RopeScalingType::kProportional}) {
+                          RopeScalingType::kProportional, RopeScalingType::kVllmNtk}) {
     CHECK(posenc::rope_scaling_type_from_string(posenc::to_string(type)) == type);
   }
   CHECK(posenc::rope_scaling_type_from_string("su") == RopeScalingType::kLongRope);

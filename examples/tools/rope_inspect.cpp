@@ -125,6 +125,11 @@ std::string scaling_summary(const posenc::RopeParams& p) {
       o << " (" << s.short_factor.size() << "-entry short/long factor lists, original "
         << s.original_max_position_embeddings << ")";
       break;
+    case posenc::RopeScalingType::kVllmNtk:
+      o << " (factor " << num(s.factor);
+      if (s.mixed_b) o << ", mixed_b " << num(*s.mixed_b);
+      o << ")";
+      break;
     case posenc::RopeScalingType::kProportional: {
       const auto pairs = posenc::resolved_rotary_dim(p) / 2;
       o << " (partial_rotary_factor " << num(p.partial_rotary_factor) << ": "

@@ -315,7 +315,14 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
   }
   if (name == "default") return RopeScalingType::kDefault;
   if (name == "linear") return RopeScalingType::kLinear;
-  if (name == "ntk") return RopeScalingType::kNtk;
+  if (name == "ntk") {
+    // transformers has no "ntk"; vLLM reads it as NTKScalingRotaryEmbedding, whose frequencies
+    // are not bloc97's static NTK-aware ones (posenc's kNtk).
+    notes.push_back(path + " = \"ntk\" is vLLM's recipe (transformers has none): base theta * "
+                           "factor, frequencies / factor^(2/d), or NTK-RoPE-mixed with mixed_b; "
+                           "read as rope_type vllm_ntk");
+    return RopeScalingType::kVllmNtk;
+  }
   if (name == "dynamic") return RopeScalingType::kDynamic;
   if (name == "yarn") return RopeScalingType::kYarn;
   if (name == "longrope") return RopeScalingType::kLongRope;
@@ -412,6 +419,7 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   const auto factor = r.number(*dict, "factor", key("factor"));
   const bool needs_factor = sc.type == RopeScalingType::kLinear ||
                             sc.type == RopeScalingType::kNtk ||
+                            sc.type == RopeScalingType::kVllmNtk ||
                             sc.type == RopeScalingType::kDynamic ||
                             sc.type == RopeScalingType::kYarn || sc.type == RopeScalingType::kLlama3;
   if (needs_factor && !factor) {
@@ -484,6 +492,12 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
       }
     }
   }
+  if (sc.type == RopeScalingType::kVllmNtk) {
+    if (auto m = r.number(*dict, "mixed_b", key("mixed_b"))) {
+      if (!(std::isfinite(*m) && *m > 0.0)) r.fail(key("mixed_b"), "= ", *m, " must be > 0");
+      sc.mixed_b = *m;
+    }
+  }
   if (sc.type == RopeScalingType::kLlama3) {
     const auto lf = r.number(*dict, "low_freq_factor", key("low_freq_factor"));
     const auto hf = r.number(*dict, "high_freq_factor", key("high_freq_factor"));
@@ -528,6 +542,7 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     case RopeScalingType::kLinear:
     case RopeScalingType::kNtk:
     case RopeScalingType::kProportional: known.push_back("factor"); break;
+    case RopeScalingType::kVllmNtk: known.insert(known.end(), {"factor", "mixed_b"}); break;
     case RopeScalingType::kDynamic:
       known.insert(known.end(), {"factor", "original_max_position_embeddings"});
       break;

@@ -30,6 +30,9 @@
 ///             f = partial_rotary_factor;  inv_j = th_j / s for j < n, 0 for j >= n (the pair
 ///             passes through: cos 1, sin 0). HF `_compute_proportional_rope_parameters`, the
 ///             Gemma-4 full-attention layers.
+///   vllm_ntk  inv_j = (b s)^(-2j/d) / s^(2/d);  with mixed_b = m: inv_j = th_j / exp(a (j+1)^m),
+///             a = ln s / (d/2)^m (Su, kexue.fm/archives/9706). vLLM NTKScalingRotaryEmbedding,
+///             what vLLM does with a config's rope_type "ntk" (transformers has no "ntk").
 
 #include <algorithm>
 #include <cmath>
@@ -118,6 +121,14 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
               p.partial_rotary_factor, " turns no pair of rotary_dim = ", d,
               " (rope_type proportional turns floor(partial_rotary_factor * rotary_dim / 2) pairs)");
       break;
+    case RopeScalingType::kVllmNtk:
+      require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
+              " must be finite and >= 1");
+      if (sc.mixed_b) {
+        require(std::isfinite(*sc.mixed_b) && *sc.mixed_b > 0.0, fn, "mixed_b = ", *sc.mixed_b,
+                " must be finite and > 0");
+      }
+      break;
     case RopeScalingType::kNtk:
     case RopeScalingType::kDynamic:
       require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
@@ -205,6 +216,21 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       }
       break;
     }
+    case RopeScalingType::kVllmNtk:
+      if (sc.mixed_b) {
+        fill_geometric(f.inv_freq, p.theta, d);
+        const double m = *sc.mixed_b;
+        const double a = std::log(s) / std::pow(dd / 2.0, m);
+        for (std::size_t j = 0; j < f.inv_freq.size(); ++j) {
+          f.inv_freq[j] /= std::exp(a * std::pow(static_cast<double>(j + 1), m));
+        }
+      } else {
+        f.effective_theta = p.theta * s;
+        fill_geometric(f.inv_freq, f.effective_theta, d);
+        const double shift = std::pow(s, 2.0 / dd);
+        for (double& v : f.inv_freq) v /= shift;
+      }
+      break;
     case RopeScalingType::kNtk:
       f.effective_theta = p.theta * std::pow(s, dd / (dd - 2.0));
       fill_geometric(f.inv_freq, f.effective_theta, d);

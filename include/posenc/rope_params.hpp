@@ -45,6 +45,9 @@ enum class RopeScalingType {
   /// "proportional" (Gemma-4 full-attention layers): the whole head rotates, exponent over
   /// head_dim, only the first int(partial_rotary_factor * head_dim / 2) pairs turn
   kProportional,
+  /// "ntk" as vLLM reads it from a config (transformers has no "ntk"): base b s and every
+  /// frequency divided by s^(2/d), or with mixed_b Su's NTK-RoPE-mixed (kexue.fm/archives/9706)
+  kVllmNtk,
 };
 
 constexpr std::string_view to_string(RopeScalingType type) noexcept {
@@ -57,6 +60,7 @@ constexpr std::string_view to_string(RopeScalingType type) noexcept {
     case RopeScalingType::kLongRope: return "longrope";
     case RopeScalingType::kLlama3: return "llama3";
     case RopeScalingType::kProportional: return "proportional";
+    case RopeScalingType::kVllmNtk: return "vllm_ntk";
   }
   return "unknown";
 }
@@ -72,17 +76,18 @@ inline RopeScalingType rope_scaling_type_from_string(std::string_view name) {
   if (name == "longrope" || name == "su") return RopeScalingType::kLongRope;
   if (name == "llama3") return RopeScalingType::kLlama3;
   if (name == "proportional") return RopeScalingType::kProportional;
+  if (name == "vllm_ntk") return RopeScalingType::kVllmNtk;
   detail::throw_invalid_argument("rope_scaling_type_from_string", "rope_type = \"", name,
                                  "\" is not one of default, linear, ntk, dynamic, yarn, "
-                                 "longrope (su), llama3, proportional");
+                                 "longrope (su), llama3, proportional, vllm_ntk");
 }
 
 /// HF `rope_scaling`. Only the fields of the chosen type are read; 0 / empty / nullopt mean
 /// "absent from the config" and take HF's default.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kDefault;
-  /// s: context extension factor (linear, ntk, dynamic, yarn, llama3, proportional; longrope's
-  /// default attention factor when the config has no max/original ratio). Must be >= 1.
+  /// s: context extension factor (linear, ntk, dynamic, yarn, llama3, proportional, vllm_ntk;
+  /// longrope's default attention factor when the config has no max/original ratio). >= 1.
   double factor = 1.0;
   /// L0, the pre-training context. 0 = use RopeParams::max_position_embeddings (HF's fallback
   /// for yarn and dynamic). Required (directly or through that fallback) by dynamic, yarn,
@@ -100,6 +105,11 @@ struct RopeScaling {
   double mscale_all_dim = 0.0;
   /// floor/ceil the correction range (HF default true; gpt-oss sets false).
   bool truncate = true;
+
+  // --- vllm_ntk ----------------------------------------------------------------------------
+  /// vLLM's `mixed_b`: frequency j divided by exp(a (j+1)^mixed_b), a = ln s / (d/2)^mixed_b.
+  /// Absent: the fixed form (b s)^(-2j/d) / s^(2/d).
+  std::optional<double> mixed_b;
 
   // --- llama3 ------------------------------------------------------------------------------
   double low_freq_factor = 1.0;   ///< wavelengths above L0 / low_freq_factor are interpolated

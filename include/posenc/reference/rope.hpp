@@ -98,6 +98,17 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         }
         break;
       }
+      case RopeScalingType::kVllmNtk: {
+        const long double jj = static_cast<long double>(j);
+        if (p.scaling.mixed_b) {
+          // Su's NTK-RoPE-mixed: lambda_j = exp(ln s (j+1)^b / (d/2)^b).
+          const long double b = *p.scaling.mixed_b;
+          w = base / std::exp(std::log(s) * std::pow(jj + 1.0L, b) / std::pow(dd / 2.0L, b));
+        } else {
+          w = std::pow(theta * s, -2.0L * jj / dd) * std::pow(s, -2.0L / dd);
+        }
+        break;
+      }
       case RopeScalingType::kProportional: {
         // Gemma-4: pairs j < int(f * head_dim // 2) turn at theta^(-2j/head_dim) / s.
         const long double turning = std::floor(static_cast<long double>(p.partial_rotary_factor) *
