@@ -71,6 +71,31 @@ TEST_CASE("rope scaling: linear divides every frequency by the factor", "[rope][
   CHECK(f.attention_factor == 1.0);
 }
 
+TEST_CASE("rope scaling: seed - 4K to 32K by interpolation, position 16000 takes the phases of 2000", "[rope][scaling][linear][seed]") {
+  // Seed 001: factor 1/8 from 4K to 32K, "target position 16000 uses the original phase
+  // coordinate 2000". w / 8 and 16000 = 8 * 2000 are exact scalings by a power of two, so the
+  // rotated vectors are bit-identical, in both pair layouts.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.max_position_embeddings = 4096;
+  const auto plain = posenc::compute_rope_frequencies(p);
+  p.scaling.type = RopeScalingType::kLinear;
+  p.scaling.factor = 8.0;
+  const auto pi = posenc::compute_rope_frequencies(p);
+  std::vector<float> a(64), b(64);
+  for (int i = 0; i < 64; ++i) a[static_cast<std::size_t>(i)] = b[static_cast<std::size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    std::vector<float> x = a, y = b;
+    const std::int64_t at_16000[1] = {16000}, at_2000[1] = {2000};
+    posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(x.data(), 1, 1, 1, 64), posenc::PositionIdsView(at_16000, 1, 1), pi, layout);
+    posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(y.data(), 1, 1, 1, 64), posenc::PositionIdsView(at_2000, 1, 1), plain, layout);
+    REQUIRE(x == y);
+    REQUIRE(x != a);
+  }
+  // The price the seed names: neighbouring positions are w / 8 apart instead of w.
+  for (std::size_t j = 0; j < 32; ++j) REQUIRE(pi.inv_freq[j] * 8.0 == plain.inv_freq[j]);
+}
+
 TEST_CASE("rope scaling: static NTK-aware raises the base to theta * s^(d/(d-2))", "[rope][scaling][ntk]") {
   posenc::RopeParams p;
   p.head_dim = 128;
