@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <posenc/kv_cache.hpp>
 #include <posenc/mrope.hpp>
 #include <posenc/reference/rope.hpp>
 
@@ -274,4 +275,98 @@ TEST_CASE("mrope: bad position-id segments and outputs throw before writing",
                           posenc::TensorView<std::int64_t, 3>(ids.data(), 2, 3, 8)),
                       Contains("must be [3, batch, seq]"));
   REQUIRE(ids == before);
+}
+
+TEST_CASE("mrope: a Qwen2-VL prompt in the KV cache, then text decode by the cache's 1-D RoPE at "
+          "i + delta, equals causal attention over the M-RoPE positions", "[rope][mrope][kv_cache]") {
+  // Prompt text 3 | image 2 x 3 | text 2 (delta -3, the worked example above), then 3 decode
+  // tokens at indices 11, 12, 13, i.e. positions 8, 9, 10 in all three streams. The cache holds
+  // the prompt keys rotated by apply_mrope_qk_inplace (no plan set); the plan is set for decode,
+  // so the cache rotates each new key and query at the position it is given, i + delta.
+  // Expected: HF's M-RoPE (hf_merged_angles / hf_mrope_rotate_half) of every token and a causal
+  // softmax by token index, all in long double.
+  const Eigen::Index n = 11, m = 3, N = n + m, Hq = 4, Hk = 2, D = 16;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.theta = 10000.0;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const auto inv = posenc::reference::rope_frequencies(params).inv_freq;
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 3};
+
+  std::vector<std::int64_t> prompt_pos(static_cast<std::size_t>(3 * n));
+  const std::int64_t delta = posenc::mrope_position_ids(
+      {posenc::MRopeSegment::text(3), posenc::MRopeSegment::image(2, 3), posenc::MRopeSegment::text(2)},
+      posenc::TensorView<std::int64_t, 3>(prompt_pos.data(), 3, 1, n));
+  REQUIRE(delta == -3);
+  const auto stream_pos = [&](int k, Eigen::Index i) {
+    return i < n ? prompt_pos[static_cast<std::size_t>(k * n + i)] : static_cast<std::int64_t>(i) + delta;
+  };
+
+  const auto q0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hq * D), 11);
+  const auto k0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hk * D), 12);
+  const auto v0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hk * D), 13);
+
+  // Long-double reference.
+  std::vector<std::vector<long double>> qr(static_cast<std::size_t>(N * Hq)), kr(static_cast<std::size_t>(N * Hk));
+  for (Eigen::Index i = 0; i < N; ++i) {
+    const std::int64_t p[3] = {stream_pos(0, i), stream_pos(1, i), stream_pos(2, i)};
+    const auto emb = hf_merged_angles(inv, p, sec.section, false);
+    for (Eigen::Index h = 0; h < Hq; ++h) qr[static_cast<std::size_t>(i * Hq + h)] = hf_mrope_rotate_half(q0.data() + (i * Hq + h) * D, D, emb);
+    for (Eigen::Index h = 0; h < Hk; ++h) kr[static_cast<std::size_t>(i * Hk + h)] = hf_mrope_rotate_half(k0.data() + (i * Hk + h) * D, D, emb);
+  }
+  const long double scale = 1.0L / std::sqrt(static_cast<long double>(D));
+  const auto expected = [&](Eigen::Index i, Eigen::Index h, Eigen::Index c) {
+    const Eigen::Index g = h / (Hq / Hk);
+    std::vector<long double> w(static_cast<std::size_t>(i + 1));
+    long double top = -1e300L, sum = 0.0L, out = 0.0L;
+    for (Eigen::Index j = 0; j <= i; ++j) {
+      long double dot = 0.0L;
+      for (Eigen::Index e = 0; e < D; ++e)
+        dot += qr[static_cast<std::size_t>(i * Hq + h)][static_cast<std::size_t>(e)] * kr[static_cast<std::size_t>(j * Hk + g)][static_cast<std::size_t>(e)];
+      w[static_cast<std::size_t>(j)] = scale * dot;
+      top = std::max(top, w[static_cast<std::size_t>(j)]);
+    }
+    for (Eigen::Index j = 0; j <= i; ++j) {
+      const long double e = std::exp(w[static_cast<std::size_t>(j)] - top);
+      sum += e;
+      out += e * static_cast<long double>(v0[static_cast<std::size_t>((j * Hk + g) * D + c)]);
+    }
+    return static_cast<double>(out / sum);
+  };
+
+  posenc::KvCache<float> cache(1, N, Hk, D);
+  // Prefill: the prompt rotated by M-RoPE outside the cache; slots keep their token index.
+  std::vector<float> q(q0.begin(), q0.begin() + n * Hq * D), k(k0.begin(), k0.begin() + n * Hk * D);
+  posenc::apply_mrope_qk_inplace<float>(posenc::rope_heads<float>(posenc::TensorView<float, 4>(q.data(), 1, n, Hq, D)),
+                                        posenc::rope_heads<float>(posenc::TensorView<float, 4>(k.data(), 1, n, Hk, D)),
+                                        posenc::MRopePositionsView(prompt_pos.data(), 3, 1, n), freqs,
+                                        posenc::RopeLayout::kHalfSplit, sec);
+  std::vector<std::int64_t> index(static_cast<std::size_t>(n));
+  for (Eigen::Index i = 0; i < n; ++i) index[static_cast<std::size_t>(i)] = i;
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, n, Hk, D), posenc::ConstTensorView<float, 4>(v0.data(), 1, n, Hk, D),
+               posenc::PositionIdsView(index.data(), 1, n));
+  std::vector<float> out(static_cast<std::size_t>(n * Hq * D));
+  cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, n, Hq, D), posenc::TensorView<float, 4>(out.data(), 1, n, Hq, D));
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index h = 0; h < Hq; ++h)
+      for (Eigen::Index c = 0; c < D; ++c) {
+        CAPTURE(i, h, c);
+        REQUIRE_THAT(out[static_cast<std::size_t>((i * Hq + h) * D + c)], Catch::Matchers::WithinAbs(expected(i, h, c), 1e-5));
+      }
+
+  // Decode: text tokens are plain RoPE at i + delta, which the cache's own plan applies.
+  cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  for (Eigen::Index i = n; i < N; ++i) {
+    const std::int64_t at[1] = {i + delta};
+    cache.append(posenc::ConstTensorView<float, 4>(k0.data() + i * Hk * D, 1, 1, Hk, D),
+                 posenc::ConstTensorView<float, 4>(v0.data() + i * Hk * D, 1, 1, Hk, D), posenc::PositionIdsView(at, 1, 1));
+    std::vector<float> step(static_cast<std::size_t>(Hq * D));
+    cache.attend(posenc::ConstTensorView<float, 4>(q0.data() + i * Hq * D, 1, 1, Hq, D), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D));
+    for (Eigen::Index h = 0; h < Hq; ++h)
+      for (Eigen::Index c = 0; c < D; ++c) {
+        CAPTURE(i, h, c);
+        REQUIRE_THAT(step[static_cast<std::size_t>(h * D + c)], Catch::Matchers::WithinAbs(expected(i, h, c), 1e-5));
+      }
+  }
 }

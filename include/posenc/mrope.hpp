@@ -37,6 +37,12 @@
 /// The delta belongs to the whole prompt: chunked prefill takes its chunk's columns of the
 /// prompt's positions, and decode keeps the delta from there (vLLM #10403 recomputed it per
 /// chunk; transformers #40490 lost it in generate).
+///
+/// With a KvCache: rotate the prompt's Q and K with apply_mrope_qk_inplace and append the keys
+/// while no plan is set (the slots keep their token indices; the causal mask goes by slot),
+/// then set_rope(freqs, layout) and append each decode token at position i + delta: the cache
+/// rotates it and its query by plain RoPE, which is M-RoPE for text. update_rope cannot turn
+/// the prompt's keys (it knows one position per slot); re-prefill instead.
 
 #include <algorithm>
 #include <array>
