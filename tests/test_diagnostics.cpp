@@ -175,6 +175,13 @@ TEST_CASE("diagnostics: a proportional plan's still pairs are kept, never NaN",
       REQUIRE(pr.range == posenc::RopePairRange::kWithinTraining);
     }
   }
+  // Gemma-4 itself: factor 1, no original length. Judged as unscaled RoPE, without the
+  // "no original_max_position_embeddings" guess (factor 1 has nothing to divide).
+  p.scaling.factor = 1.0;
+  const auto g4 = posenc::analyze_rope_length(p, 8192);
+  REQUIRE(any_contains(g4.warnings, "every pair is used unscaled beyond the training length 4096"));
+  REQUIRE(!any_contains(g4.warnings, "gives no original_max_position_embeddings"));
+  REQUIRE(!any_contains(posenc::analyze_rope_length(p, 4096).warnings, "unscaled beyond"));
 }
 
 TEST_CASE("diagnostics: position_ids from a left-padded mask", "[diagnostics][positions]") {

@@ -890,7 +890,8 @@ TEST_CASE("rope: invalid parameters name the parameter", "[rope][errors][params]
   }
   SECTION("factor < 1") {
     for (const auto type : {posenc::RopeScalingType::kLinear, posenc::RopeScalingType::kNtk, posenc::RopeScalingType::kDynamic,
-                            posenc::RopeScalingType::kYarn, posenc::RopeScalingType::kLlama3, posenc::RopeScalingType::kLongRope}) {
+                            posenc::RopeScalingType::kYarn, posenc::RopeScalingType::kLlama3, posenc::RopeScalingType::kLongRope,
+                            posenc::RopeScalingType::kVllmNtk, posenc::RopeScalingType::kProportional}) {
       CAPTURE(posenc::to_string(type));
       p.scaling.type = type;
       p.scaling.factor = 0.5;

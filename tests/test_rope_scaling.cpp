@@ -462,6 +462,14 @@ TEST_CASE("rope scaling: proportional (Gemma-4) turns floor(f d / 2) pairs of th
     CHECK(h.inv_freq[64] == 0.0);
     require_matches_reference(p);
   }
+  SECTION("the count is HF's float product: 0.3 * 20 is 6.0 in double, so 3 pairs turn") {
+    p.head_dim = 20;
+    p.partial_rotary_factor = 0.3;
+    const auto h = posenc::compute_rope_frequencies(p);
+    CHECK(h.inv_freq[2] != 0.0);
+    CHECK(h.inv_freq[3] == 0.0);
+    require_matches_reference(p);
+  }
   SECTION("floor: 0.3 of 10 dims is 1.5 pairs, so one turns") {
     p.head_dim = 10;
     p.partial_rotary_factor = 0.3;
@@ -518,6 +526,40 @@ TEST_CASE("rope scaling: proportional rejects a factor below 1 and a share that 
   p.scaling.factor = 1.0;
   p.partial_rotary_factor = 1.5;
   REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Catch::Matchers::Contains("partial_rotary_factor = 1.5 must be in (0, 1]"));
+  p.partial_rotary_factor = 0.25;
+  p.rotary_dim = 32;  // the recipe rotates the whole head
+  REQUIRE_THROWS_MATCHES(posenc::compute_rope_frequencies(p), std::invalid_argument,
+                         Catch::Matchers::Message("posenc::compute_rope_frequencies: rotary_dim = 32 must be 0 or head_dim = 64 for "
+                                                  "rope_type proportional (it rotates the whole head)"));
+  p.rotary_dim = 64;
+  CHECK(posenc::compute_rope_frequencies(p).rotary_dim == 64);
+}
+
+TEST_CASE("rope scaling: LongRoPE short_mscale / long_mscale (Phi-3.5-MoE) are the cos/sin multiplier of each table", "[rope][scaling][longrope]") {
+  // Phi-3.5-MoE's config: both 1.243163121016122, where the default would be
+  // sqrt(1 + ln 32 / ln 4096) = 1.19024; here distinct values to see the table switch.
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  p.max_position_embeddings = 131072;
+  p.scaling.type = RopeScalingType::kLongRope;
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.short_factor = {1.0, 1.0, 1.0, 1.0};
+  p.scaling.long_factor = {1.0, 2.0, 4.0, 8.0};
+  p.scaling.short_mscale = 1.25;
+  p.scaling.long_mscale = 1.5;
+  CHECK(posenc::compute_rope_frequencies(p, 4096).attention_factor == 1.25);
+  CHECK(posenc::compute_rope_frequencies(p, 4097).attention_factor == 1.5);
+  require_matches_reference(p, 4096);
+  require_matches_reference(p, 8192);
+  p.scaling.long_mscale.reset();
+  CHECK_THAT(posenc::compute_rope_frequencies(p, 8192).attention_factor,
+             WithinRel(static_cast<double>(std::sqrt(1.0L + std::log(32.0L) / std::log(4096.0L))), 1e-15));
+  p.scaling.attention_factor = 2.0;  // an explicit factor wins over both
+  CHECK(posenc::compute_rope_frequencies(p, 10).attention_factor == 2.0);
+  p.scaling.attention_factor.reset();
+  p.scaling.short_mscale = 0.0;
+  REQUIRE_THROWS_MATCHES(posenc::compute_rope_frequencies(p), std::invalid_argument,
+                         Catch::Matchers::Message("posenc::compute_rope_frequencies: short_mscale = 0 must be finite and > 0"));
 }
 
 TEST_CASE("rope scaling: HF rope_type strings and to_string round-trip", "[rope][scaling]") {

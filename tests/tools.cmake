@@ -115,6 +115,15 @@ posenc_rope_inspect_test("gpt-j layout override"
   EXPECT "half_split  (caller override)" "rotary_dim           64 (32 pairs)"
          "exceeds max_position_embeddings = 2048")
 
+# Gemma-4 style (a synthetic config with Gemma-4's keys): the full_attention layers rotate
+# heads of global_head_dim 512, proportional with f = 0.25: int(0.25 * 512 // 2) = 64 of 256
+# pairs turn, 192 have inv_freq 0.
+posenc_rope_inspect_test("proportional RoPE on global_head_dim heads"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/gemma4-proportional.json" --length 131072
+  EXPECT "proportional (partial_rotary_factor 0.25: 64 of 256 pairs turn, factor 1)"
+         "rotary_dim           512 (256 pairs)"
+         "64 kept, 0 blended, 0 interpolated, 192 not rotated (inv_freq 0)")
+
 # BLOOM: ALiBi, 16 heads: slopes 2^(-h/2), h = 1..16.
 posenc_rope_inspect_test("bloom ALiBi slopes"
   ARGS "${_posenc_configs}/bloom.json" --length 2048

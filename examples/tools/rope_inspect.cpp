@@ -131,10 +131,11 @@ std::string scaling_summary(const posenc::RopeParams& p) {
       o << ")";
       break;
     case posenc::RopeScalingType::kProportional: {
-      const auto pairs = posenc::resolved_rotary_dim(p) / 2;
-      o << " (partial_rotary_factor " << num(p.partial_rotary_factor) << ": "
-        << static_cast<long long>(p.partial_rotary_factor * static_cast<double>(pairs))
-        << " of " << pairs << " pairs turn, factor " << num(s.factor) << ")";
+      const auto plan = posenc::compute_rope_frequencies(p);
+      const auto turning = std::count_if(plan.inv_freq.begin(), plan.inv_freq.end(),
+                                         [](double w) { return w != 0.0; });
+      o << " (partial_rotary_factor " << num(p.partial_rotary_factor) << ": " << turning
+        << " of " << plan.inv_freq.size() << " pairs turn, factor " << num(s.factor) << ")";
       break;
     }
   }
@@ -232,6 +233,7 @@ nlohmann::json layer_json(const posenc::HfModelConfig& c, const posenc::HfLayerR
                      {"wavelength_before", pr.wavelength_before},
                      {"wavelength_after", pr.wavelength_after},
                      {"periods_in_training", pr.periods_in_training},
+                     {"rotated", pr.inv_freq_after != 0.0},  // wavelengths of still pairs: null
                      {"scaling", std::string(posenc::to_string(pr.scaling))},
                      {"at_target", std::string(posenc::to_string(pr.range))}});
   }

@@ -183,7 +183,10 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
          ", so this layer's angles are judged at distance ", max_distance, ", not ",
          target_length - 1);
   }
-  if (type != RopeScalingType::kDefault && sc.original_max_position_embeddings <= 0 &&
+  // A proportional plan with factor 1 scales nothing: it is judged as unscaled RoPE.
+  const bool unscaled_plan = type == RopeScalingType::kDefault ||
+                             (type == RopeScalingType::kProportional && sc.factor == 1.0);
+  if (!unscaled_plan && sc.original_max_position_embeddings <= 0 &&
       params.max_position_embeddings > 0) {
     warn("the config gives no original_max_position_embeddings: L0 is taken as "
          "max_position_embeddings = ", params.max_position_embeddings,
@@ -222,9 +225,9 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
     warn("low_freq_factor == high_freq_factor = ", sc.low_freq_factor,
          ": the Llama-3 smoothing band is empty (a hard cut; HF would divide 0 by 0 there)");
   }
-  if (type == RopeScalingType::kDefault && rep.trained_length > 0 &&
-      max_distance + 1 > rep.trained_length) {
-    warn("no rope_scaling: every pair is used unscaled beyond the training length ",
+  if (unscaled_plan && rep.trained_length > 0 && max_distance + 1 > rep.trained_length) {
+    warn("no rope_scaling (or a factor of 1): every pair is used unscaled beyond the training "
+         "length ",
          rep.trained_length);
   }
   return rep;

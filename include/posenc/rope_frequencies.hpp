@@ -24,7 +24,8 @@
 ///             lf == hf leaves no smoothing band: the one boundary wavelength takes th_j / s
 ///             (m = 0, as vLLM defines it) instead of dividing 0 by 0.
 ///   longrope  inv_j = th_j / f_j with f = long_factor if seq_len > L0 else short_factor;
-///             attention_factor = given, else sqrt(1 + ln S / ln L0) for S > 1 (1 otherwise),
+///             attention_factor = given, else short_mscale / long_mscale of the table in use
+///             (Phi-3.5-MoE), else sqrt(1 + ln S / ln L0) for S > 1 (1 otherwise),
 ///             S = max_position_embeddings / L0 when max_position_embeddings is set, else factor.
 ///   proportional  d = head_dim (the whole head turns), n = floor(f d / 2) for
 ///             f = partial_rotary_factor;  inv_j = th_j / s for j < n, 0 for j >= n (the pair
@@ -58,7 +59,9 @@ struct RopeFrequencies {
   Eigen::Index rotary_offset = 0;         ///< first rotated dim
   RopeScalingType type = RopeScalingType::kDefault;
   std::int64_t planned_seq_len = 0;  ///< seq_len the plan was computed for (0 = init time)
-  double effective_theta = 0.0;      ///< base after NTK / dynamic adjustment (informational)
+  /// Base after NTK / dynamic adjustment (informational; vllm_ntk: b s, its frequencies then
+  /// divided by s^(2/d) as well).
+  double effective_theta = 0.0;
   bool uses_long_factor = false;     ///< longrope: long_factor selected
 };
 
@@ -117,6 +120,7 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
     case RopeScalingType::kProportional:
       require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
               " must be finite and >= 1");
+      // HF returns all-zero frequencies there; a plan that rotates nothing is a config error.
       require(rope_proportional_pairs(p, d) >= 1, fn, "partial_rotary_factor = ",
               p.partial_rotary_factor, " turns no pair of rotary_dim = ", d,
               " (rope_type proportional turns floor(partial_rotary_factor * rotary_dim / 2) pairs)");
@@ -174,6 +178,13 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
         for (std::size_t j = 0; j < half; ++j) {
           require(std::isfinite((*list)[j]) && (*list)[j] > 0.0, fn, name, "[", j,
                   "] = ", (*list)[j], " must be finite and > 0");
+        }
+      }
+      for (const auto* m : {&sc.short_mscale, &sc.long_mscale}) {
+        if (*m) {
+          require(std::isfinite(**m) && **m > 0.0, fn,
+                  m == &sc.short_mscale ? "short_mscale" : "long_mscale", " = ", **m,
+                  " must be finite and > 0");
         }
       }
       break;
@@ -297,10 +308,13 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       const auto l0 = sc.original_max_position_embeddings;
       f.uses_long_factor = seq_len > l0;
       const auto& ext = f.uses_long_factor ? sc.long_factor : sc.short_factor;
+      const auto& table_mscale = f.uses_long_factor ? sc.long_mscale : sc.short_mscale;
       fill_geometric(f.inv_freq, p.theta, d);
       for (std::size_t j = 0; j < f.inv_freq.size(); ++j) f.inv_freq[j] /= ext[j];
       if (sc.attention_factor) {
         f.attention_factor = *sc.attention_factor;
+      } else if (table_mscale) {
+        f.attention_factor = *table_mscale;
       } else {
         const double big_s = p.max_position_embeddings > 0
                                  ? static_cast<double>(p.max_position_embeddings) /

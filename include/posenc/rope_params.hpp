@@ -118,17 +118,22 @@ struct RopeScaling {
   // --- longrope ----------------------------------------------------------------------------
   std::vector<double> short_factor;  ///< rotary_dim / 2 divisors used while seq_len <= L0
   std::vector<double> long_factor;   ///< rotary_dim / 2 divisors used once seq_len > L0
+  /// Phi-3.5-MoE's cos/sin multiplier of each table (transformers PhimoeRotaryEmbedding, vLLM
+  /// Phi3LongRoPEScaledRotaryEmbedding); absent: the default attention factor. An explicit
+  /// attention_factor wins over both.
+  std::optional<double> short_mscale;
+  std::optional<double> long_mscale;
 };
 
 /// Everything that fixes the rotation angles of one attention layer.
 struct RopeParams {
   /// Width of a head vector (innermost tensor dimension). Must be > 0.
   Eigen::Index head_dim = 0;
-  /// Number of rotated dims (even). 0 = int(head_dim * partial_rotary_factor), HF's rule;
-  /// 0 = head_dim for rope_type proportional.
+  /// Number of rotated dims (even). 0 = int(head_dim * partial_rotary_factor), HF's rule.
+  /// rope_type proportional always rotates the whole head (0 or head_dim).
   Eigen::Index rotary_dim = 0;
-  /// HF `partial_rotary_factor` in (0, 1]; read only when rotary_dim == 0 (Phi-2: 0.4). For
-  /// rope_type proportional it is the share of pairs that turn, not the rotated width:
+  /// HF `partial_rotary_factor` in (0, 1]; read when rotary_dim == 0 (Phi-2: 0.4), and by
+  /// rope_type proportional, where it is the share of pairs that turn, not the rotated width:
   ///   standard      [cc..ss..|0000]  rotary_dim = int(head_dim f), exponent over rotary_dim
   ///   proportional  [cc00ss00]       rotary_dim = head_dim, pairs (j, j + head_dim/2),
   ///                                  j < int(f head_dim / 2) turn, the rest have inv_freq 0
@@ -162,6 +167,9 @@ inline Eigen::Index resolve_rotary_dim(std::string_view function, const RopePara
     require(f > 0.0 && f <= 1.0, function, "partial_rotary_factor = ", f,
             " must be in (0, 1]");
   }
+  require(!proportional || params.rotary_dim == 0 || params.rotary_dim == params.head_dim,
+          function, "rotary_dim = ", params.rotary_dim, " must be 0 or head_dim = ",
+          params.head_dim, " for rope_type proportional (it rotates the whole head)");
   Eigen::Index rd = params.rotary_dim;
   if (rd == 0) {
     rd = proportional ? params.head_dim
@@ -179,7 +187,8 @@ inline Eigen::Index resolve_rotary_dim(std::string_view function, const RopePara
 
 }  // namespace detail
 
-/// \brief The rotary width HF would use: rotary_dim, or int(head_dim * partial_rotary_factor).
+/// \brief The rotary width HF would use: rotary_dim, or int(head_dim * partial_rotary_factor)
+/// (head_dim for rope_type proportional).
 /// Throws std::invalid_argument when it is odd, zero, > kMaxRotaryDim, or does not fit in
 /// head_dim at rotary_offset.
 inline Eigen::Index resolved_rotary_dim(const RopeParams& params) {

@@ -110,9 +110,11 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         break;
       }
       case RopeScalingType::kProportional: {
-        // Gemma-4: pairs j < int(f * head_dim // 2) turn at theta^(-2j/head_dim) / s.
-        const long double turning = std::floor(static_cast<long double>(p.partial_rotary_factor) *
-                                               dd / 2.0L);
+        // Gemma-4: pairs j < int(f * head_dim // 2) turn at theta^(-2j/head_dim) / s. The count
+        // is HF's Python float product, rounded in double (0.3 * 20 is 6.0 there, 5.99.. in
+        // long double).
+        const double product = p.partial_rotary_factor * static_cast<double>(d);
+        const long double turning = std::floor(static_cast<long double>(product) / 2.0L);
         w = static_cast<long double>(j) < turning ? base / s : 0.0L;
         break;
       }
@@ -140,10 +142,13 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
     const long double l0l = static_cast<long double>(p.scaling.original_max_position_embeddings);
     const long double big_s =
         p.max_position_embeddings > 0 ? static_cast<long double>(p.max_position_embeddings) / l0l : s;
+    const auto& table = seq_len > p.scaling.original_max_position_embeddings ? p.scaling.long_mscale
+                                                                              : p.scaling.short_mscale;
     f.attention_factor = p.scaling.attention_factor
                              ? static_cast<long double>(*p.scaling.attention_factor)
-                             : (big_s <= 1.0L ? 1.0L
-                                              : std::sqrt(1.0L + std::log(big_s) / std::log(l0l)));
+                         : table ? static_cast<long double>(*table)
+                                 : (big_s <= 1.0L ? 1.0L
+                                                  : std::sqrt(1.0L + std::log(big_s) / std::log(l0l)));
   } else if (p.scaling.attention_factor) {
     f.attention_factor = *p.scaling.attention_factor;
   }
