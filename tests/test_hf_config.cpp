@@ -475,6 +475,15 @@ TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-at
   REQUIRE(turning == 64);  // int(0.25 * 512 // 2)
   REQUIRE_THAT(f.inv_freq[1], WithinRel(std::pow(1e6, -2.0 / 512.0), 1e-14));
   REQUIRE(has_note(c, "global_head_dim = 512"));
+  // Flat dicts have no full_attention entry to apply it to: said, not silently dropped.
+  const auto flat = posenc::parse_hf_config(
+      R"({"hidden_size": 2048, "num_attention_heads": 8, "head_dim": 256, "global_head_dim": 512,
+          "rope_scaling": {"rope_type": "default"}})");
+  REQUIRE(flat.rope.head_dim == 256);
+  REQUIRE(has_note(flat, "global_head_dim = 512 not used"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 1,
+                                                 "global_head_dim": 0})", "g.json"),
+                      Contains("g.json: key \"global_head_dim\" = 0 must be in [1, "));
   for (const auto& lr : c.layer_ropes) {
     if (lr.layer_type != "sliding_attention") continue;
     REQUIRE(lr.params.head_dim == 256);
@@ -518,6 +527,19 @@ TEST_CASE("hf_config: rope_type ntk is read as vLLM reads it (transformers has n
   REQUIRE(has_note(c, "is vLLM's recipe"));
   const auto f = posenc::compute_rope_frequencies(c.rope);
   REQUIRE_THAT(f.inv_freq[63], WithinRel(std::pow(10000.0, -126.0 / 128.0) / 4.0, 1e-14));
+  // The first pair tells the three "ntk"s apart: mixed_b divides it by 4^(1/64^0.625), the
+  // fixed form by 4^(2/128), static NTK-aware not at all.
+  REQUIRE_THAT(f.inv_freq[0], WithinRel(std::pow(4.0, -1.0 / std::pow(64.0, 0.625)), 1e-14));
+  const auto fixed = posenc::parse_hf_config(
+      R"({"hidden_size": 1024, "num_attention_heads": 8,
+          "rope_scaling": {"rope_type": "vllm_ntk", "factor": 4.0}})");
+  REQUIRE(fixed.rope.scaling.type == RopeScalingType::kVllmNtk);
+  REQUIRE(!has_note(fixed, "is vLLM's recipe"));
+  REQUIRE_THAT(posenc::compute_rope_frequencies(fixed.rope).inv_freq[0], WithinRel(std::pow(4.0, -2.0 / 128.0), 1e-15));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+                          R"({"hidden_size": 64, "num_attention_heads": 1,
+                              "rope_scaling": {"type": "ntk", "factor": 2.0, "mixed_b": 0}})", "n.json"),
+                      Contains("n.json: key \"rope_scaling.mixed_b\" = 0 must be > 0"));
 }
 
 TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_factor applies only "
@@ -544,6 +566,61 @@ TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_facto
     CAPTURE(name);
     for (const auto& n : load(name).notes) REQUIRE(n.find("is not read") == std::string::npos);
   }
+  // Nor do these published rope blocks (copied from the models' config.json): Qwen2-VL,
+  // gpt-oss, Gemma-3, a transformers 5 dict keyed by layer type, Phi-3.5-MoE.
+  for (const char* block :
+       {R"("rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24], "rope_type": "default"})",
+        R"("rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+            "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false})",
+        R"("rope_scaling": {"factor": 8.0, "rope_type": "linear"})",
+        R"("layer_types": ["sliding_attention", "full_attention"], "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}})",
+        R"("head_dim": 16, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "longrope",
+            "short_factor": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0],
+            "short_mscale": 1.243163121016122, "long_mscale": 1.243163121016122})"}) {
+    CAPTURE(block);
+    const auto c = posenc::parse_hf_config(std::string(R"({"hidden_size": 4096, "num_attention_heads": 32,
+        "max_position_embeddings": 131072, )") + block + "}");
+    for (const auto& n : c.notes) REQUIRE(n.find("is not read") == std::string::npos);
+  }
+  // A key the recipe does not read is not parsed either: transformers ignores a bad factor in
+  // a default dict, and so does posenc.
+  const auto def = posenc::parse_hf_config(
+      R"({"hidden_size": 256, "num_attention_heads": 2,
+          "rope_scaling": {"rope_type": "default", "factor": 0.5, "attention_factor": "x"}})");
+  REQUIRE(def.rope.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(has_note(def, "rope_scaling.factor is not read by rope_type default"));
+  REQUIRE(has_note(def, "rope_scaling.attention_factor is not read by rope_type default"));
+}
+
+TEST_CASE("hf_config: Phi-3.5-MoE's short_mscale / long_mscale set the cos/sin multiplier",
+          "[hf_config][longrope]") {
+  // transformers PhimoeRotaryEmbedding / vLLM Phi3LongRoPEScaledRotaryEmbedding use them
+  // instead of sqrt(1 + ln 32 / ln 4096) = 1.19024.
+  const auto c = posenc::parse_hf_config(
+      R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+          "original_max_position_embeddings": 4096,
+          "rope_scaling": {"type": "longrope", "short_mscale": 1.243163121016122,
+            "long_mscale": 1.243163121016122,
+            "short_factor": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+            "long_factor": [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                            2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+                            4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]}})");
+  REQUIRE(c.rope.scaling.short_mscale == 1.243163121016122);
+  REQUIRE(posenc::compute_rope_frequencies(c.rope, 100).attention_factor == 1.243163121016122);
+  REQUIRE(posenc::compute_rope_frequencies(c.rope, 100000).attention_factor == 1.243163121016122);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+                          R"({"hidden_size": 64, "num_attention_heads": 8,
+                              "original_max_position_embeddings": 4096,
+                              "rope_scaling": {"type": "longrope", "long_mscale": -1,
+                                "short_factor": [1, 1, 1, 1], "long_factor": [1, 1, 1, 1]}})", "m.json"),
+                      Contains("m.json: key \"rope_scaling.long_mscale\" = -1 must be > 0"));
 }
 
 TEST_CASE("hf_config: longrope without a top-level original length takes its attention factor "

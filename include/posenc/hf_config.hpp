@@ -17,13 +17,19 @@
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
 ///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else 1.
 ///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
-///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE).
+///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE);
+///              "ntk" (no transformers recipe) as vLLM reads it -> vllm_ntk (+ mixed_b);
+///              "dynamic" with `alpha` (Hunyuan) -> static NTK with factor = alpha; longrope's
+///              short_mscale / long_mscale (Phi-3.5-MoE). Each recipe parses only the keys it
+///              reads (attention_factor: yarn and longrope, as transformers); the others are
+///              listed in the notes, as transformers warns about them.
 ///   lengths    max_position_embeddings (aliases n_positions, max_seq_len, seq_length); L0 = the
 ///              top-level original_max_position_embeddings (Phi-3: HF gives it priority), else
 ///              rope_scaling's, else max_position_embeddings (standardize_rope_params).
 ///   layers     layer_types, or Gemma-3's sliding_window_pattern (layer i is sliding iff
 ///              (i + 1) % pattern != 0) with rope_local_base_freq for the sliding layers, or a
-///              rope_parameters dict keyed by layer type (transformers >= 5).
+///              rope_parameters dict keyed by layer type (transformers >= 5); Gemma-4's
+///              full_attention entry rotates heads of global_head_dim.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS), model_type "bloom".
 ///   layout     caller's override, else the config key rope_interleave (DeepSeek-V3), else the
@@ -328,9 +334,10 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
   if (name == "longrope") return RopeScalingType::kLongRope;
   if (name == "llama3") return RopeScalingType::kLlama3;
   if (name == "proportional") return RopeScalingType::kProportional;
+  if (name == "vllm_ntk") return RopeScalingType::kVllmNtk;
   r.fail(path, "= \"", name,
          "\" is not a known rope_type (default, linear, ntk, dynamic, yarn, longrope/su, "
-         "llama3, proportional, mrope)");
+         "llama3, proportional, vllm_ntk, mrope)");
 }
 
 /// Inputs shared by every layer type's RoPE.
@@ -354,7 +361,8 @@ inline void hf_note_unread_keys(const nlohmann::json& dict, const std::string& d
   for (auto it = dict.begin(); it != dict.end(); ++it) {
     if (std::find(known.begin(), known.end(), it.key()) != known.end()) continue;
     notes.push_back(dpath + "." + it.key() + " is not read by rope_type " + std::string(recipe) +
-                    " (transformers warns and ignores it; so does posenc)");
+                    " (transformers' recipe warns and ignores it, and so does posenc; a "
+                    "model's own code might use it)");
   }
 }
 
@@ -411,12 +419,15 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     sc.factor = *alpha;
     hf_note_unread_keys(*dict, dpath, "ntk (Hunyuan alpha)",
                         {"rope_type", "type", "rope_theta", "partial_rotary_factor", "alpha",
-                         "factor"},
+                         "factor", "mrope_section", "mrope_interleaved"},
                         notes);
     return p;
   }
 
-  const auto factor = r.number(*dict, "factor", key("factor"));
+  // Keys are parsed (and checked) only for the recipes that read them; the rest are noted below.
+  const auto factor = sc.type != RopeScalingType::kDefault
+                          ? r.number(*dict, "factor", key("factor"))
+                          : std::nullopt;
   const bool needs_factor = sc.type == RopeScalingType::kLinear ||
                             sc.type == RopeScalingType::kNtk ||
                             sc.type == RopeScalingType::kVllmNtk ||
@@ -431,15 +442,17 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   }
 
   // L0: HF (standardize_rope_params) gives the top-level key priority for llama3/yarn/longrope.
-  const auto inner_original = r.integer(*dict, "original_max_position_embeddings",
-                                        key("original_max_position_embeddings"));
-  if (inner_original && *inner_original <= 0) {
-    r.fail(key("original_max_position_embeddings"), "= ", *inner_original, " must be > 0");
-  }
   const bool needs_original = sc.type == RopeScalingType::kYarn ||
                               sc.type == RopeScalingType::kLongRope ||
                               sc.type == RopeScalingType::kLlama3 ||
                               sc.type == RopeScalingType::kDynamic;
+  const auto inner_original =
+      needs_original ? r.integer(*dict, "original_max_position_embeddings",
+                                 key("original_max_position_embeddings"))
+                     : std::nullopt;
+  if (inner_original && *inner_original <= 0) {
+    r.fail(key("original_max_position_embeddings"), "= ", *inner_original, " must be > 0");
+  }
   if (needs_original) {
     std::int64_t l0 = 0;
     if (ctx.top_original > 0 && sc.type != RopeScalingType::kDynamic) {
@@ -517,15 +530,24 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     if (!lf) r.fail(key("long_factor"), "is missing; rope_type longrope requires it");
     sc.short_factor = std::move(*sf);
     sc.long_factor = std::move(*lf);
+    // Phi-3.5-MoE: the cos/sin multiplier of each table (transformers PhimoeRotaryEmbedding,
+    // vLLM Phi3LongRoPEScaledRotaryEmbedding); the paper's default when absent.
+    for (const char* name : {"short_mscale", "long_mscale"}) {
+      if (auto m = r.number(*dict, name, key(name))) {
+        if (!(std::isfinite(*m) && *m > 0.0)) r.fail(key(name), "= ", *m, " must be > 0");
+        (std::string_view(name) == "short_mscale" ? sc.short_mscale : sc.long_mscale) = *m;
+      }
+    }
   }
   // transformers reads attention_factor for yarn and longrope only; the other recipes return
   // a cos/sin multiplier of 1 whatever the dict says.
   const bool reads_attention_factor =
       sc.type == RopeScalingType::kYarn || sc.type == RopeScalingType::kLongRope;
-  if (auto a = r.number(*dict, "attention_factor", key("attention_factor"));
-      a && reads_attention_factor) {
-    if (!(*a > 0.0)) r.fail(key("attention_factor"), "= ", *a, " must be > 0");
-    sc.attention_factor = *a;
+  if (reads_attention_factor) {
+    if (auto a = r.number(*dict, "attention_factor", key("attention_factor"))) {
+      if (!(*a > 0.0)) r.fail(key("attention_factor"), "= ", *a, " must be > 0");
+      sc.attention_factor = *a;
+    }
   }
   if (sc.type == RopeScalingType::kLongRope && !sc.attention_factor && ctx.top_original <= 0 &&
       factor && sc.original_max_position_embeddings > 0) {
@@ -557,7 +579,8 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
       break;
     case RopeScalingType::kLongRope:
       known.insert(known.end(), {"factor", "original_max_position_embeddings", "short_factor",
-                                 "long_factor", "attention_factor"});
+                                 "long_factor", "attention_factor", "short_mscale",
+                                 "long_mscale"});
       break;
   }
   hf_note_unread_keys(*dict, dpath, to_string(sc.type), known, notes);
@@ -1021,17 +1044,21 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     r.fail(path("global_head_dim"), "= ", *global_head_dim, " must be in [1, ",
            detail::kHfMaxDim, "]");
   }
+  bool used_global_head_dim = false;
   if (nested) {
     for (auto it = dict->begin(); it != dict->end(); ++it) {
       const std::string sub = dpath + "." + it.key();
       HfLayerRope lr;
       lr.layer_type = it.key();
       detail::HfRopeContext layer_ctx = ctx;
-      if (global_head_dim && lr.layer_type == "full_attention" && ctx.top_rotary_dim == 0) {
+      if (global_head_dim && *global_head_dim != ctx.head_dim &&
+          lr.layer_type == "full_attention" && ctx.top_rotary_dim == 0) {
         layer_ctx.head_dim = *global_head_dim;
         out.notes.push_back(sub + ": heads of global_head_dim = " +
                             std::to_string(*global_head_dim) + " (head_dim = " +
-                            std::to_string(ctx.head_dim) + " is the other layers')");
+                            std::to_string(ctx.head_dim) + " is the other layers'; "
+                            "softmax_scale is still derived from head_dim)");
+        used_global_head_dim = true;
       }
       lr.params =
           detail::hf_rope_params(r, it->is_null() ? nullptr : &*it, sub, layer_ctx, out.notes);
@@ -1060,6 +1087,11 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       }
       out.layer_ropes.push_back({"all", main, out.num_hidden_layers});
     }
+  }
+  if (global_head_dim && *global_head_dim != ctx.head_dim && !used_global_head_dim) {
+    out.notes.push_back(path("global_head_dim") + " = " + std::to_string(*global_head_dim) +
+                        " not used: it applies to a full_attention entry of a rope_parameters "
+                        "dict keyed by layer type without an absolute rotary_dim");
   }
   out.rope = out.layer_ropes.front().params;
   for (const auto& lr : out.layer_ropes) {
