@@ -21,3 +21,4 @@
 #include "posenc/sinusoidal.hpp"
 #include "posenc/tensor.hpp"
 #include "posenc/version.hpp"
+#include "posenc/vision_rope.hpp"

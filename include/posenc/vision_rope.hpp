@@ -1,0 +1,115 @@
+#pragma once
+/// \file posenc/vision_rope.hpp
+/// 2-D RoPE of the Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V vision encoders: each image patch
+/// rotates by its row h in the first quarter of the pairs and by its column w in the second,
+/// with the frequencies of a head_dim / 2 wide RoPE (HF `VisionRotaryEmbedding(head_dim // 2)`,
+/// `rot_pos_emb`, `apply_rotary_pos_emb_vision`):
+///
+///   q = head_dim / 4,  w_i = theta^(-2i / (head_dim / 2)),  i in [0, q)
+///   half-split pair j (j, j + head_dim/2):  angle = h w_j for j < q,  w w_(j-q) for q <= j < 2q
+///
+/// which is M-RoPE with sections (t, h, w) = (0, q, q) over inv_freq = [w_0 .. w_(q-1),
+/// w_0 .. w_(q-1)]: vision_rope_2d() returns that plan and apply_mrope_inplace /
+/// apply_mrope_qk_inplace run it (every view, storage type and thread option of rope.hpp).
+///
+/// Patch order (vision_rope_2d_positions): the processor emits a frame's patches window by
+/// window, m x m windows (m = spatial_merge_size) in row-major order and row-major inside, so
+/// that each window becomes one LLM token after the merger:
+///
+///   grid 4 x 4, m = 2     token  0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15
+///                         h      0  0  1  1  0  0  1  1  2  2  3  3  2  2  3  3
+///                         w      0  1  0  1  2  3  2  3  0  1  0  1  2  3  2  3
+///
+/// Every frame of a video repeats its frame's positions (time is not rotated in the encoder).
+/// Qwen2.5-VL's window attention permutes tokens and their positions together; rotate before
+/// permuting, or permute the positions too.
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "posenc/error.hpp"
+#include "posenc/mrope.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// The vision encoder's rotation as an M-RoPE plan (see the file comment).
+struct VisionRope2D {
+  RopeFrequencies freqs;   ///< rotary_dim = head_dim, inv_freq [head_dim / 2] = [w, w]
+  MRopeSections sections;  ///< (0, head_dim / 4, head_dim / 4), contiguous
+};
+
+/// \brief The 2-D vision RoPE plan for heads of head_dim (HF: hidden_size // num_heads of the
+/// vision config) and base theta (10000 in every Qwen-VL / GLM-4V vision tower).
+/// Throws std::invalid_argument when head_dim is not a positive multiple of 4, exceeds
+/// kMaxRotaryDim, or theta is not finite and > 1.
+inline VisionRope2D vision_rope_2d(Eigen::Index head_dim, double theta = 10000.0) {
+  constexpr std::string_view fn = "vision_rope_2d";
+  detail::require(head_dim > 0 && head_dim % 4 == 0 && head_dim <= kMaxRotaryDim, fn,
+                  "head_dim = ", head_dim, " must be a multiple of 4 in [4, ", kMaxRotaryDim,
+                  "] (a quarter of the pairs per axis)");
+  detail::require(std::isfinite(theta) && theta > 1.0, fn, "theta = ", theta,
+                  " must be finite and > 1");
+  const Eigen::Index q = head_dim / 4;
+  VisionRope2D plan;
+  plan.freqs.rotary_dim = head_dim;
+  plan.freqs.head_dim = head_dim;
+  plan.freqs.effective_theta = theta;
+  plan.freqs.inv_freq.resize(static_cast<std::size_t>(2 * q));
+  for (Eigen::Index i = 0; i < q; ++i) {
+    // HF VisionRotaryEmbedding(dim = head_dim / 2): theta^(-arange(0, dim, 2) / dim).
+    const double w = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(2 * q));
+    plan.freqs.inv_freq[static_cast<std::size_t>(i)] = w;
+    plan.freqs.inv_freq[static_cast<std::size_t>(q + i)] = w;
+  }
+  plan.sections.section = {0, q, q};
+  return plan;
+}
+
+/// \brief Writes the (0, h, w) positions of one image (grid_t = 1) or video's patches, in the
+/// processor's window order (file comment), to out[:, b, first .. first + t h w); other columns
+/// are not touched. grid_h / grid_w: patches per column / row (HF image_grid_thw, before the
+/// merge). Returns the number of tokens written, so that images can follow one another.
+/// Throws std::invalid_argument (a grid dimension < 1, spatial_merge_size < 1 or not dividing
+/// grid_h and grid_w, out not [3, batch, seq], b or first out of range, the tokens past the
+/// end of the row) before writing anything.
+inline Eigen::Index vision_rope_2d_positions(Eigen::Index grid_t, Eigen::Index grid_h,
+                                             Eigen::Index grid_w, Eigen::Index spatial_merge_size,
+                                             TensorView<std::int64_t, 3> out, Eigen::Index b = 0,
+                                             Eigen::Index first = 0) {
+  constexpr std::string_view fn = "vision_rope_2d_positions";
+  const Eigen::Index m = spatial_merge_size;
+  detail::require(grid_t >= 1 && grid_h >= 1 && grid_w >= 1, fn, "grid (t, h, w) = (", grid_t,
+                  ", ", grid_h, ", ", grid_w, ") must be >= 1 in every dimension");
+  detail::require(m >= 1 && grid_h % m == 0 && grid_w % m == 0, fn, "spatial_merge_size = ", m,
+                  " must be >= 1 and divide grid_h = ", grid_h, " and grid_w = ", grid_w);
+  detail::require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ",
+                  out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
+  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
+                  out.dimension(1), ")");
+  const double tokens = static_cast<double>(grid_t) * static_cast<double>(grid_h) *
+                        static_cast<double>(grid_w);
+  detail::require(first >= 0 && first <= out.dimension(2) &&
+                      tokens <= static_cast<double>(out.dimension(2) - first),
+                  fn, "first = ", first, " + ", tokens, " tokens must fit in seq = ",
+                  out.dimension(2));
+  Eigen::Index col = first;
+  for (Eigen::Index t = 0; t < grid_t; ++t) {
+    for (Eigen::Index wh = 0; wh < grid_h / m; ++wh) {
+      for (Eigen::Index ww = 0; ww < grid_w / m; ++ww) {
+        for (Eigen::Index ih = 0; ih < m; ++ih) {
+          for (Eigen::Index iw = 0; iw < m; ++iw, ++col) {
+            out(0, b, col) = 0;
+            out(1, b, col) = wh * m + ih;
+            out(2, b, col) = ww * m + iw;
+          }
+        }
+      }
+    }
+  }
+  return col - first;
+}
+
+}  // namespace posenc
