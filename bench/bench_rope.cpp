@@ -10,6 +10,7 @@
 // The threaded benchmarks pass an Eigen::ThreadPoolDevice, which Eigen only defines with this.
 #define EIGEN_USE_THREADS
 
+#include <posenc/mrope.hpp>
 #include <posenc/rope.hpp>
 
 #if defined(__AVX512BW__)
@@ -35,7 +36,9 @@ constexpr Eigen::Index kHeadDim = 128;
 
 /// kRerotate: rerotate_rope_inplace of a KV cache's keys from one plan to another (theta
 /// 10000 -> 500000), the one-pass composed rotation; reported against the stream, no floor.
-enum class Path { kCache, kOnTheFly, kRerotate };
+/// kMRope: apply_mrope_qk_inplace with Qwen2-VL's sections (16, 24, 24) over a prompt of text,
+/// an image and text (each token's angles from its three positions); no floor either.
+enum class Path { kCache, kOnTheFly, kRerotate, kMRope };
 
 struct Config {
   bool bf16 = false;
@@ -138,6 +141,18 @@ void run_rope(benchmark::State& state, Config c) {
   const auto cache = posenc::make_rope_cos_sin_cache(freqs, start + c.tokens);
   const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
   const auto positions = posenc::RopePositions::contiguous(1, c.tokens, start);
+  // M-RoPE: text, then an image of about half the tokens (32 columns), then text.
+  std::vector<std::int64_t> mpos(static_cast<std::size_t>(3 * c.tokens));
+  posenc::MRopeSections sections;
+  sections.section = {16, 24, 24};
+  if (c.path == Path::kMRope) {
+    const Eigen::Index rows = std::max<Eigen::Index>(1, c.tokens / 64), image = 32 * rows;
+    const Eigen::Index before = (c.tokens - image) / 2;
+    posenc::mrope_position_ids({posenc::MRopeSegment::text(before), posenc::MRopeSegment::image(rows, 32),
+                                posenc::MRopeSegment::text(c.tokens - image - before)},
+                               posenc::TensorView<std::int64_t, 3>(mpos.data(), 3, 1, c.tokens));
+  }
+  const posenc::MRopePositionsView mview(mpos.data(), 3, 1, c.tokens);
   const auto hq = posenc::rope_heads<T>(posenc::TensorView<T, 4>(q.data(), 1, c.tokens, c.q_heads, kHeadDim));
   const auto hk = posenc::rope_heads<T>(posenc::TensorView<T, 4>(k.data(), 1, c.tokens, c.kv_heads, kHeadDim));
   posenc::RopeApplyOptions options;
@@ -147,6 +162,8 @@ void run_rope(benchmark::State& state, Config c) {
   const auto call = [&] {
     if (c.path == Path::kRerotate) {
       posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
+    } else if (c.path == Path::kMRope) {
+      posenc::apply_mrope_qk_inplace<T>(hq, hk, mview, freqs, c.layout, sections, options);
     } else if (c.kv_heads > 0) {
       if (c.path == Path::kCache) {
         posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
@@ -193,7 +210,7 @@ void run_rope(benchmark::State& state, Config c) {
   double floor = c.path == Path::kCache ? 0.90 : 0.50;
   if (c.bf16) floor = 0.70;
   if (c.threads == 2) floor = 0.90;
-  if (c.path == Path::kRerotate) floor = 0.0;
+  if (c.path == Path::kRerotate || c.path == Path::kMRope) floor = 0.0;
   state.SetLabel(posenc_bench::ratio_label(stream_id(bytes, c.threads), floor));
 }
 
@@ -373,7 +390,10 @@ void run_bf16_ceiling(benchmark::State& state, Eigen::Index tokens) {
 #endif
 
 std::string config_name(const Config& c) {
-  const char* path = c.path == Path::kCache ? "Cache" : c.path == Path::kOnTheFly ? "OnTheFly" : "Rerotate";
+  const char* path = c.path == Path::kCache      ? "Cache"
+                     : c.path == Path::kOnTheFly ? "OnTheFly"
+                     : c.path == Path::kMRope    ? "MRope"
+                                                 : "Rerotate";
   return std::string("BM_Rope_") + path +
          (c.threads == 2 ? "_2T" : "") + "/" + (c.bf16 ? "bf16" : "f32") + "/" +
          std::string(posenc::to_string(c.layout)) + "/q" + std::to_string(c.q_heads) + "k" +
@@ -446,6 +466,17 @@ const bool registered = [] {
       c.bf16 = bf16;
       c.path = Path::kRerotate;
       c.q_heads = 8;
+      c.tokens = tokens;
+      register_config(c, streams);
+    }
+  }
+  // M-RoPE (Qwen2-VL) on Q 32 + K 8 heads: the prompt needs T >= 64 for a whole image row.
+  for (const bool bf16 : {false, true}) {
+    for (const Eigen::Index tokens : {512, 4096}) {
+      Config c;
+      c.bf16 = bf16;
+      c.path = Path::kMRope;
+      c.kv_heads = 8;
       c.tokens = tokens;
       register_config(c, streams);
     }

@@ -486,7 +486,7 @@ TEST_CASE("rope: angles past the fast reduction (2^30) rotate by the sin / cos o
 // Tensor layouts, dtypes, Q+K, out of place
 // ---------------------------------------------------------------------------------------------
 
-TEMPLATE_TEST_CASE("rope: every storage type matches the long-double reference (BSHD and BHSD)",
+TEMPLATE_TEST_CASE("rope: every storage type matches the long-double reference (BSHD, BHSD and SBHD)",
                    "[rope][dtype]", float, double, Eigen::half, Eigen::bfloat16) {
   const Eigen::Index B = 2, S = 70, H = 3, D = 64;
   const auto f = plan(D);
@@ -497,20 +497,51 @@ TEMPLATE_TEST_CASE("rope: every storage type matches the long-double reference (
     pos[static_cast<std::size_t>(s)] = s;
     pos[static_cast<std::size_t>(S + s)] = s < 5 ? 0 : (s < 30 ? s - 5 : s + 500);
   }
-  for (const HeadLayout hl : {HeadLayout::kBSHD, HeadLayout::kBHSD}) {
+  for (const HeadLayout hl : {HeadLayout::kBSHD, HeadLayout::kBHSD, HeadLayout::kSBHD}) {
     for (const RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
       CAPTURE(posenc::to_string(hl), posenc::to_string(layout));
       auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * S * H * D), 121);
       const auto before = x;
-      posenc::TensorView<TestType, 4> view = hl == HeadLayout::kBSHD
-                                                 ? posenc::TensorView<TestType, 4>(x.data(), B, S, H, D)
-                                                 : posenc::TensorView<TestType, 4>(x.data(), B, H, S, D);
+      posenc::TensorView<TestType, 4> view = hl == HeadLayout::kBSHD   ? posenc::TensorView<TestType, 4>(x.data(), B, S, H, D)
+                                             : hl == HeadLayout::kBHSD ? posenc::TensorView<TestType, 4>(x.data(), B, H, S, D)
+                                                                       : posenc::TensorView<TestType, 4>(x.data(), S, B, H, D);
       posenc::apply_rope_inplace<TestType>(view, posenc::PositionIdsView(pos.data(), B, S), f, layout, hl);
       const auto expect = posenc::reference::apply_rope(before.data(), B, S, H, D, hl, pos.data(), inv, 1.0L, 0, layout);
       POSENC_REQUIRE_CLOSE(posenc_test::compare(
           x.size(), [&](std::size_t i) { return posenc::detail::to_double(x[i]); },
           [&](std::size_t i) { return static_cast<double>(expect[i]); }, tolerance<TestType>()));
     }
+  }
+}
+
+TEST_CASE("rope: SBHD (TransformerEngine / Megatron) gives the BSHD result bit for bit", "[rope][layout]") {
+  // x[s][b][h][:] rotated in place as [seq, batch, heads, d] equals the same rows rotated as a
+  // [batch, seq, heads, d] copy: the layout only moves rows.
+  const Eigen::Index S = 37, B = 3, Hq = 4, Hk = 2, D = 64;
+  const auto f = plan(D);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(B * S));
+  for (Eigen::Index i = 0; i < B * S; ++i) pos[static_cast<std::size_t>(i)] = (i * 7919) % 5000;
+  const auto q_sbhd0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * B * Hq * D), 141);
+  const auto k_sbhd0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * B * Hk * D), 142);
+  const auto to_bshd = [&](const std::vector<float>& x, Eigen::Index H) {
+    std::vector<float> y(x.size());
+    for (Eigen::Index s = 0; s < S; ++s)
+      for (Eigen::Index b = 0; b < B; ++b)
+        std::copy_n(x.begin() + ((s * B + b) * H) * D, H * D, y.begin() + ((b * S + s) * H) * D);
+    return y;
+  };
+  for (const RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    auto q = q_sbhd0, k = k_sbhd0;
+    auto q_b = to_bshd(q_sbhd0, Hq), k_b = to_bshd(k_sbhd0, Hk);
+    const posenc::PositionIdsView ids(pos.data(), B, S);
+    posenc::apply_rope_qk_inplace<float>(posenc::TensorView<float, 4>(q.data(), S, B, Hq, D),
+                                         posenc::TensorView<float, 4>(k.data(), S, B, Hk, D), ids, f, layout,
+                                         HeadLayout::kSBHD);
+    posenc::apply_rope_qk_inplace<float>(posenc::TensorView<float, 4>(q_b.data(), B, S, Hq, D),
+                                         posenc::TensorView<float, 4>(k_b.data(), B, S, Hk, D), ids, f, layout);
+    REQUIRE(to_bshd(q, Hq) == q_b);
+    REQUIRE(to_bshd(k, Hk) == k_b);
+    REQUIRE(q != q_sbhd0);
   }
 }
 

@@ -116,29 +116,44 @@ struct RopeHeads {
   Eigen::Index batch_stride = 0, seq_stride = 0, head_stride = 0;  ///< in elements
 };
 
-/// \brief View of a rank-4 tensor in either head layout.
-/// x: [batch, seq, heads, head_dim] (kBSHD) or [batch, heads, seq, head_dim] (kBHSD)
+/// \brief View of a rank-4 tensor in any head layout.
+/// x: [batch, seq, heads, head_dim] (kBSHD), [batch, heads, seq, head_dim] (kBHSD) or
+/// [seq, batch, heads, head_dim] (kSBHD); position ids stay [batch, seq].
 /// Throws std::invalid_argument for a layout value outside HeadLayout.
 template <typename T>
 RopeHeads<T> rope_heads(TensorView<T, 4> x, HeadLayout layout = HeadLayout::kBSHD) {
-  detail::require(layout == HeadLayout::kBSHD || layout == HeadLayout::kBHSD, "rope_heads",
-                  "head_layout = ", static_cast<int>(layout), " is not a HeadLayout");
+  detail::require(layout == HeadLayout::kBSHD || layout == HeadLayout::kBHSD ||
+                      layout == HeadLayout::kSBHD,
+                  "rope_heads", "head_layout = ", static_cast<int>(layout),
+                  " is not a HeadLayout");
   RopeHeads<T> v;
   v.data = x.data();
   v.head_dim = x.dimension(3);
-  v.batch = x.dimension(0);
-  if (layout == HeadLayout::kBHSD) {
-    v.heads = x.dimension(1);
-    v.seq = x.dimension(2);
-    v.seq_stride = v.head_dim;
-    v.head_stride = v.seq * v.head_dim;
-  } else {
-    v.seq = x.dimension(1);
-    v.heads = x.dimension(2);
-    v.head_stride = v.head_dim;
-    v.seq_stride = v.heads * v.head_dim;
+  v.head_stride = v.head_dim;
+  switch (layout) {
+    case HeadLayout::kBHSD:
+      v.batch = x.dimension(0);
+      v.heads = x.dimension(1);
+      v.seq = x.dimension(2);
+      v.seq_stride = v.head_dim;
+      v.head_stride = v.seq * v.head_dim;
+      v.batch_stride = v.heads * v.seq * v.head_dim;
+      break;
+    case HeadLayout::kSBHD:
+      v.seq = x.dimension(0);
+      v.batch = x.dimension(1);
+      v.heads = x.dimension(2);
+      v.batch_stride = v.heads * v.head_dim;
+      v.seq_stride = v.batch * v.batch_stride;
+      break;
+    case HeadLayout::kBSHD:
+      v.batch = x.dimension(0);
+      v.seq = x.dimension(1);
+      v.heads = x.dimension(2);
+      v.seq_stride = v.heads * v.head_dim;
+      v.batch_stride = v.seq * v.seq_stride;
+      break;
   }
-  v.batch_stride = v.seq * v.heads * v.head_dim;
   return v;
 }
 
@@ -788,7 +803,8 @@ void apply_rope_inplace(RopeHeads<T> x, const RopePositions& positions,
 }
 
 /// \brief The contract overload: rank-4 tensor in either head layout, HF position_ids.
-/// x: [batch, seq, heads, head_dim] (kBSHD) or [batch, heads, seq, head_dim] (kBHSD)
+/// x: [batch, seq, heads, head_dim] (kBSHD), [batch, heads, seq, head_dim] (kBHSD) or
+/// [seq, batch, heads, head_dim] (kSBHD)
 /// position_ids: [batch, seq], int64, >= 0 (left padding may repeat positions)
 /// Hot path: plan once with compute_rope_frequencies and reuse across layers; no allocation.
 template <typename T>
@@ -801,7 +817,8 @@ void apply_rope_inplace(TensorView<T, 4> x, PositionIdsView position_ids,
 
 /// \brief Convenience: plans from params (allocates the plan) with seq_len = max(position_ids)
 /// + 1, which is what HF's dynamic / longrope recipes see, then applies with params.layout.
-/// x: [batch, seq, heads, head_dim] (kBSHD) or [batch, heads, seq, head_dim] (kBHSD)
+/// x: [batch, seq, heads, head_dim] (kBSHD), [batch, heads, seq, head_dim] (kBHSD) or
+/// [seq, batch, heads, head_dim] (kSBHD)
 template <typename T>
 void apply_rope_inplace(TensorView<T, 4> x, PositionIdsView position_ids, const RopeParams& params,
                         HeadLayout head_layout = HeadLayout::kBSHD) {
@@ -827,7 +844,8 @@ void apply_rope(RopeHeads<const T> x, RopeHeads<T> out, const RopePositions& pos
 }
 
 /// \brief Out-of-place rank-4 overload.
-/// x, out: [batch, seq, heads, head_dim] (kBSHD) or [batch, heads, seq, head_dim] (kBHSD)
+/// x, out: [batch, seq, heads, head_dim] (kBSHD), [batch, heads, seq, head_dim] (kBHSD) or
+/// [seq, batch, heads, head_dim] (kSBHD)
 template <typename T>
 void apply_rope(ConstTensorView<T, 4> x, PositionIdsView position_ids,
                 const RopeFrequencies& freqs, RopeLayout layout, TensorView<T, 4> out,
@@ -849,7 +867,8 @@ void apply_rope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& 
 }
 
 /// \brief Rank-4 Q+K overload.
-/// q: [batch, seq, q_heads, head_dim], k: [batch, seq, kv_heads, head_dim] (or both BHSD)
+/// q: [batch, seq, q_heads, head_dim], k: [batch, seq, kv_heads, head_dim] (or both BHSD, or
+/// both SBHD)
 template <typename T>
 void apply_rope_qk_inplace(TensorView<T, 4> q, TensorView<T, 4> k, PositionIdsView position_ids,
                            const RopeFrequencies& freqs, RopeLayout layout,

@@ -31,12 +31,14 @@ using PositionIdsView = ConstTensorView<std::int64_t, 2>;  ///< [batch, seq]
 enum class HeadLayout : std::uint8_t {
   kBSHD = 0,  ///< [batch, seq, heads, head_dim]   (vLLM / FlashInfer "NHD")
   kBHSD = 1,  ///< [batch, heads, seq, head_dim]   (HF after q.transpose(1, 2))
+  kSBHD = 2,  ///< [seq, batch, heads, head_dim]   (TransformerEngine / Megatron "sbhd")
 };
 
 constexpr std::string_view to_string(HeadLayout layout) noexcept {
   switch (layout) {
     case HeadLayout::kBSHD: return "BSHD";
     case HeadLayout::kBHSD: return "BHSD";
+    case HeadLayout::kSBHD: return "SBHD";
   }
   return "unknown";
 }

@@ -187,8 +187,9 @@ std::vector<long double> rope_vector(const T* x, Eigen::Index head_dim, std::int
   return y;
 }
 
-/// Whole tensor: x [batch, seq, heads, head_dim] (BSHD) or [batch, heads, seq, head_dim]
-/// (BHSD) contiguous; positions [batch, seq]. Returns the rotated tensor, same layout.
+/// Whole tensor: x [batch, seq, heads, head_dim] (BSHD), [batch, heads, seq, head_dim] (BHSD)
+/// or [seq, batch, heads, head_dim] (SBHD), contiguous; positions [batch, seq]. Returns the
+/// rotated tensor, same layout.
 template <typename T>
 std::vector<long double> apply_rope(const T* x, Eigen::Index batch, Eigen::Index seq,
                                     Eigen::Index heads, Eigen::Index head_dim,
@@ -200,9 +201,10 @@ std::vector<long double> apply_rope(const T* x, Eigen::Index batch, Eigen::Index
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < seq; ++s) {
       for (Eigen::Index h = 0; h < heads; ++h) {
-        const Eigen::Index row = head_layout == HeadLayout::kBSHD
-                                     ? ((b * seq + s) * heads + h) * head_dim
-                                     : ((b * heads + h) * seq + s) * head_dim;
+        const Eigen::Index row =
+            head_layout == HeadLayout::kBSHD   ? ((b * seq + s) * heads + h) * head_dim
+            : head_layout == HeadLayout::kBHSD ? ((b * heads + h) * seq + s) * head_dim
+                                               : ((s * batch + b) * heads + h) * head_dim;
         const auto y = rope_vector(x + row, head_dim, positions[b * seq + s], inv_freq,
                                    attention_factor, offset, layout, inverse);
         std::copy(y.begin(), y.end(), out.begin() + row);
