@@ -113,7 +113,17 @@ TEST_CASE("mrope: text tokens (t = h = w) are plain RoPE, and the inverse undoes
   const Eigen::Index S = 50, H = 3, D = 64;
   posenc::RopeParams params;
   params.head_dim = D;
+  // Also under a YaRN plan (vLLM's MRotaryEmbedding with yarn scaling): its frequencies and
+  // cos/sin multiplier 0.1 ln 4 + 1 reach M-RoPE as they reach 1-D RoPE.
+  const bool yarn = GENERATE(false, true);
+  CAPTURE(yarn);
+  if (yarn) {
+    params.scaling.type = posenc::RopeScalingType::kYarn;
+    params.scaling.factor = 4.0;
+    params.scaling.original_max_position_embeddings = 32;
+  }
   const auto freqs = posenc::compute_rope_frequencies(params);
+  if (yarn) REQUIRE(freqs.attention_factor > 1.1);
   std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
   for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = pos[static_cast<std::size_t>(S + s)] = pos[static_cast<std::size_t>(2 * S + s)] = 7 + s;
   const auto x0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 3);
