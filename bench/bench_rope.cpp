@@ -36,9 +36,10 @@ constexpr Eigen::Index kHeadDim = 128;
 
 /// kRerotate: rerotate_rope_inplace of a KV cache's keys from one plan to another (theta
 /// 10000 -> 500000), the one-pass composed rotation; reported against the stream, no floor.
-/// kMRope: apply_mrope_qk_inplace with Qwen2-VL's sections (16, 24, 24) over a prompt of text,
-/// an image and text (each token's angles from its three positions); no floor either.
-enum class Path { kCache, kOnTheFly, kRerotate, kMRope };
+/// kMRope / kMRopeCache: apply_mrope_qk_inplace (each token's angles from its three positions)
+/// and apply_mrope_qk_inplace_cached (rows of the cos/sin cache) with Qwen2-VL's sections
+/// (16, 24, 24) over a prompt of text, an image and text; no floor either.
+enum class Path { kCache, kOnTheFly, kRerotate, kMRope, kMRopeCache };
 
 struct Config {
   bool bf16 = false;
@@ -145,7 +146,7 @@ void run_rope(benchmark::State& state, Config c) {
   std::vector<std::int64_t> mpos(static_cast<std::size_t>(3 * c.tokens));
   posenc::MRopeSections sections;
   sections.section = {16, 24, 24};
-  if (c.path == Path::kMRope) {
+  if (c.path == Path::kMRope || c.path == Path::kMRopeCache) {
     const Eigen::Index rows = std::max<Eigen::Index>(1, c.tokens / 64), image = 32 * rows;
     const Eigen::Index before = (c.tokens - image) / 2;
     posenc::mrope_position_ids({posenc::MRopeSegment::text(before), posenc::MRopeSegment::image(rows, 32),
@@ -164,6 +165,8 @@ void run_rope(benchmark::State& state, Config c) {
       posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
     } else if (c.path == Path::kMRope) {
       posenc::apply_mrope_qk_inplace<T>(hq, hk, mview, freqs, c.layout, sections, options);
+    } else if (c.path == Path::kMRopeCache) {
+      posenc::apply_mrope_qk_inplace_cached<T>(hq, hk, mview, cview, c.layout, sections, 0, options);
     } else if (c.kv_heads > 0) {
       if (c.path == Path::kCache) {
         posenc::apply_rope_qk_inplace_cached<T>(hq, hk, positions, cview, c.layout, 0, options);
@@ -210,7 +213,9 @@ void run_rope(benchmark::State& state, Config c) {
   double floor = c.path == Path::kCache ? 0.90 : 0.50;
   if (c.bf16) floor = 0.70;
   if (c.threads == 2) floor = 0.90;
-  if (c.path == Path::kRerotate || c.path == Path::kMRope) floor = 0.0;
+  if (c.path == Path::kRerotate || c.path == Path::kMRope || c.path == Path::kMRopeCache) {
+    floor = 0.0;
+  }
   state.SetLabel(posenc_bench::ratio_label(stream_id(bytes, c.threads), floor));
 }
 
@@ -393,6 +398,7 @@ std::string config_name(const Config& c) {
   const char* path = c.path == Path::kCache      ? "Cache"
                      : c.path == Path::kOnTheFly ? "OnTheFly"
                      : c.path == Path::kMRope    ? "MRope"
+                     : c.path == Path::kMRopeCache ? "MRopeCache"
                                                  : "Rerotate";
   return std::string("BM_Rope_") + path +
          (c.threads == 2 ? "_2T" : "") + "/" + (c.bf16 ? "bf16" : "f32") + "/" +
@@ -472,13 +478,15 @@ const bool registered = [] {
   }
   // M-RoPE (Qwen2-VL) on Q 32 + K 8 heads: the prompt needs T >= 64 for a whole image row.
   for (const bool bf16 : {false, true}) {
-    for (const Eigen::Index tokens : {512, 4096}) {
-      Config c;
-      c.bf16 = bf16;
-      c.path = Path::kMRope;
-      c.kv_heads = 8;
-      c.tokens = tokens;
-      register_config(c, streams);
+    for (const Path path : {Path::kMRope, Path::kMRopeCache}) {
+      for (const Eigen::Index tokens : {512, 4096}) {
+        Config c;
+        c.bf16 = bf16;
+        c.path = path;
+        c.kv_heads = 8;
+        c.tokens = tokens;
+        register_config(c, streams);
+      }
     }
   }
   // The same kernels on rows 16 bytes off a 32-byte boundary (float cache path).

@@ -380,3 +380,78 @@ TEST_CASE("mrope: a Qwen2-VL prompt in the KV cache, then text decode by the cac
       }
   }
 }
+
+TEMPLATE_TEST_CASE("mrope: from a cos/sin cache equals the angles formed per token, every direction", "[rope][mrope][cache]",
+                   float, Eigen::bfloat16) {
+  // A YaRN plan (cos/sin multiplier 0.1 ln 4 + 1, folded into the cache rows), a prompt of text,
+  // a 3 x 5 image and text, both section layouts and both pair layouts; Q 4 + K 2 heads.
+  const Eigen::Index S = 24, Hq = 4, Hk = 2, D = 64;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.theta = 1000000.0;
+  params.scaling.type = posenc::RopeScalingType::kYarn;
+  params.scaling.factor = 4.0;
+  params.scaling.original_max_position_embeddings = 16;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
+  posenc::mrope_position_ids({posenc::MRopeSegment::text(5), posenc::MRopeSegment::image(3, 5), posenc::MRopeSegment::text(4)},
+                             posenc::TensorView<std::int64_t, 3>(pos.data(), 3, 1, S));
+  const auto cache = posenc::make_rope_cos_sin_cache(freqs, 40);
+  const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+  const posenc::MRopePositionsView pview(pos.data(), 3, 1, S);
+  const auto q0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * Hq * D), 31);
+  const auto k0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * Hk * D), 32);
+  // float: the cache rows are float where the on-the-fly angles are double; bf16: one ulp.
+  const double tol = std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2;
+  for (const bool interleaved : {false, true})
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved})
+      for (const auto dir : {posenc::RopeDirection::kForward, posenc::RopeDirection::kInverse, posenc::RopeDirection::kTranspose}) {
+        posenc::MRopeSections sec;
+        sec.section = interleaved ? std::array<Eigen::Index, 3>{12, 10, 10} : std::array<Eigen::Index, 3>{8, 12, 12};
+        sec.layout = interleaved ? posenc::MRopeSectionLayout::kInterleaved : posenc::MRopeSectionLayout::kContiguous;
+        CAPTURE(interleaved, posenc::to_string(layout), static_cast<int>(dir));
+        posenc::RopeApplyOptions options;
+        options.direction = dir;
+        auto q = q0, k = k0, q_ref = q0, k_ref = k0;
+        const auto heads = [&](std::vector<TestType>& v, Eigen::Index h) {
+          return posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(v.data(), 1, S, h, D));
+        };
+        posenc::apply_mrope_qk_inplace_cached<TestType>(heads(q, Hq), heads(k, Hk), pview, cview, layout, sec, 0, options);
+        posenc::apply_mrope_qk_inplace<TestType>(heads(q_ref, Hq), heads(k_ref, Hk), pview, freqs, layout, sec, options);
+        for (std::size_t i = 0; i < q.size(); ++i) {
+          CAPTURE(i);
+          REQUIRE_THAT(posenc::detail::to_double(q[i]), Catch::Matchers::WithinAbs(posenc::detail::to_double(q_ref[i]), tol));
+        }
+        for (std::size_t i = 0; i < k.size(); ++i) {
+          CAPTURE(i);
+          REQUIRE_THAT(posenc::detail::to_double(k[i]), Catch::Matchers::WithinAbs(posenc::detail::to_double(k_ref[i]), tol));
+        }
+        if (dir == posenc::RopeDirection::kForward) REQUIRE(q != q0);
+      }
+}
+
+TEST_CASE("mrope: a cos/sin cache too short or of another width throws before writing", "[rope][mrope][cache][errors]") {
+  const Eigen::Index S = 6, D = 16;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto cache = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(params), 8);
+  const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S), 2);
+  pos[static_cast<std::size_t>(2 * S + 4)] = 8;  // w of token 4 past the 8 rows
+  auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(S * D), 41);
+  const auto x0 = x;
+  const auto hx = posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), 1, S, 1, D));
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 3};
+  REQUIRE_THROWS_MATCHES(posenc::apply_mrope_inplace_cached<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), cview,
+                                                                   posenc::RopeLayout::kHalfSplit, sec),
+                         std::out_of_range,
+                         Catch::Matchers::Message("posenc::apply_mrope_inplace_cached: position_ids[2, 0, 4] = 8 is outside the "
+                                                  "cos/sin cache of max_position = 8 rows"));
+  pos[static_cast<std::size_t>(2 * S + 4)] = 7;
+  sec.section = {2, 3, 2};
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace_cached<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), cview,
+                                                                posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("mrope_section = [2, 3, 2] must be >= 0 and sum to rotary_dim / 2 = 8"));
+  REQUIRE(x == x0);
+}

@@ -167,6 +167,71 @@ class MRopeAngles {
   alignas(64) C out_s_[kMaxRotaryDim / 2];
 };
 
+/// Per-token cos / sin gathered from a cos / sin cache: pair j of row p[stream(j)] (vLLM
+/// MRotaryEmbedding's lookup); text tokens (t = h = w) read one row in place.
+template <typename C>
+class MRopeAnglesFromCache {
+ public:
+  MRopeAnglesFromCache(const float* cache, Eigen::Index rotary_dim, const MRopeSections& sec,
+                       RopeDirection dir)
+      : cache_(cache), rd_(rotary_dim), dir_(dir) {
+    for (Eigen::Index j = 0; j < rd_ / 2; ++j) stream_[j] = static_cast<std::uint8_t>(mrope_stream(sec, j));
+  }
+
+  void at(const std::array<std::int64_t, 3>& p) {
+    if (p == previous_) return;
+    previous_ = p;
+    const Eigen::Index half = rd_ / 2;
+    if (p[0] == p[1] && p[1] == p[2]) {
+      const float* row = cache_ + p[0] * rd_;
+      turn_.set(row, row + half, half, dir_);
+      return;
+    }
+    for (Eigen::Index j = 0; j < half; ++j) {
+      const float* row = cache_ + p[stream_[j]] * rd_;
+      c_[j] = row[j];
+      s_[j] = row[half + j];
+    }
+    turn_.set(c_, s_, half, dir_);
+  }
+  const C* cos() const noexcept { return turn_.cos; }
+  const C* sin() const noexcept { return turn_.sin; }
+
+ private:
+  const float* cache_;
+  Eigen::Index rd_;
+  RopeDirection dir_;
+  std::array<std::int64_t, 3> previous_{-1, -1, -1};
+  std::uint8_t stream_[kMaxRotaryDim / 2];
+  alignas(64) float c_[kMaxRotaryDim / 2];
+  alignas(64) float s_[kMaxRotaryDim / 2];
+  RopeCachedTurn<C> turn_;
+};
+
+/// [3, batch, seq] positions of the tensors' tokens, each in [0, limit): limit = 2^53 + 1 for
+/// angles formed on the fly, the cache's rows otherwise (std::out_of_range past them).
+inline void validate_mrope_positions(std::string_view fn, MRopePositionsView positions,
+                                     Eigen::Index batch, Eigen::Index seq, std::int64_t limit,
+                                     bool limit_is_cache) {
+  require(positions.dimension(0) == 3 && positions.dimension(1) == batch &&
+              positions.dimension(2) == seq,
+          fn, "position_ids shape [", positions.dimension(0), ", ", positions.dimension(1), ", ",
+          positions.dimension(2), "] must be [3, batch, seq] = [3, ", batch, ", ", seq, "]");
+  for (Eigen::Index k = 0; k < 3; ++k) {
+    for (Eigen::Index b = 0; b < batch; ++b) {
+      for (Eigen::Index s = 0; s < seq; ++s) {
+        const std::int64_t p = positions(k, b, s);
+        require(p >= 0 && p <= kMaxRopePosition, fn, "position_ids[", k, ", ", b, ", ", s,
+                "] = ", p, " must be in [0, 2^53]");
+        if (limit_is_cache && p >= limit) {
+          throw_out_of_range(fn, "position_ids[", k, ", ", b, ", ", s, "] = ", p,
+                             " is outside the cos/sin cache of max_position = ", limit, " rows");
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
 void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
                  MRopePositionsView positions, const RopeFrequencies& freqs, RopeLayout layout,
@@ -182,19 +247,7 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
   const Eigen::Index units =
       validate_targets(fn, targets, num_targets, rd, freqs.rotary_offset, &bytes);
   const Eigen::Index batch = targets[0].dst.batch, seq = targets[0].dst.seq;
-  require(positions.dimension(0) == 3 && positions.dimension(1) == batch &&
-              positions.dimension(2) == seq,
-          fn, "position_ids shape [", positions.dimension(0), ", ", positions.dimension(1), ", ",
-          positions.dimension(2), "] must be [3, batch, seq] = [3, ", batch, ", ", seq, "]");
-  for (Eigen::Index k = 0; k < 3; ++k) {
-    for (Eigen::Index b = 0; b < batch; ++b) {
-      for (Eigen::Index s = 0; s < seq; ++s) {
-        const std::int64_t p = positions(k, b, s);
-        require(p >= 0 && p <= kMaxRopePosition, fn, "position_ids[", k, ", ", b, ", ", s,
-                "] = ", p, " must be in [0, 2^53]");
-      }
-    }
-  }
+  validate_mrope_positions(fn, positions, batch, seq, kMaxRopePosition + 1, false);
   if (units == 0) return;
   const MRopeTokenPositions pos{positions.data(), batch, seq};
   const std::pair<double, double> mult =
@@ -205,6 +258,36 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
       MRopeAngles<compute_t<T>> angles(freqs.inv_freq.data(), rd / 2, sections, mult.first,
                                        mult.second);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, freqs.rotary_offset);
+    };
+    rope_parallel_for(options, units, bytes, worker);
+  };
+  with_rope_layout(layout, run);
+}
+
+template <typename T>
+void mrope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
+                       MRopePositionsView positions, ConstTensorView<float, 2> cache,
+                       RopeLayout layout, const MRopeSections& sections,
+                       Eigen::Index rotary_offset, const RopeApplyOptions& options) {
+  static_assert(is_storage_type_v<std::remove_const_t<T>>,
+                "posenc: storage type must be float, double, Eigen::half or Eigen::bfloat16");
+  const Eigen::Index rd = validate_cos_sin_cache(fn, cache);
+  require(rotary_offset >= 0, fn, "rotary_offset = ", rotary_offset, " must be >= 0");
+  validate_layout(fn, layout);
+  validate_direction(fn, options.direction);
+  validate_device(fn, options);
+  validate_mrope_sections(fn, sections, rd);
+  double bytes = 0.0;
+  const Eigen::Index units = validate_targets(fn, targets, num_targets, rd, rotary_offset, &bytes);
+  validate_mrope_positions(fn, positions, targets[0].dst.batch, targets[0].dst.seq,
+                           cache.dimension(0), true);
+  if (units == 0) return;
+  const MRopeTokenPositions pos{positions.data(), targets[0].dst.batch, targets[0].dst.seq};
+  const auto run = [&](auto layout_constant) {
+    constexpr RopeLayout L = decltype(layout_constant)::value;
+    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
+      MRopeAnglesFromCache<compute_t<T>> angles(cache.data(), rd, sections, options.direction);
+      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, rotary_offset);
     };
     rope_parallel_for(options, units, bytes, worker);
   };
@@ -236,6 +319,33 @@ void apply_mrope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView p
   const detail::RopeTarget<T> targets[2] = {{detail::as_const(q), q}, {detail::as_const(k), k}};
   detail::mrope_apply<T>("apply_mrope_qk_inplace", targets, 2, positions, freqs, layout,
                          sections, options);
+}
+
+/// \brief M-RoPE in place with cos / sin read from a caller's cache (make_rope_cos_sin_cache:
+/// row p = cat(cos, sin) of position p, attention factor folded in): pair j of a token takes
+/// row positions[stream(j)], as vLLM's MRotaryEmbedding does; no trigonometry per token.
+/// x: any RopeHeads view; positions: [3, batch, seq]; cos_sin_cache: [max_position, rotary_dim]
+/// Throws std::out_of_range for a position >= max_position, std::invalid_argument for the
+/// rest apply_mrope_inplace checks — before the first write.
+template <typename T>
+void apply_mrope_inplace_cached(RopeHeads<T> x, MRopePositionsView positions,
+                                ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                                const MRopeSections& sections, Eigen::Index rotary_offset = 0,
+                                const RopeApplyOptions& options = {}) {
+  const detail::RopeTarget<T> target{detail::as_const(x), x};
+  detail::mrope_apply_cache<T>("apply_mrope_inplace_cached", &target, 1, positions,
+                               cos_sin_cache, layout, sections, rotary_offset, options);
+}
+
+/// \brief Q and K in one pass from a cos / sin cache (GQA head counts may differ).
+template <typename T>
+void apply_mrope_qk_inplace_cached(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView positions,
+                                   ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                                   const MRopeSections& sections, Eigen::Index rotary_offset = 0,
+                                   const RopeApplyOptions& options = {}) {
+  const detail::RopeTarget<T> targets[2] = {{detail::as_const(q), q}, {detail::as_const(k), k}};
+  detail::mrope_apply_cache<T>("apply_mrope_qk_inplace_cached", targets, 2, positions,
+                               cos_sin_cache, layout, sections, rotary_offset, options);
 }
 
 /// One piece of a multimodal prompt (mrope_position_ids): text tokens, or a vision block.

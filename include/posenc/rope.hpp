@@ -507,6 +507,45 @@ class RopeAnglesOnTheFly {
 /// Per-token cos/sin read from a cat(cos, sin) cache row. The forward float case points
 /// straight into the cache; the others rescale into a stack buffer. The inverse
 /// divides by |row pair|^2 = a^2, so it needs no separate attention_factor.
+/// One token's cos / sin for the kernels from cached float rows (attention factor a folded
+/// in): the rows themselves (float, forward), or a copy turned for the direction — transpose
+/// negates sin, inverse divides by |row pair|^2 = a^2, so it needs no separate factor.
+template <typename C>
+struct RopeCachedTurn {
+  const C* cos = nullptr;
+  const C* sin = nullptr;
+
+  void set(const float* c_row, const float* s_row, Eigen::Index half, RopeDirection dir) {
+    if constexpr (std::is_same_v<C, float>) {
+      if (dir == RopeDirection::kForward) {
+        cos = c_row;
+        sin = s_row;
+        return;
+      }
+    }
+    if (dir == RopeDirection::kInverse) {
+      for (Eigen::Index j = 0; j < half; ++j) {
+        const double c = c_row[j], s = s_row[j];
+        const double inv_a2 = 1.0 / (c * c + s * s);
+        tmp_c_[j] = c * inv_a2;
+        tmp_s_[j] = -s * inv_a2;
+      }
+      emit_cos_sin(tmp_c_, tmp_s_, 1.0, 1.0, half, buf_c_, buf_s_);
+    } else {
+      emit_cos_sin(c_row, s_row, 1.0, dir == RopeDirection::kForward ? 1.0 : -1.0, half, buf_c_,
+                   buf_s_);
+    }
+    cos = buf_c_;
+    sin = buf_s_;
+  }
+
+ private:
+  alignas(64) double tmp_c_[kMaxRotaryDim / 2];
+  alignas(64) double tmp_s_[kMaxRotaryDim / 2];
+  alignas(64) C buf_c_[kMaxRotaryDim / 2];
+  alignas(64) C buf_s_[kMaxRotaryDim / 2];
+};
+
 template <typename C>
 class RopeAnglesFromCache {
  public:
@@ -518,42 +557,17 @@ class RopeAnglesFromCache {
     previous_ = pos;
     const Eigen::Index half = rd_ / 2;
     const float* row = cache_ + pos * rd_;
-    if constexpr (std::is_same_v<C, float>) {
-      if (dir_ == RopeDirection::kForward) {
-        cos_ = row;
-        sin_ = row + half;
-        return;
-      }
-    }
-    if (dir_ == RopeDirection::kInverse) {
-      for (Eigen::Index j = 0; j < half; ++j) {
-        const double c = row[j], s = row[half + j];
-        const double inv_a2 = 1.0 / (c * c + s * s);
-        tmp_c_[j] = c * inv_a2;
-        tmp_s_[j] = -s * inv_a2;
-      }
-      emit_cos_sin(tmp_c_, tmp_s_, 1.0, 1.0, half, buf_c_, buf_s_);
-    } else {
-      emit_cos_sin(row, row + half, 1.0, dir_ == RopeDirection::kForward ? 1.0 : -1.0, half,
-                      buf_c_, buf_s_);
-    }
-    cos_ = buf_c_;
-    sin_ = buf_s_;
+    turn_.set(row, row + half, half, dir_);
   }
-  const C* cos() const noexcept { return cos_; }
-  const C* sin() const noexcept { return sin_; }
+  const C* cos() const noexcept { return turn_.cos; }
+  const C* sin() const noexcept { return turn_.sin; }
 
  private:
   const float* cache_;
   Eigen::Index rd_;
   RopeDirection dir_;
   std::int64_t previous_ = -1;
-  const C* cos_ = nullptr;
-  const C* sin_ = nullptr;
-  alignas(64) double tmp_c_[kMaxRotaryDim / 2];
-  alignas(64) double tmp_s_[kMaxRotaryDim / 2];
-  alignas(64) C buf_c_[kMaxRotaryDim / 2];
-  alignas(64) C buf_s_[kMaxRotaryDim / 2];
+  RopeCachedTurn<C> turn_;
 };
 
 /// Rotates the slice [offset, offset + rd) of `heads` head vectors of one token from src to dst
@@ -749,6 +763,16 @@ void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_
                          freqs.rotary_offset, mult, layout, options, units, bytes);
 }
 
+/// A caller's cos / sin cache [max_position, rotary_dim]; returns rotary_dim.
+inline Eigen::Index validate_cos_sin_cache(std::string_view fn, ConstTensorView<float, 2> cache) {
+  const Eigen::Index rows = cache.dimension(0), rd = cache.dimension(1);
+  require(rd > 0 && rd % 2 == 0 && rd <= kMaxRotaryDim, fn, "cos_sin_cache width (rotary_dim) = ",
+          rd, " must be even and in [2, ", kMaxRotaryDim, "]");
+  require(rows > 0 && cache.data() != nullptr, fn, "cos_sin_cache has ", rows,
+          " rows, must have > 0");
+  return rd;
+}
+
 /// Shared front end of the cache-based calls.
 template <typename T>
 void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
@@ -757,11 +781,7 @@ void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num
                       const RopeApplyOptions& options) {
   static_assert(is_storage_type_v<std::remove_const_t<T>>,
                 "posenc: storage type must be float, double, Eigen::half or Eigen::bfloat16");
-  const Eigen::Index rows = cache.dimension(0), rd = cache.dimension(1);
-  require(rd > 0 && rd % 2 == 0 && rd <= kMaxRotaryDim, fn, "cos_sin_cache width (rotary_dim) = ",
-          rd, " must be even and in [2, ", kMaxRotaryDim, "]");
-  require(rows > 0 && cache.data() != nullptr, fn, "cos_sin_cache has ", rows,
-          " rows, must have > 0");
+  const Eigen::Index rows = cache.dimension(0), rd = validate_cos_sin_cache(fn, cache);
   require(rotary_offset >= 0, fn, "rotary_offset = ", rotary_offset, " must be >= 0");
   validate_layout(fn, layout);
   validate_direction(fn, options.direction);
