@@ -476,7 +476,8 @@ const bool registered = [] {
       register_config(c, streams);
     }
   }
-  // M-RoPE (Qwen2-VL) on Q 32 + K 8 heads: the prompt needs T >= 64 for a whole image row.
+  // M-RoPE (Qwen2-VL) on Q 32 + K 8 heads: text | an image of 32 columns and T / 64 rows |
+  // text (T >= 32).
   for (const bool bf16 : {false, true}) {
     for (const Path path : {Path::kMRope, Path::kMRopeCache}) {
       for (const Eigen::Index tokens : {512, 4096}) {

@@ -453,5 +453,49 @@ TEST_CASE("mrope: a cos/sin cache too short or of another width throws before wr
   REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace_cached<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), cview,
                                                                 posenc::RopeLayout::kHalfSplit, sec),
                       Contains("mrope_section = [2, 3, 2] must be >= 0 and sum to rotary_dim / 2 = 8"));
+  // A cache planned for 32-wide heads on 16-wide ones.
+  params.head_dim = 32;
+  const auto wide = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(params), 8);
+  sec.section = {4, 6, 6};
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace_cached<float>(
+                          hx, posenc::MRopePositionsView(pos.data(), 3, 1, S),
+                          posenc::ConstTensorView<float, 2>(wide.data(), wide.dimension(0), wide.dimension(1)),
+                          posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("rotary_dim"));
   REQUIRE(x == x0);
+}
+
+TEST_CASE("mrope: from a cos/sin cache on a partial, offset rotary slice", "[rope][mrope][cache]") {
+  // rotary_dim 32 at offset 16 of 64-wide heads (a nope-first head, or GLM's partial rotary):
+  // the cache is 32 wide, dims outside [16, 48) pass through bit for bit.
+  const Eigen::Index S = 12, H = 2, D = 64;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.rotary_dim = 32;
+  params.rotary_offset = 16;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const auto cache = posenc::make_rope_cos_sin_cache(freqs, 16);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
+  posenc::mrope_position_ids({posenc::MRopeSegment::text(2), posenc::MRopeSegment::image(2, 4), posenc::MRopeSegment::text(2)},
+                             posenc::TensorView<std::int64_t, 3>(pos.data(), 3, 1, S));
+  posenc::MRopeSections sec;
+  sec.section = {4, 6, 6};
+  const auto x0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 51);
+  auto x = x0, y = x0;
+  const posenc::MRopePositionsView pview(pos.data(), 3, 1, S);
+  posenc::apply_mrope_inplace_cached<float>(posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), 1, S, H, D)), pview,
+                                            posenc::ConstTensorView<float, 2>(cache.data(), cache.dimension(0), cache.dimension(1)),
+                                            posenc::RopeLayout::kHalfSplit, sec, 16);
+  posenc::apply_mrope_inplace<float>(posenc::rope_heads<float>(posenc::TensorView<float, 4>(y.data(), 1, S, H, D)), pview, freqs,
+                                     posenc::RopeLayout::kHalfSplit, sec);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    const auto dim = static_cast<Eigen::Index>(i) % D;
+    if (dim < 16 || dim >= 48) {
+      REQUIRE(x[i] == x0[i]);
+    } else {
+      REQUIRE_THAT(x[i], Catch::Matchers::WithinAbs(y[i], 2e-6));
+    }
+  }
+  REQUIRE(x != x0);
 }

@@ -1,4 +1,4 @@
-// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL / GLM-4V encoders) against HF's rot_pos_emb and
+// 2-D vision RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V encoders) against HF's rot_pos_emb and
 // apply_rotary_pos_emb_vision transcribed step by step in long double: the 4-D reshape /
 // permute of the row and column ids, VisionRotaryEmbedding(head_dim // 2)'s table, the
 // cat(h, w) angles, cat(emb, emb) and q * cos + rotate_half(q) * sin.
@@ -65,7 +65,7 @@ std::vector<long double> hf_vision_rotate(const T* x, long head_dim, long hp, lo
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("vision rope: Qwen2-VL's 2-D encoder RoPE over two images in window order", "[rope][vision]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("vision rope: Qwen2-VL's 2-D encoder RoPE over a video and an image in window order", "[rope][vision]", float, Eigen::bfloat16) {
   // A video of 2 frames of 4 x 6 patches (merge 2) and then an image of 6 x 4, in one packed
   // sequence of 72 tokens; 3 heads of 32 (q = 8 pairs per axis); theta 10000.
   const Eigen::Index D = 32, H = 3, n1 = 2 * 4 * 6, n2 = 6 * 4, N = n1 + n2;

@@ -14,8 +14,9 @@
 /// half-split pairs with either section layout.
 ///
 /// Angles are formed per token in double and reduced exactly (no recurrence: the three
-/// streams jump independently); the kernels are rope.hpp's, so every view, dtype, direction
-/// and the thread pool option work the same way, and the apply call never allocates.
+/// streams jump independently), or read from a caller's float cos/sin cache (the *_cached
+/// calls: no trigonometry per token); the kernels are rope.hpp's, so every view, dtype,
+/// direction and the thread pool option work the same way, and the apply call never allocates.
 ///
 /// Positions (mrope_position_ids, HF Qwen2-VL / Qwen2.5-VL `get_rope_index`): a prompt is a run
 /// of text and vision segments. Text continues at the largest position so far + 1 in all three
@@ -208,11 +209,11 @@ class MRopeAnglesFromCache {
   RopeCachedTurn<C> turn_;
 };
 
-/// [3, batch, seq] positions of the tensors' tokens, each in [0, limit): limit = 2^53 + 1 for
-/// angles formed on the fly, the cache's rows otherwise (std::out_of_range past them).
+/// [3, batch, seq] positions of the tensors' tokens, each in [0, 2^53], and below cache_rows
+/// when a cos/sin cache is read (0: none; std::out_of_range past its rows).
 inline void validate_mrope_positions(std::string_view fn, MRopePositionsView positions,
-                                     Eigen::Index batch, Eigen::Index seq, std::int64_t limit,
-                                     bool limit_is_cache) {
+                                     Eigen::Index batch, Eigen::Index seq,
+                                     Eigen::Index cache_rows) {
   require(positions.dimension(0) == 3 && positions.dimension(1) == batch &&
               positions.dimension(2) == seq,
           fn, "position_ids shape [", positions.dimension(0), ", ", positions.dimension(1), ", ",
@@ -223,9 +224,10 @@ inline void validate_mrope_positions(std::string_view fn, MRopePositionsView pos
         const std::int64_t p = positions(k, b, s);
         require(p >= 0 && p <= kMaxRopePosition, fn, "position_ids[", k, ", ", b, ", ", s,
                 "] = ", p, " must be in [0, 2^53]");
-        if (limit_is_cache && p >= limit) {
+        if (cache_rows > 0 && p >= cache_rows) {
           throw_out_of_range(fn, "position_ids[", k, ", ", b, ", ", s, "] = ", p,
-                             " is outside the cos/sin cache of max_position = ", limit, " rows");
+                             " is outside the cos/sin cache of max_position = ", cache_rows,
+                             " rows");
         }
       }
     }
@@ -247,7 +249,7 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
   const Eigen::Index units =
       validate_targets(fn, targets, num_targets, rd, freqs.rotary_offset, &bytes);
   const Eigen::Index batch = targets[0].dst.batch, seq = targets[0].dst.seq;
-  validate_mrope_positions(fn, positions, batch, seq, kMaxRopePosition + 1, false);
+  validate_mrope_positions(fn, positions, batch, seq, 0);
   if (units == 0) return;
   const MRopeTokenPositions pos{positions.data(), batch, seq};
   const std::pair<double, double> mult =
@@ -280,7 +282,7 @@ void mrope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int nu
   double bytes = 0.0;
   const Eigen::Index units = validate_targets(fn, targets, num_targets, rd, rotary_offset, &bytes);
   validate_mrope_positions(fn, positions, targets[0].dst.batch, targets[0].dst.seq,
-                           cache.dimension(0), true);
+                           cache.dimension(0));
   if (units == 0) return;
   const MRopeTokenPositions pos{positions.data(), targets[0].dst.batch, targets[0].dst.seq};
   const auto run = [&](auto layout_constant) {
@@ -326,7 +328,8 @@ void apply_mrope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView p
 /// row positions[stream(j)], as vLLM's MRotaryEmbedding does; no trigonometry per token.
 /// x: any RopeHeads view; positions: [3, batch, seq]; cos_sin_cache: [max_position, rotary_dim]
 /// Throws std::out_of_range for a position >= max_position, std::invalid_argument for the
-/// rest apply_mrope_inplace checks — before the first write.
+/// rest apply_mrope_inplace checks (a position < 0 or > 2^53 included) — before the first
+/// write.
 template <typename T>
 void apply_mrope_inplace_cached(RopeHeads<T> x, MRopePositionsView positions,
                                 ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,

@@ -504,9 +504,6 @@ class RopeAnglesOnTheFly {
   alignas(64) C out_s_[kMaxRotaryDim / 2];
 };
 
-/// Per-token cos/sin read from a cat(cos, sin) cache row. The forward float case points
-/// straight into the cache; the others rescale into a stack buffer. The inverse
-/// divides by |row pair|^2 = a^2, so it needs no separate attention_factor.
 /// One token's cos / sin for the kernels from cached float rows (attention factor a folded
 /// in): the rows themselves (float, forward), or a copy turned for the direction — transpose
 /// negates sin, inverse divides by |row pair|^2 = a^2, so it needs no separate factor.
@@ -546,6 +543,7 @@ struct RopeCachedTurn {
   alignas(64) C buf_s_[kMaxRotaryDim / 2];
 };
 
+/// Per-token cos/sin from row `position` of a cat(cos, sin) cache.
 template <typename C>
 class RopeAnglesFromCache {
  public:
@@ -822,7 +820,7 @@ void apply_rope_inplace(RopeHeads<T> x, const RopePositions& positions,
   detail::rope_apply_plan<T>("apply_rope_inplace", &target, 1, positions, freqs, layout, options);
 }
 
-/// \brief The contract overload: rank-4 tensor in either head layout, HF position_ids.
+/// \brief The contract overload: rank-4 tensor in any head layout, HF position_ids.
 /// x: [batch, seq, heads, head_dim] (kBSHD), [batch, heads, seq, head_dim] (kBHSD) or
 /// [seq, batch, heads, head_dim] (kSBHD)
 /// position_ids: [batch, seq], int64, >= 0 (left padding may repeat positions)

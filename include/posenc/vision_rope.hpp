@@ -5,11 +5,11 @@
 /// with the frequencies of a head_dim / 2 wide RoPE (HF `VisionRotaryEmbedding(head_dim // 2)`,
 /// `rot_pos_emb`, `apply_rotary_pos_emb_vision`):
 ///
-///   q = head_dim / 4,  w_i = theta^(-2i / (head_dim / 2)),  i in [0, q)
-///   half-split pair j (j, j + head_dim/2):  angle = h w_j for j < q,  w w_(j-q) for q <= j < 2q
+///   q = head_dim / 4,  f_i = theta^(-2i / (head_dim / 2)),  i in [0, q)
+///   half-split pair j (j, j + head_dim/2):  angle = h f_j for j < q,  w f_(j-q) for q <= j < 2q
 ///
-/// which is M-RoPE with sections (t, h, w) = (0, q, q) over inv_freq = [w_0 .. w_(q-1),
-/// w_0 .. w_(q-1)]: vision_rope_2d() returns that plan and apply_mrope_inplace /
+/// which is M-RoPE with sections (t, h, w) = (0, q, q) over inv_freq = [f_0 .. f_(q-1),
+/// f_0 .. f_(q-1)]: vision_rope_2d() returns that plan and apply_mrope_inplace /
 /// apply_mrope_qk_inplace run it (every view, storage type and thread option of rope.hpp).
 ///
 /// Patch order (vision_rope_2d_positions): the processor emits a frame's patches window by
@@ -21,8 +21,8 @@
 ///                         w      0  1  0  1  2  3  2  3  0  1  0  1  2  3  2  3
 ///
 /// Every frame of a video repeats its frame's positions (time is not rotated in the encoder).
-/// Qwen2.5-VL's window attention permutes tokens and their positions together; rotate before
-/// permuting, or permute the positions too.
+/// Qwen2.5-VL's window attention permutes the patches (window_index) before the blocks that
+/// form Q and K: permute these positions the same way.
 
 #include <cmath>
 #include <cstdint>
@@ -37,7 +37,7 @@ namespace posenc {
 
 /// The vision encoder's rotation as an M-RoPE plan (see the file comment).
 struct VisionRope2D {
-  RopeFrequencies freqs;   ///< rotary_dim = head_dim, inv_freq [head_dim / 2] = [w, w]
+  RopeFrequencies freqs;   ///< rotary_dim = head_dim, inv_freq [head_dim / 2] = [f, f]
   MRopeSections sections;  ///< (0, head_dim / 4, head_dim / 4), contiguous
 };
 

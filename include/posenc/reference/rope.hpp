@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -201,10 +202,13 @@ std::vector<long double> apply_rope(const T* x, Eigen::Index batch, Eigen::Index
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < seq; ++s) {
       for (Eigen::Index h = 0; h < heads; ++h) {
-        const Eigen::Index row =
-            head_layout == HeadLayout::kBSHD   ? ((b * seq + s) * heads + h) * head_dim
-            : head_layout == HeadLayout::kBHSD ? ((b * heads + h) * seq + s) * head_dim
-                                               : ((s * batch + b) * heads + h) * head_dim;
+        Eigen::Index row = 0;
+        switch (head_layout) {
+          case HeadLayout::kBSHD: row = ((b * seq + s) * heads + h) * head_dim; break;
+          case HeadLayout::kBHSD: row = ((b * heads + h) * seq + s) * head_dim; break;
+          case HeadLayout::kSBHD: row = ((s * batch + b) * heads + h) * head_dim; break;
+          default: throw std::invalid_argument("reference::apply_rope: not a HeadLayout");
+        }
         const auto y = rope_vector(x + row, head_dim, positions[b * seq + s], inv_freq,
                                    attention_factor, offset, layout, inverse);
         std::copy(y.begin(), y.end(), out.begin() + row);
