@@ -650,8 +650,15 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
   }
   const RopeSource source = rope_source(token_bytes * static_cast<double>(u1 - u0),
                                         token_bytes * static_cast<double>(pos.batch * seq));
+  // Views whose tokens sit batch row by batch row (SBHD: seq_stride = batch * batch_stride)
+  // are walked seq-major, so that consecutive tokens are adjacent in memory as the kMemory
+  // prefetch (4 KiB ahead in address order) expects. Zen 5, 8 x 1024 tokens x 40 heads x 128
+  // floats from a cos/sin cache: 9.1 ms batch-major, 4.8-4.9 ms seq-major (BSHD: 4.9 ms).
+  const Eigen::Index batch = pos.batch;
+  const bool seq_major = batch > 1 && targets[0].dst.seq_stride > targets[0].dst.batch_stride;
   for (Eigen::Index u = u0; u < u1; ++u) {
-    const Eigen::Index b = u / seq, s = u - b * seq;
+    const Eigen::Index b = seq_major ? u % batch : u / seq;
+    const Eigen::Index s = seq_major ? u / batch : u - b * seq;
     angles.at(pos.at(b, s));
     for (int t = 0; t < num_targets; ++t) {
       const RopeTarget<T>& tg = targets[t];
