@@ -1,9 +1,10 @@
 // The RoPE apply calls never allocate: this translation unit replaces the global operator new
 // with a counting one and runs every apply entry point (all storage types, both layouts, plan
-// and cache paths, Q+K, out of place, inverse) inside a counted window.
+// and cache paths, Q+K, out of place, inverse, SBHD, M-RoPE) inside a counted window.
 
 #include <catch2/catch.hpp>
 
+#include <posenc/mrope.hpp>
 #include <posenc/rope.hpp>
 
 #include <cstdint>
@@ -34,6 +35,11 @@ long allocations_during_apply(posenc::RopeLayout layout) {
   const auto positions = posenc::RopePositions::from_ids(ids);
   posenc::RopeApplyOptions inverse;
   inverse.direction = posenc::RopeDirection::kInverse;
+  std::vector<std::int64_t> mpos(static_cast<std::size_t>(3 * B * S));
+  for (std::size_t i = 0; i < mpos.size(); ++i) mpos[i] = static_cast<std::int64_t>((i * 7) % 100);
+  const posenc::MRopePositionsView mview(mpos.data(), 3, B, S);
+  posenc::MRopeSections sections;
+  sections.section = {8, 8, 8};  // rotary_dim 48
 
   const long before = posenc_test::allocation_count();
   posenc::apply_rope_inplace<T>(posenc::TensorView<T, 4>(q.data(), B, S, Hq, D), ids, freqs, layout);
@@ -51,6 +57,10 @@ long allocations_during_apply(posenc::RopeLayout layout) {
                                posenc::rope_heads<T>(posenc::TensorView<T, 4>(out.data(), B, S, Hq, D)),
                                posenc::RopePositions::contiguous(B, S, 10), cview, layout, 8);
   posenc::rerotate_rope_inplace<T>(hk, positions, freqs, freqs, layout);
+  posenc::apply_rope_inplace<T>(posenc::TensorView<T, 4>(q.data(), S, B, Hq, D), ids, freqs, layout,
+                                posenc::HeadLayout::kSBHD);
+  posenc::apply_mrope_qk_inplace<T>(hq, hk, mview, freqs, layout, sections);
+  posenc::apply_mrope_qk_inplace_cached<T>(hq, hk, mview, cview, layout, sections, 8, inverse);
   return posenc_test::allocation_count() - before;
 }
 

@@ -4,6 +4,7 @@
 #define EIGEN_USE_THREADS
 #include <catch2/catch.hpp>
 
+#include <posenc/mrope.hpp>
 #include <posenc/reference/rope.hpp>
 #include <posenc/rope.hpp>
 
@@ -54,4 +55,43 @@ TEST_CASE("rope: two threads give the single-threaded result", "[rope][threads]"
     POSENC_REQUIRE_CLOSE(posenc_test::compare(
         q2.size(), [&](std::size_t i) { return q2[i]; }, [&](std::size_t i) { return static_cast<double>(expect[i]); }, 2e-6));
   }
+}
+
+TEST_CASE("rope: SBHD views and M-RoPE from a cache on two threads give the single-threaded bits", "[rope][threads][mrope]") {
+  // Cache-based calls read the same cos / sin rows whatever the split, and the SBHD walk is
+  // seq-major on every thread: the results must be bit-identical.
+  Eigen::ThreadPool pool(2);
+  Eigen::ThreadPoolDevice device(&pool, 2);
+  const Eigen::Index B = 3, S = 129, H = 4, D = 64;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const auto cache = posenc::make_rope_cos_sin_cache(freqs, S + 8);
+  const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+  posenc::RopeApplyOptions threaded;
+  threaded.set_device(device);
+  const auto x0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * B * H * D), 5);
+  auto a = x0, b = x0;
+  const auto sbhd = [&](std::vector<float>& v) {
+    return posenc::rope_heads<float>(posenc::TensorView<float, 4>(v.data(), S, B, H, D), posenc::HeadLayout::kSBHD);
+  };
+  const auto positions = posenc::RopePositions::contiguous(B, S, 3);
+  posenc::apply_rope_inplace_cached<float>(sbhd(a), positions, cview, posenc::RopeLayout::kHalfSplit);
+  posenc::apply_rope_inplace_cached<float>(sbhd(b), positions, cview, posenc::RopeLayout::kHalfSplit, 0, threaded);
+  REQUIRE(a == b);
+  REQUIRE(a != x0);
+
+  std::vector<std::int64_t> mpos(static_cast<std::size_t>(3 * B * S));
+  for (std::size_t i = 0; i < mpos.size(); ++i) mpos[i] = static_cast<std::int64_t>((i * 13) % (S + 8));
+  const posenc::MRopePositionsView mview(mpos.data(), 3, B, S);
+  posenc::MRopeSections sec;
+  sec.section = {8, 12, 12};
+  auto c = x0, d = x0;
+  const auto bshd = [&](std::vector<float>& v) {
+    return posenc::rope_heads<float>(posenc::TensorView<float, 4>(v.data(), B, S, H, D));
+  };
+  posenc::apply_mrope_inplace_cached<float>(bshd(c), mview, cview, posenc::RopeLayout::kHalfSplit, sec);
+  posenc::apply_mrope_inplace_cached<float>(bshd(d), mview, cview, posenc::RopeLayout::kHalfSplit, sec, 0, threaded);
+  REQUIRE(c == d);
+  REQUIRE(c != x0);
 }
