@@ -642,6 +642,41 @@ TEST_CASE("hf_config: longrope without a top-level original length takes its att
   REQUIRE_THAT(f.inv_freq[3], WithinRel(std::pow(10000.0, -6.0 / 8.0) / 8.0, 1e-14));
 }
 
+TEST_CASE("hf_config: the Qwen-VL vision tower's 2-D RoPE geometry", "[hf_config][vision]") {
+  // Qwen2-VL: the ViT width is vision_config.embed_dim (1280; its hidden_size 3584 is the
+  // merger's output), 16 heads -> 80; Qwen2.5-VL: hidden_size 1280 / 16; both merge 2 x 2.
+  const auto q2 = posenc::parse_hf_config(
+      R"({"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
+          "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+          "vision_config": {"embed_dim": 1280, "hidden_size": 3584, "num_heads": 16,
+                            "spatial_merge_size": 2}})");
+  REQUIRE(q2.vision_rope);
+  REQUIRE(q2.vision_rope->head_dim == 80);
+  REQUIRE(q2.vision_rope->spatial_merge_size == 2);
+  REQUIRE(has_note(q2, "2-D RoPE on heads of 80 (vision_config.embed_dim / num_heads)"));
+  const auto q25 = posenc::parse_hf_config(
+      R"({"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+          "vision_config": {"hidden_size": 1280, "num_heads": 16, "out_hidden_size": 3584,
+                            "spatial_merge_size": 2}})");
+  REQUIRE(q25.vision_rope);
+  REQUIRE(q25.vision_rope->head_dim == 80);
+  // A CLIP tower (LLaVA) has no 2-D RoPE: nothing is read.
+  const auto llava = posenc::parse_hf_config(
+      R"({"model_type": "llava", "text_config": {"hidden_size": 4096, "num_attention_heads": 32},
+          "vision_config": {"hidden_size": 1024, "num_attention_heads": 16}})");
+  REQUIRE(!llava.vision_rope);
+  // Nor a Pixtral tower (Mistral-3), whose 2-D RoPE interleaves its axes differently, even
+  // with keys that look alike.
+  const auto pixtral = posenc::parse_hf_config(
+      R"({"model_type": "mistral3", "text_config": {"hidden_size": 5120, "num_attention_heads": 32},
+          "vision_config": {"hidden_size": 1024, "num_heads": 16, "spatial_merge_size": 2}})");
+  REQUIRE(!pixtral.vision_rope);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 64,
+                                                 "num_attention_heads": 1,
+                                                 "vision_config": {"embed_dim": 64, "num_heads": 0}})", "v.json"),
+                      Contains("v.json: key \"vision_config.num_heads\" = 0 must be in [1, "));
+}
+
 TEST_CASE("hf_config: NoPE layers are reported per layer", "[hf_config][layers][nope]") {
   const auto smol = posenc::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,

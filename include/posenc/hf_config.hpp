@@ -30,6 +30,9 @@
 ///              (i + 1) % pattern != 0) with rope_local_base_freq for the sliding layers, or a
 ///              rope_parameters dict keyed by layer type (transformers >= 5); Gemma-4's
 ///              full_attention entry rotates heads of global_head_dim.
+///   vision     Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V (root model_type): the vision tower's
+///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
+///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS), model_type "bloom".
 ///   layout     caller's override, else the config key rope_interleave (DeepSeek-V3), else the
@@ -127,6 +130,16 @@ struct HfModelConfig {
   /// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: rope_scaling.mrope_section (+ mrope_interleaved), for
   /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE.
   std::optional<MRopeSections> mrope;
+  /// The vision tower's 2-D RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V, root model_type of
+  /// those families): heads of vision_config embed_dim (Qwen2-VL) or hidden_size over
+  /// num_heads, patches merged spatial_merge_size x spatial_merge_size; for vision_rope_2d /
+  /// vision_rope_2d_positions. Empty for other models.
+  struct VisionRope {
+    Eigen::Index head_dim = 0;
+    Eigen::Index spatial_merge_size = 1;
+    double theta = 10000.0;  ///< VisionRotaryEmbedding's default; no config key sets it
+  };
+  std::optional<VisionRope> vision_rope;
 
   Eigen::Index num_attention_heads = 0;
   Eigen::Index num_key_value_heads = 0;  ///< = num_attention_heads when absent
@@ -622,6 +635,54 @@ inline void hf_check_rope(const HfConfigReader& r, const RopeParams& p, const st
   }
 }
 
+/// The vision tower's 2-D RoPE of the Qwen-VL / GLM-4V families (HfModelConfig::vision_rope):
+/// only for those root model_types, since other vision_configs (CLIP, SigLIP, Pixtral) rotate
+/// differently or not at all.
+inline void hf_read_vision_rope(const HfConfigReader& r, const nlohmann::json& root,
+                                HfModelConfig& out) {
+  static constexpr std::string_view kFamilies[] = {"qwen2vl", "qwen25vl", "qwen3vl",
+                                                   "qwen3vlmoe", "glm4v", "glm4vmoe"};
+  const auto type = r.string(root, "model_type", "model_type");
+  const nlohmann::json* vc = HfConfigReader::find(root, "vision_config");
+  if (!type || !vc || !vc->is_object()) return;
+  const std::string family = hf_lower_alnum(*type);
+  if (std::find(std::begin(kFamilies), std::end(kFamilies), family) == std::end(kFamilies)) return;
+  const auto heads = r.integer(*vc, "num_heads", "vision_config.num_heads");
+  std::string width_key = "vision_config.embed_dim";  // Qwen2-VL; hidden_size is the merger's
+  auto width = r.integer(*vc, "embed_dim", width_key);
+  if (!width) {
+    width_key = "vision_config.hidden_size";
+    width = r.integer(*vc, "hidden_size", width_key);
+  }
+  if (!heads || !width) {
+    out.notes.push_back("vision_config: no num_heads / width, the vision RoPE is not read");
+    return;
+  }
+  if (*heads <= 0 || *heads > kHfMaxHeads) {
+    r.fail("vision_config.num_heads", "= ", *heads, " must be in [1, ", kHfMaxHeads, "]");
+  }
+  if (*width <= 0 || *width > kHfMaxDim) {
+    r.fail(width_key, "= ", *width, " must be in [1, ", kHfMaxDim, "]");
+  }
+  const auto merge = r.integer(*vc, "spatial_merge_size", "vision_config.spatial_merge_size")
+                         .value_or(1);
+  if (merge <= 0 || merge > kHfMaxDim) {
+    r.fail("vision_config.spatial_merge_size", "= ", merge, " must be in [1, ", kHfMaxDim, "]");
+  }
+  const std::int64_t head_dim = *width / *heads;
+  if (head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
+    out.notes.push_back("vision_config: heads of " + std::to_string(head_dim) +
+                        " are not a multiple of 4 up to " + std::to_string(kMaxRotaryDim) +
+                        "; the vision RoPE is not read");
+    return;
+  }
+  out.vision_rope = HfModelConfig::VisionRope{static_cast<Eigen::Index>(head_dim),
+                                              static_cast<Eigen::Index>(merge), 10000.0};
+  out.notes.push_back("vision_config: 2-D RoPE on heads of " + std::to_string(head_dim) + " (" +
+                      width_key + " / num_heads), patches merged " + std::to_string(merge) +
+                      " x " + std::to_string(merge) + " (vision_rope_2d)");
+}
+
 /// Bounded nesting check before parsing: a hostile "[[[[..." must not reach recursive code.
 inline bool hf_nesting_within(std::string_view text, int limit) {
   int depth = 0;
@@ -675,6 +736,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else if (auto outer = r.string(root, "model_type", "model_type")) {
     out.model_type = *outer;
   }
+  detail::hf_read_vision_rope(r, root, out);
   if (const json* arch = HfConfigReader::find(root, "architectures")) {
     if (!arch->is_array()) r.fail("architectures", "must be a list of strings");
     for (std::size_t i = 0; i < arch->size() && i < 64; ++i) {
