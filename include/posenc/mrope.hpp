@@ -234,32 +234,30 @@ inline void validate_mrope_positions(std::string_view fn, MRopePositionsView pos
   }
 }
 
-template <typename T>
-void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
-                 MRopePositionsView positions, const RopeFrequencies& freqs, RopeLayout layout,
-                 const MRopeSections& sections, const RopeApplyOptions& options) {
+/// The M-RoPE calls after their source (plan or cache) is checked: validates what both share,
+/// then walks the tokens with the angles make_angles() gives each worker.
+template <typename T, typename MakeAngles>
+void mrope_run(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
+               MRopePositionsView positions, RopeLayout layout, const MRopeSections& sections,
+               Eigen::Index rd, Eigen::Index rotary_offset, Eigen::Index cache_rows,
+               const RopeApplyOptions& options, const MakeAngles& make_angles) {
   static_assert(is_storage_type_v<std::remove_const_t<T>>,
                 "posenc: storage type must be float, double, Eigen::half or Eigen::bfloat16");
-  const Eigen::Index rd = validate_freqs(fn, freqs);
   validate_layout(fn, layout);
   validate_direction(fn, options.direction);
   validate_device(fn, options);
   validate_mrope_sections(fn, sections, rd);
   double bytes = 0.0;
-  const Eigen::Index units =
-      validate_targets(fn, targets, num_targets, rd, freqs.rotary_offset, &bytes);
+  const Eigen::Index units = validate_targets(fn, targets, num_targets, rd, rotary_offset, &bytes);
   const Eigen::Index batch = targets[0].dst.batch, seq = targets[0].dst.seq;
-  validate_mrope_positions(fn, positions, batch, seq, 0);
+  validate_mrope_positions(fn, positions, batch, seq, cache_rows);
   if (units == 0) return;
   const MRopeTokenPositions pos{positions.data(), batch, seq};
-  const std::pair<double, double> mult =
-      rope_cos_sin_multipliers(freqs.attention_factor, options.direction);
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      MRopeAngles<compute_t<T>> angles(freqs.inv_freq.data(), rd / 2, sections, mult.first,
-                                       mult.second);
-      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, freqs.rotary_offset);
+      auto angles = make_angles();
+      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, rotary_offset);
     };
     rope_parallel_for(options, units, bytes, worker);
   };
@@ -267,33 +265,31 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
 }
 
 template <typename T>
+void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
+                 MRopePositionsView positions, const RopeFrequencies& freqs, RopeLayout layout,
+                 const MRopeSections& sections, const RopeApplyOptions& options) {
+  const Eigen::Index rd = validate_freqs(fn, freqs);
+  const std::pair<double, double> mult =
+      rope_cos_sin_multipliers(freqs.attention_factor, options.direction);
+  mrope_run<T>(fn, targets, num_targets, positions, layout, sections, rd, freqs.rotary_offset, 0,
+               options, [&] {
+                 return MRopeAngles<compute_t<T>>(freqs.inv_freq.data(), rd / 2, sections,
+                                                  mult.first, mult.second);
+               });
+}
+
+template <typename T>
 void mrope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
                        MRopePositionsView positions, ConstTensorView<float, 2> cache,
                        RopeLayout layout, const MRopeSections& sections,
                        Eigen::Index rotary_offset, const RopeApplyOptions& options) {
-  static_assert(is_storage_type_v<std::remove_const_t<T>>,
-                "posenc: storage type must be float, double, Eigen::half or Eigen::bfloat16");
   const Eigen::Index rd = validate_cos_sin_cache(fn, cache);
   require(rotary_offset >= 0, fn, "rotary_offset = ", rotary_offset, " must be >= 0");
-  validate_layout(fn, layout);
-  validate_direction(fn, options.direction);
-  validate_device(fn, options);
-  validate_mrope_sections(fn, sections, rd);
-  double bytes = 0.0;
-  const Eigen::Index units = validate_targets(fn, targets, num_targets, rd, rotary_offset, &bytes);
-  validate_mrope_positions(fn, positions, targets[0].dst.batch, targets[0].dst.seq,
-                           cache.dimension(0));
-  if (units == 0) return;
-  const MRopeTokenPositions pos{positions.data(), targets[0].dst.batch, targets[0].dst.seq};
-  const auto run = [&](auto layout_constant) {
-    constexpr RopeLayout L = decltype(layout_constant)::value;
-    auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      MRopeAnglesFromCache<compute_t<T>> angles(cache.data(), rd, sections, options.direction);
-      rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, rotary_offset);
-    };
-    rope_parallel_for(options, units, bytes, worker);
-  };
-  with_rope_layout(layout, run);
+  mrope_run<T>(fn, targets, num_targets, positions, layout, sections, rd, rotary_offset,
+               cache.dimension(0), options, [&] {
+                 return MRopeAnglesFromCache<compute_t<T>>(cache.data(), rd, sections,
+                                                           options.direction);
+               });
 }
 
 }  // namespace detail
