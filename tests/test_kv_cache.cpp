@@ -522,7 +522,7 @@ TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "
     REQUIRE_THROWS_WITH(cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 4),
                                      posenc::ConstTensorView<float, 4>(x.data(), 1, 2, 2, 4),
                                      posenc::PositionIdsView(p.data(), 1, 2)),
-                        Contains("must both be [batch, n, kv_heads, head_dim] = [1, 2, 2, 8]"));
+                        Contains("must be [batch, n, kv_heads, head_dim] = [1, 2, 2, 8]"));
     CHECK(cache.size() == 0);
   }
   SECTION("negative position") {

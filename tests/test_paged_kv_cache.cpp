@@ -267,7 +267,7 @@ TEST_CASE("paged kv cache: errors throw and change nothing", "[paged][kv_cache][
   REQUIRE_THROWS_WITH(cache.append(s + 7, one, one), Contains("sequence " + std::to_string(s + 7) + " is not in the cache"));
   REQUIRE_THROWS_WITH(cache.release(s + 7), Contains("is not in the cache"));
   REQUIRE_THROWS_WITH(cache.append(s, ConstTensorView<float, 3>(x.data(), 1, KH, d - 1), one),
-                      Contains("must both be [n, kv_heads, head_dim]"));
+                      Contains("must be [n, kv_heads, head_dim]"));
   CHECK(unchanged());
 
   const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(10 * H * d), 10);

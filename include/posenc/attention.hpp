@@ -96,39 +96,65 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
 }
 
+/// K and V as the kernel reads them (validated views or a cache's storage): row j of sequence
+/// b starts at k + b * k_batch_stride + j * kv_heads * d in K and at v + b * v_batch_stride +
+/// j * kv_heads * dv in V.
+template <typename TKV>
+struct AttentionKvRows {
+  const TKV* k;
+  const TKV* v;
+  Eigen::Index k_len, kv_heads, d, dv, k_batch_stride, v_batch_stride;
+};
+
+/// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
+/// b * batch_stride for the key-side arrays, b * q_len for query_positions.
+struct AttentionMetaRows {
+  const std::int64_t* query_positions = nullptr;
+  const std::int64_t* key_positions = nullptr;
+  const std::int64_t* key_lengths = nullptr;
+  const std::uint8_t* key_mask = nullptr;
+  Eigen::Index batch_stride = 0;
+};
+
 /// Fills an AttentionProblem from validated views (no copy of params: the decode path calls this
-/// every step); K/V rows of batch b start at
-/// b * kv_batch_stride, metadata rows at b * meta_batch_stride.
+/// every step) and runs it. q: [batch, q_len, heads, kv.d]; out: [batch, q_len, heads, kv.dv].
 template <typename TQ, typename TKV, typename TO>
-void run_fused_attention(const TQ* q, const TKV* k, const TKV* v, TO* out, Eigen::Index batch,
-                         Eigen::Index q_len, Eigen::Index k_len, Eigen::Index heads,
-                         Eigen::Index kv_heads, Eigen::Index d, Eigen::Index kv_batch_stride,
-                         const AttentionParams& params, const std::int64_t* q_pos,
-                         const std::int64_t* k_pos, const std::int64_t* key_lengths,
-                         const std::uint8_t* key_mask, Eigen::Index meta_batch_stride,
+void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index q_len,
+                         Eigen::Index heads, const AttentionKvRows<TKV>& kv,
+                         const AttentionParams& params, const AttentionMetaRows& meta,
                          AttentionWorkspace& workspace, double softmax_scale_multiplier = 1.0,
                          compute_t<TQ>* lse = nullptr) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q;
-  p.k = k;
-  p.v = v;
+  p.k = kv.k;
+  p.v = kv.v;
   p.out = out;
   p.lse = lse;
   p.batch = batch;
   p.q_len = q_len;
-  p.k_len = k_len;
+  p.k_len = kv.k_len;
   p.heads = heads;
-  p.kv_heads = kv_heads;
-  p.d = d;
-  p.kv_batch_stride = kv_batch_stride;
+  p.kv_heads = kv.kv_heads;
+  p.d = kv.d;
+  p.dv = kv.dv;
+  p.k_batch_stride = kv.k_batch_stride;
+  p.v_batch_stride = kv.v_batch_stride;
   set_attention_params(p, params, softmax_scale_multiplier);
-  p.q_pos = q_pos;
-  p.k_pos = k_pos;
-  p.key_lengths = key_lengths;
-  p.key_mask = key_mask;
-  p.meta_batch_stride = meta_batch_stride;
+  p.q_pos = meta.query_positions;
+  p.k_pos = meta.key_positions;
+  p.key_lengths = meta.key_lengths;
+  p.key_mask = meta.key_mask;
+  p.meta_batch_stride = meta.batch_stride;
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
+}
+
+/// The rows of an AttentionMetadata whose key-side arrays are [batch, k_len].
+inline AttentionMetaRows meta_rows(const AttentionMetadata& m, Eigen::Index k_len) {
+  return {m.query_positions ? m.query_positions->data() : nullptr,
+          m.key_positions ? m.key_positions->data() : nullptr,
+          m.key_lengths ? m.key_lengths->data() : nullptr,
+          m.key_mask ? m.key_mask->data() : nullptr, k_len};
 }
 
 /// lse must have q's shape without head_dim: [batch, q_len, heads].
@@ -151,14 +177,12 @@ void run_attention_views(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
                                       "Eigen::half or Eigen::bfloat16");
   AttentionWorkspace local;
   AttentionWorkspace& ws = workspace ? *workspace : local;
-  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2), d = q.dimension(3);
-  run_fused_attention(q.data(), k.data(), v.data(), out.data(), q.dimension(0), q.dimension(1),
-                      k_len, q.dimension(2), kv_heads, d, k_len * kv_heads * d, params,
-                      metadata.query_positions ? metadata.query_positions->data() : nullptr,
-                      metadata.key_positions ? metadata.key_positions->data() : nullptr,
-                      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
-                      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws, 1.0,
-                      lse);
+  const Eigen::Index k_len = k.dimension(1), kv_heads = k.dimension(2), d = k.dimension(3),
+                     dv = v.dimension(3);
+  const AttentionKvRows<T> kv{k.data(), v.data(), k_len, kv_heads, d, dv, k_len * kv_heads * d,
+                              k_len * kv_heads * dv};
+  run_fused_attention(q.data(), out.data(), q.dimension(0), q.dimension(1), q.dimension(2), kv,
+                      params, meta_rows(metadata, k_len), ws, 1.0, lse);
 }
 
 }  // namespace detail

@@ -4,7 +4,8 @@
 /// in a pool of fixed-size pages, and each sequence lists its pages in a page table, so
 /// sequences grow a page at a time, free their pages when done and can share a prefix's pages.
 ///
-///   k_pages, v_pages: [num_pages, page_size, kv_heads, head_dim]
+///   k_pages, v_pages: [num_pages, page_size, kv_heads, head_dim] (v_pages: v_head_dim, usually
+///                     head_dim)
 ///   page_table:       [batch, max_pages] int32; key j of sequence b is row j % page_size of
 ///                     page page_table[b, j / page_size] (vLLM's block_tables)
 ///   seq_lens:         [batch] int64 keys per sequence; entries past its pages are not read
@@ -13,7 +14,7 @@
 ///                     sequence a: page_table {0, 2}, seq_len 6
 ///                     sequence b: page_table {1, ...}, seq_len 2
 ///
-/// Queries: q, out [batch, q_len, heads, head_dim], the sequences' last q_len tokens (decode:
+/// Queries: q [batch, q_len, heads, head_dim], out [.., v_head_dim], the sequences' last q_len tokens (decode:
 /// q_len = 1; speculative decoding checks q_len draft tokens at once). Query i of sequence b
 /// sits at slot seq_lens[b] - q_len + i: the causal mask aligns bottom-right per sequence,
 /// sliding windows and ALiBi distances count that sequence's slots (key j at position j).
@@ -55,12 +56,12 @@ void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<
   require(num_pages > 0 && page_size > 0 && k_pages.dimension(2) > 0 && k_pages.dimension(3) > 0,
           fn, "k_pages shape [", num_pages, ", ", page_size, ", ", k_pages.dimension(2), ", ",
           k_pages.dimension(3), "] must have no zero dimension");
-  for (int a = 0; a < 4; ++a) {
-    require(v_pages.dimension(a) == k_pages.dimension(a), fn, "v_pages shape [",
-            v_pages.dimension(0), ", ", v_pages.dimension(1), ", ", v_pages.dimension(2), ", ",
-            v_pages.dimension(3), "] must equal k_pages shape [", num_pages, ", ", page_size,
-            ", ", k_pages.dimension(2), ", ", k_pages.dimension(3), "]");
-  }
+  require(v_pages.dimension(0) == num_pages && v_pages.dimension(1) == page_size &&
+              v_pages.dimension(2) == k_pages.dimension(2) && v_pages.dimension(3) > 0,
+          fn, "v_pages shape [", v_pages.dimension(0), ", ", v_pages.dimension(1), ", ",
+          v_pages.dimension(2), ", ", v_pages.dimension(3),
+          "] must be [num_pages, page_size, kv_heads, v_head_dim > 0] = [", num_pages, ", ",
+          page_size, ", ", k_pages.dimension(2), ", v_head_dim]");
   require(page_table.dimension(0) == batch && seq_lens.dimension(0) == batch, fn,
           "page_table has ", page_table.dimension(0), " rows and seq_lens ",
           seq_lens.dimension(0), " entries; both must have batch = ", batch);
@@ -108,6 +109,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.heads = q.dimension(2);
   p.kv_heads = k_pages.dimension(2);
   p.d = q.dimension(3);
+  p.dv = v_pages.dimension(3);
   p.k_len = longest_sequence(seq_lens);
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;
@@ -122,9 +124,10 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
 
 /// \brief Fused attention of q against a paged KV cache (see the file comment): out =
 /// softmax(scale q K^T + ALiBi + mask) V per sequence, over its seq_lens[b] keys.
-/// q, out: [batch, q_len, heads, head_dim] (out must not alias anything else); k_pages, v_pages:
-/// [num_pages, page_size, kv_heads, head_dim] in TKV (may differ from TQ, e.g. a bfloat16 pool
-/// with float queries); page_table [batch, max_pages]; seq_lens [batch].
+/// q: [batch, q_len, heads, head_dim]; out: [batch, q_len, heads, v_head_dim] (must not alias
+/// anything else); k_pages: [num_pages, page_size, kv_heads, head_dim], v_pages: [num_pages,
+/// page_size, kv_heads, v_head_dim], in TKV (may differ from TQ, e.g. a bfloat16 pool with
+/// float queries); page_table [batch, max_pages]; seq_lens [batch].
 /// lse (optional): [batch, q_len, heads], each row's log-sum-exp as attention(..., lse, ...).
 /// A sequence with seq_len 0, or a query row with no key before it, gives zeros (lse -inf).
 /// Throws std::invalid_argument, before writing anything, for shape errors, seq_lens outside
@@ -141,12 +144,14 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   constexpr std::string_view fn = "attention_paged";
   const Eigen::Index batch = q.dimension(0);
   detail::validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
-  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d]: only
-  // their dimensions are read.
+  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
+  // only their dimensions are read.
   const Eigen::Index longest = std::max<Eigen::Index>(1, detail::longest_sequence(seq_lens));
-  const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
-                                         k_pages.dimension(3));
-  detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
+  const ConstTensorView<TKV, 4> k_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
+                                        k_pages.dimension(3));
+  const ConstTensorView<TKV, 4> v_shape(v_pages.data(), batch, longest, v_pages.dimension(2),
+                                        v_pages.dimension(3));
+  detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
   if (lse) detail::validate_lse(fn, q, *lse);
   AttentionWorkspace local;
   detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
@@ -155,7 +160,8 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
 
 /// \brief attention_paged with the queries packed without padding (FlashAttention's varlen /
 /// FlashInfer's qo_indptr): sequence s has queries q[cu_seqlens_q[s], cu_seqlens_q[s + 1]),
-/// its last tokens, at slots seq_lens[s] - q_len_s + i. q, out: [total_q, heads, head_dim];
+/// its last tokens, at slots seq_lens[s] - q_len_s + i. q: [total_q, heads, head_dim],
+/// out: [total_q, heads, v_head_dim];
 /// lse (optional): [total_q, heads]. Each sequence runs as attention_paged with batch 1 on
 /// sub-views (no copy), one after another, each on params.num_threads threads.
 /// Throws std::invalid_argument, before writing anything, for every error attention_paged
@@ -175,7 +181,8 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   constexpr std::string_view fn = "attention_paged_varlen";
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
   const Eigen::Index seqs = seq_lens.dimension(0), max_pages = page_table.dimension(1);
-  detail::validate_packed_out(fn, q, out, lse);
+  const Eigen::Index dv = v_pages.dimension(3);
+  detail::validate_packed_out(fn, q, out, lse, dv);
   detail::require(cu_seqlens_q.dimension(0) == seqs + 1, fn, "cu_seqlens_q has ",
                   cu_seqlens_q.dimension(0), " entries; it must have num_seqs + 1 = ", seqs + 1,
                   " (num_seqs = seq_lens entries)");
@@ -185,7 +192,7 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   const auto views = [&](Eigen::Index s) {
     const Eigen::Index q0 = cu_seqlens_q(s), q_len = cu_seqlens_q(s + 1) - q0;
     return std::tuple{ConstTensorView<TQ, 4>(q.data() + q0 * heads * d, 1, q_len, heads, d),
-                      TensorView<TQ, 4>(out.data() + q0 * heads * d, 1, q_len, heads, d),
+                      TensorView<TQ, 4>(out.data() + q0 * heads * dv, 1, q_len, heads, dv),
                       ConstTensorView<std::int32_t, 2>(page_table.data() + s * max_pages, 1,
                                                        max_pages),
                       ConstTensorView<std::int64_t, 1>(seq_lens.data() + s, 1), q0, q_len};
@@ -193,9 +200,11 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   for (Eigen::Index s = 0; s < seqs; ++s) {
     const auto [qs, os, table, len, q0, q_len] = views(s);
     if (q_len == 0) continue;
-    const ConstTensorView<TKV, 4> kv_shape(k_pages.data(), 1, std::max<Eigen::Index>(len(0), 1),
-                                           k_pages.dimension(2), k_pages.dimension(3));
-    detail::validate_attention(fn, qs, kv_shape, kv_shape, os, params, {});
+    const Eigen::Index keys = std::max<Eigen::Index>(len(0), 1);
+    const ConstTensorView<TKV, 4> k_shape(k_pages.data(), 1, keys, k_pages.dimension(2),
+                                          k_pages.dimension(3));
+    const ConstTensorView<TKV, 4> v_shape(v_pages.data(), 1, keys, v_pages.dimension(2), dv);
+    detail::validate_attention(fn, qs, k_shape, v_shape, os, params, {});
   }
   AttentionWorkspace local;
   AttentionWorkspace& ws = workspace ? *workspace : local;

@@ -142,12 +142,14 @@ void attention_with_rope(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, Const
   apply_rope_inplace<Acc>(
       rope_heads<Acc>(TensorView<Acc, 4>(ks.data(), batch, k_len, kv_heads, d)), krot, freqs,
       layout);
-  detail::run_fused_attention(
-      qs.data(), ks.data(), vs.data(), out.data(), batch, q_len, k_len, heads, kv_heads, d,
-      k_len * kv_heads * d, params, qp, kp,
-      metadata.key_lengths ? metadata.key_lengths->data() : nullptr,
-      metadata.key_mask ? metadata.key_mask->data() : nullptr, k_len, ws.kernel(),
-      freqs.softmax_scale_multiplier);
+  const Eigen::Index dv = v.dimension(3);
+  const detail::AttentionKvRows<Acc> kv{ks.data(), vs.data(), k_len, kv_heads, d, dv,
+                                        k_len * kv_heads * d, k_len * kv_heads * dv};
+  detail::AttentionMetaRows meta = detail::meta_rows(metadata, k_len);
+  meta.query_positions = qp;
+  meta.key_positions = kp;
+  detail::run_fused_attention(qs.data(), out.data(), batch, q_len, heads, kv, params, meta,
+                              ws.kernel(), freqs.softmax_scale_multiplier);
 }
 
 }  // namespace posenc

@@ -5,8 +5,12 @@
 ///   out = softmax(scale * Q K^T + bias + mask) V
 ///
 /// Shapes (BSHD, head_dim innermost): Q [batch, q_len, heads, head_dim],
-/// K/V [batch, k_len, kv_heads, head_dim], heads a multiple of kv_heads (GQA; MQA when
-/// kv_heads = 1). Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv order).
+/// K [batch, k_len, kv_heads, head_dim], V [batch, k_len, kv_heads, v_head_dim], out
+/// [batch, q_len, heads, v_head_dim]; heads a multiple of kv_heads (GQA; MQA when kv_heads = 1).
+/// Query head h reads kv head h / (heads / kv_heads) (HF repeat_kv order). v_head_dim is
+/// usually head_dim; DeepSeek's MLA attends with q.k over 192 dims (128 nope + 64 rope) and
+/// values of 128 (HF DeepseekV3Attention: qk_head_dim, v_head_dim), and the default scale
+/// is 1 / sqrt(head_dim) of Q and K.
 ///
 /// Scores: s = scale q.k, soft-capped to c tanh(s / c) when logit_softcap = c > 0 (Gemma-2),
 /// then the ALiBi bias, then the mask.
@@ -139,8 +143,8 @@ inline void validate_slopes(std::string_view function, const std::vector<double>
 }
 
 /// Checks every shape, parameter and metadata entry of an attention call; throws
-/// std::invalid_argument naming the first bad one. q/out: [batch, q_len, heads, d];
-/// k/v: [batch, k_len, kv_heads, d].
+/// std::invalid_argument naming the first bad one. q: [batch, q_len, heads, d];
+/// k: [batch, k_len, kv_heads, d]; v: [batch, k_len, kv_heads, dv]; out: [batch, q_len, heads, dv].
 template <typename Q, typename K, typename V, typename O>
 void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v, const O& out,
                         const AttentionParams& params, const AttentionMetadata& meta) {
@@ -155,17 +159,17 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
           kv_heads, ", ", k.dimension(3), "] must have no zero dimension");
   require(k.dimension(3) == d, fn, "k head_dim = ", k.dimension(3), " must equal q head_dim (",
           d, ")");
-  for (int a = 0; a < 4; ++a) {
-    require(v.dimension(a) == k.dimension(a), fn, "v shape [", v.dimension(0), ", ",
-            v.dimension(1), ", ", v.dimension(2), ", ", v.dimension(3),
-            "] must equal k shape [", k.dimension(0), ", ", k_len, ", ", kv_heads, ", ",
-            k.dimension(3), "]");
-  }
-  for (int a = 0; a < 4; ++a) {
-    require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0), ", ",
-            out.dimension(1), ", ", out.dimension(2), ", ", out.dimension(3),
-            "] must equal q shape [", batch, ", ", q_len, ", ", heads, ", ", d, "]");
-  }
+  const Eigen::Index dv = v.dimension(3);
+  require(v.dimension(0) == batch && v.dimension(1) == k_len && v.dimension(2) == kv_heads &&
+              dv > 0,
+          fn, "v shape [", v.dimension(0), ", ", v.dimension(1), ", ", v.dimension(2), ", ", dv,
+          "] must be [batch, k_len, kv_heads, v_head_dim > 0] = [", batch, ", ", k_len, ", ",
+          kv_heads, ", v_head_dim]");
+  require(out.dimension(0) == batch && out.dimension(1) == q_len && out.dimension(2) == heads &&
+              out.dimension(3) == dv,
+          fn, "out shape [", out.dimension(0), ", ", out.dimension(1), ", ", out.dimension(2),
+          ", ", out.dimension(3), "] must be [batch, q_len, heads, v_head_dim] = [", batch, ", ",
+          q_len, ", ", heads, ", ", dv, "]");
   require(heads % kv_heads == 0, fn, "heads = ", heads, " must be a multiple of kv_heads = ",
           kv_heads, " (GQA / MQA)");
   require(params.mask == MaskMode::kCausal || params.mask == MaskMode::kBidirectional, fn,

@@ -3,8 +3,10 @@
 /// Attention over a packed batch of sequences of different lengths, without padding
 /// (FlashAttention's flash_attn_varlen_func, the "THD" layout continuous-batching engines use):
 ///
-///   q, out: [total_q, heads, head_dim]      tokens of every sequence, back to back
-///   k, v:   [total_k, kv_heads, head_dim]
+///   q:      [total_q, heads, head_dim]        tokens of every sequence, back to back
+///   k:      [total_k, kv_heads, head_dim]
+///   v:      [total_k, kv_heads, v_head_dim]   (v_head_dim usually head_dim; MLA: narrower)
+///   out:    [total_q, heads, v_head_dim]
 ///   cu_seqlens_q, cu_seqlens_k: [num_seqs + 1] int64 prefix sums, 0 = cu[0] <= cu[1] <= ...
 ///
 ///   q rows:  |-- seq 0 --|- seq 1 -|------ seq 2 ------|      cu_seqlens_q = {0, 3, 5, 11}
@@ -47,15 +49,16 @@ inline void validate_cu_seqlens(std::string_view fn, std::string_view name,
   }
 }
 
-/// out [total_q, heads, d] must have q's shape, and lse (if any) be [total_q, heads].
+/// out must be [total_q, heads, v_head_dim] (q's rows and heads), and lse (if any)
+/// [total_q, heads].
 template <typename Q, typename O, typename L>
 void validate_packed_out(std::string_view fn, const Q& q, const O& out,
-                         const std::optional<L>& lse) {
-  for (int a = 0; a < 3; ++a) {
-    require(out.dimension(a) == q.dimension(a), fn, "out shape [", out.dimension(0), ", ",
-            out.dimension(1), ", ", out.dimension(2), "] must equal q shape [", q.dimension(0),
-            ", ", q.dimension(1), ", ", q.dimension(2), "]");
-  }
+                         const std::optional<L>& lse, Eigen::Index v_head_dim) {
+  require(out.dimension(0) == q.dimension(0) && out.dimension(1) == q.dimension(1) &&
+              out.dimension(2) == v_head_dim,
+          fn, "out shape [", out.dimension(0), ", ", out.dimension(1), ", ", out.dimension(2),
+          "] must be [total_q, heads, v_head_dim] = [", q.dimension(0), ", ", q.dimension(1),
+          ", ", v_head_dim, "]");
   if (lse) {
     require(lse->dimension(0) == q.dimension(0) && lse->dimension(1) == q.dimension(1), fn,
             "lse shape [", lse->dimension(0), ", ", lse->dimension(1),
@@ -79,13 +82,12 @@ void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTen
                       std::optional<TensorView<lse_t<T>, 2>> lse = std::nullopt) {
   constexpr std::string_view fn = "attention_varlen";
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
-  const Eigen::Index total_k = k.dimension(0), kv_heads = k.dimension(1);
-  detail::validate_packed_out(fn, q, out, lse);
-  for (int a = 0; a < 3; ++a) {
-    detail::require(v.dimension(a) == k.dimension(a), fn, "v shape [", v.dimension(0), ", ",
-                    v.dimension(1), ", ", v.dimension(2), "] must equal k shape [", total_k,
-                    ", ", kv_heads, ", ", k.dimension(2), "]");
-  }
+  const Eigen::Index total_k = k.dimension(0), kv_heads = k.dimension(1), dv = v.dimension(2);
+  detail::validate_packed_out(fn, q, out, lse, dv);
+  detail::require(v.dimension(0) == total_k && v.dimension(1) == kv_heads && dv > 0, fn,
+                  "v shape [", v.dimension(0), ", ", v.dimension(1), ", ", dv,
+                  "] must be [total_k, kv_heads, v_head_dim > 0] = [", total_k, ", ", kv_heads,
+                  ", v_head_dim]");
   const Eigen::Index n = cu_seqlens_q.dimension(0);
   detail::require(n >= 2 && cu_seqlens_k.dimension(0) == n, fn, "cu_seqlens_q and cu_seqlens_k ",
                   "have ", n, " and ", cu_seqlens_k.dimension(0), " entries; both must have ",
@@ -104,9 +106,9 @@ void attention_varlen(ConstTensorView<T, 3> q, ConstTensorView<T, 3> k, ConstTen
     return std::tuple{ConstTensorView<T, 4>(q.data() + x.q0 * heads * d, 1, x.q_len, heads, d),
                       ConstTensorView<T, 4>(k.data() + x.k0 * kv_heads * d, 1, x.k_len, kv_heads,
                                             k.dimension(2)),
-                      ConstTensorView<T, 4>(v.data() + x.k0 * kv_heads * d, 1, x.k_len, kv_heads,
-                                            k.dimension(2)),
-                      TensorView<T, 4>(out.data() + x.q0 * heads * d, 1, x.q_len, heads, d)};
+                      ConstTensorView<T, 4>(v.data() + x.k0 * kv_heads * dv, 1, x.k_len, kv_heads,
+                                            dv),
+                      TensorView<T, 4>(out.data() + x.q0 * heads * dv, 1, x.q_len, heads, dv)};
   };
   for (Eigen::Index s = 0; s + 1 < n; ++s) {
     const Seq x = seq(s);

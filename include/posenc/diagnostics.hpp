@@ -419,12 +419,12 @@ PrefillDecodeReport check_prefill_vs_decode(
     std::optional<ConstTensorView<std::uint8_t, 2>> valid = std::nullopt) {
   constexpr std::string_view fn = "check_prefill_vs_decode";
   const Eigen::Index batch = q.dimension(0), seq = q.dimension(1), heads = q.dimension(2),
-                     d = q.dimension(3), kv_heads = k.dimension(2);
+                     d = q.dimension(3), kv_heads = k.dimension(2), dv = v.dimension(3);
   detail::require(params.mask == MaskMode::kCausal, fn,
                   "params.mask must be causal: decode only ever sees the past");
   detail::require(k.dimension(1) == seq, fn, "k seq = ", k.dimension(1), " must equal q seq = ",
                   seq, " (prefill of the same tokens)");
-  Tensor<T, 4> dummy_out(batch, seq, heads, d);
+  Tensor<T, 4> dummy_out(batch, seq, heads, dv);
   detail::validate_attention(fn, q, k, v, dummy_out, params, {});
   std::vector<std::int64_t> pos_store;
   if (!positions) {
@@ -442,7 +442,7 @@ PrefillDecodeReport check_prefill_vs_decode(
   }
 
   // Prefill: rotate all of Q and K, one causal call over the whole sequence.
-  Tensor<T, 4> qr(batch, seq, heads, d), kr(batch, seq, kv_heads, d), full(batch, seq, heads, d);
+  Tensor<T, 4> qr(batch, seq, heads, d), kr(batch, seq, kv_heads, d), full(batch, seq, heads, dv);
   std::copy(q.data(), q.data() + q.size(), qr.data());
   std::copy(k.data(), k.data() + k.size(), kr.data());
   if (rope) {
@@ -457,13 +457,13 @@ PrefillDecodeReport check_prefill_vs_decode(
   if (valid) meta.key_mask = *valid;
   attention<T>(ConstTensorView<T, 4>(qr.data(), batch, seq, heads, d),
                ConstTensorView<T, 4>(kr.data(), batch, seq, kv_heads, d), v,
-               TensorView<T, 4>(full.data(), batch, seq, heads, d), params, meta);
+               TensorView<T, 4>(full.data(), batch, seq, heads, dv), params, meta);
 
   // Decode: append one token's K/V (rotated by the cache), attend with its query.
-  KvCache<T> cache(batch, seq, kv_heads, d);
+  KvCache<T> cache(batch, seq, kv_heads, d, 0, dv);
   if (rope) cache.set_rope(*rope, layout);
-  Tensor<T, 4> qt(batch, 1, heads, d), kt(batch, 1, kv_heads, d), vt(batch, 1, kv_heads, d),
-      ot(batch, 1, heads, d);
+  Tensor<T, 4> qt(batch, 1, heads, d), kt(batch, 1, kv_heads, d), vt(batch, 1, kv_heads, dv),
+      ot(batch, 1, heads, dv);
   std::vector<std::int64_t> pt(static_cast<std::size_t>(batch));
   std::vector<std::uint8_t> vt_mask(static_cast<std::size_t>(batch));
   PrefillDecodeReport rep;
@@ -474,24 +474,22 @@ PrefillDecodeReport check_prefill_vs_decode(
         for (Eigen::Index i = 0; i < d; ++i) qt(b, 0, h, i) = q(b, s, h, i);
       }
       for (Eigen::Index h = 0; h < kv_heads; ++h) {
-        for (Eigen::Index i = 0; i < d; ++i) {
-          kt(b, 0, h, i) = k(b, s, h, i);
-          vt(b, 0, h, i) = v(b, s, h, i);
-        }
+        for (Eigen::Index i = 0; i < d; ++i) kt(b, 0, h, i) = k(b, s, h, i);
+        for (Eigen::Index i = 0; i < dv; ++i) vt(b, 0, h, i) = v(b, s, h, i);
       }
       pt[static_cast<std::size_t>(b)] = (*positions)(b, s);
       vt_mask[static_cast<std::size_t>(b)] = valid ? (*valid)(b, s) : std::uint8_t{1};
     }
     cache.template append<T>(ConstTensorView<T, 4>(kt.data(), batch, 1, kv_heads, d),
-                             ConstTensorView<T, 4>(vt.data(), batch, 1, kv_heads, d),
+                             ConstTensorView<T, 4>(vt.data(), batch, 1, kv_heads, dv),
                              PositionIdsView(pt.data(), batch, 1),
                              ConstTensorView<std::uint8_t, 2>(vt_mask.data(), batch, 1));
     cache.template attend<T>(ConstTensorView<T, 4>(qt.data(), batch, 1, heads, d),
-                             TensorView<T, 4>(ot.data(), batch, 1, heads, d), params);
+                             TensorView<T, 4>(ot.data(), batch, 1, heads, dv), params);
     double worst = 0.0;
     for (Eigen::Index b = 0; b < batch; ++b) {
       for (Eigen::Index h = 0; h < heads; ++h) {
-        for (Eigen::Index i = 0; i < d; ++i) {
+        for (Eigen::Index i = 0; i < dv; ++i) {
           const double diff =
               std::abs(detail::to_double(full(b, s, h, i)) - detail::to_double(ot(b, 0, h, i)));
           // NaN on either side is the worst possible mismatch, not a silent skip.

@@ -4,8 +4,10 @@
 /// far, with the positions and validity (padding) of each slot, so that a decode step attends
 /// with the right causal limit, the right ALiBi distances and without the padding.
 ///
-/// Storage: [batch, max_len, kv_heads, head_dim] for K and for V, in T = float, Eigen::bfloat16
-/// or Eigen::half (double also accepted); [batch, max_len] int64 positions and uint8 validity.
+/// Storage: [batch, max_len, kv_heads, head_dim] for K and [batch, max_len, kv_heads,
+/// v_head_dim] for V (v_head_dim = head_dim unless given: DeepSeek MLA without weight
+/// absorption keeps keys of 192 and values of 128), in T = float, Eigen::bfloat16 or Eigen::half
+/// (double also accepted); [batch, max_len] int64 positions and uint8 validity.
 /// All sequences of a batch share the slot count (left padding keeps them aligned: a padding
 /// slot is stored with valid = 0 and never attended to).
 ///
@@ -61,21 +63,24 @@ class KvCache {
   /// (appending past max_len throws); W > 0 makes a rolling cache for a layer whose queries see
   /// their last W slots only (see the file comment): it never overflows, it drops slots no
   /// query can see any more.
-  /// Throws std::invalid_argument when a dimension is <= 0, sliding_window < 0, or
-  /// sliding_window > max_len (a rolling cache must hold W - 1 slots plus the new token).
+  /// v_head_dim: the width of a value row, 0 = head_dim (the keys' width).
+  /// Throws std::invalid_argument when a dimension is <= 0, v_head_dim < 0, sliding_window < 0,
+  /// or sliding_window > max_len (a rolling cache must hold W - 1 slots plus the new token).
   KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim,
-          std::int64_t sliding_window = 0)
+          std::int64_t sliding_window = 0, Eigen::Index v_head_dim = 0)
       : batch_(batch), max_len_(max_len), kv_heads_(kv_heads), d_(head_dim),
-        window_(sliding_window) {
+        dv_(v_head_dim == 0 ? head_dim : v_head_dim), window_(sliding_window) {
     detail::require(batch > 0 && max_len > 0 && kv_heads > 0 && head_dim > 0, "KvCache",
                     "shape [batch, max_len, kv_heads, head_dim] = [", batch, ", ", max_len, ", ",
                     kv_heads, ", ", head_dim, "] must have no zero dimension");
+    detail::require(v_head_dim >= 0, "KvCache", "v_head_dim = ", v_head_dim,
+                    " must be >= 0 (0: head_dim)");
     detail::require(sliding_window >= 0 && sliding_window <= max_len, "KvCache",
                     "sliding_window = ", sliding_window, " must be in [0, max_len = ", max_len,
                     "] (0: keep every token)");
     const auto slots = static_cast<std::size_t>(batch * max_len);
     k_.assign(slots * static_cast<std::size_t>(kv_heads * head_dim), T(0.0f));
-    v_.assign(k_.size(), T(0.0f));
+    v_.assign(slots * static_cast<std::size_t>(kv_heads * dv_), T(0.0f));
     pos_.assign(slots, 0);
     valid_.assign(slots, 0);
   }
@@ -84,6 +89,7 @@ class KvCache {
   Eigen::Index max_len() const noexcept { return max_len_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }
   Eigen::Index head_dim() const noexcept { return d_; }
+  Eigen::Index v_head_dim() const noexcept { return dv_; }
   /// Slots filled so far (the same for every sequence of the batch).
   Eigen::Index size() const noexcept { return size_; }
   /// The rolling cache's window W, or 0 for a cache that keeps every token.
@@ -92,9 +98,10 @@ class KvCache {
   /// slot evicted() + s (always 0 for a cache that keeps every token; erase() is not counted).
   std::int64_t evicted() const noexcept { return evicted_; }
 
-  /// Whole storage [batch, max_len, kv_heads, head_dim]; slots >= size() are unspecified.
+  /// Whole storage [batch, max_len, kv_heads, head_dim] (values: v_head_dim); slots >= size()
+  /// are unspecified.
   ConstTensorView<T, 4> keys() const { return {k_.data(), batch_, max_len_, kv_heads_, d_}; }
-  ConstTensorView<T, 4> values() const { return {v_.data(), batch_, max_len_, kv_heads_, d_}; }
+  ConstTensorView<T, 4> values() const { return {v_.data(), batch_, max_len_, kv_heads_, dv_}; }
   /// [batch, max_len] positions of the stored tokens and 0/1 validity (0 = padding).
   PositionIdsView positions() const { return {pos_.data(), batch_, max_len_}; }
   ConstTensorView<std::uint8_t, 2> valid() const { return {valid_.data(), batch_, max_len_}; }
@@ -191,7 +198,7 @@ class KvCache {
           rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), tokens, 1, kv_heads_, d_)),
           RopePositions::contiguous(tokens, 1, delta < 0 ? -delta : delta), turn, rope_layout_,
           options);
-      store(stage.data(), k_, first, n);
+      store(stage.data(), k_, d_, first, n);
     }
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = first; s < last; ++s) {
@@ -208,7 +215,8 @@ class KvCache {
 
   /// \brief Appends n tokens per sequence: keys (rotated by their positions when RoPE is set),
   /// values, positions and validity.
-  /// k, v: [batch, n, kv_heads, head_dim]; positions: [batch, n] in [0, 2^53];
+  /// k: [batch, n, kv_heads, head_dim]; v: [batch, n, kv_heads, v_head_dim];
+  /// positions: [batch, n] in [0, 2^53];
   /// valid (optional, default all 1): [batch, n], 0 marks a padding token.
   /// A rolling cache first drops all but its newest W - 1 slots when size() + n > max_len.
   /// Throws std::out_of_range when the tokens do not fit (size() + n > max_len; for a rolling
@@ -221,12 +229,15 @@ class KvCache {
     constexpr std::string_view fn = "KvCache::append";
     const Eigen::Index n = k.dimension(1);
     for (int a = 0; a < 4; ++a) {
-      const Eigen::Index want[4] = {batch_, n, kv_heads_, d_};
-      detail::require(k.dimension(a) == want[a] && v.dimension(a) == want[a], fn, "k shape [",
-                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2), ", ",
-                      k.dimension(3), "] and v shape [", v.dimension(0), ", ", v.dimension(1),
-                      ", ", v.dimension(2), ", ", v.dimension(3), "] must both be [batch, n, ",
-                      "kv_heads, head_dim] = [", batch_, ", ", n, ", ", kv_heads_, ", ", d_, "]");
+      const Eigen::Index want_k[4] = {batch_, n, kv_heads_, d_};
+      const Eigen::Index want_v[4] = {batch_, n, kv_heads_, dv_};
+      detail::require(k.dimension(a) == want_k[a] && v.dimension(a) == want_v[a], fn,
+                      "k shape [", k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
+                      ", ", k.dimension(3), "] and v shape [", v.dimension(0), ", ",
+                      v.dimension(1), ", ", v.dimension(2), ", ", v.dimension(3),
+                      "] must be [batch, n, kv_heads, head_dim] = [", batch_, ", ", n, ", ",
+                      kv_heads_, ", ", d_, "] and [batch, n, kv_heads, v_head_dim] = [", batch_,
+                      ", ", n, ", ", kv_heads_, ", ", dv_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
     // A rolling cache keeps the newest W - 1 slots: the first new query's window.
@@ -257,11 +268,11 @@ class KvCache {
       auto& stage = staging_.convert<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
-      store(stage.data(), k_, size_, n);
+      store(stage.data(), k_, d_, size_, n);
     } else {
-      store(k.data(), k_, size_, n);
+      store(k.data(), k_, d_, size_, n);
     }
-    store(v.data(), v_, size_, n);
+    store(v.data(), v_, dv_, size_, n);
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = 0; s < n; ++s) {
         const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
@@ -279,7 +290,8 @@ class KvCache {
   /// plan's softmax_scale_multiplier, as attention_with_rope). params.sliding_window counts
   /// slots back from each query's own (decode reads only the last W slots). A rolling cache
   /// requires params.sliding_window in [1, W]: a wider window would need dropped slots.
-  /// q, out: [batch, q_len, heads, head_dim], 1 <= q_len <= size(), heads % kv_heads == 0.
+  /// q: [batch, q_len, heads, head_dim], out: [batch, q_len, heads, v_head_dim],
+  /// 1 <= q_len <= size(), heads % kv_heads == 0.
   /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window) before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
@@ -292,33 +304,33 @@ class KvCache {
                     size_, "]: append the new tokens' keys and values first");
     detail::require_window_within(fn, "rolling cache", window_, params);
     const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
-    detail::validate_attention(fn, q, k_shape, k_shape, out, params, {});
+    const ConstTensorView<T, 4> v_shape(v_.data(), batch_, size_, kv_heads_, dv_);
+    detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
 
     const std::int64_t* qpos = query_positions(q_len);
-    const Eigen::Index kv_stride = max_len_ * kv_heads_ * d_;
+    const detail::AttentionKvRows<T> kv{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
+                                        max_len_ * kv_heads_ * d_, max_len_ * kv_heads_ * dv_};
+    const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_};
+    const Eigen::Index heads = q.dimension(2);
     if (rope_) {
       using Acc = detail::compute_t<TQ>;
-      const Eigen::Index heads = q.dimension(2);
       auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
                               PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
-      detail::run_fused_attention(stage.data(), k_.data(), v_.data(), out.data(), batch_, q_len,
-                                  size_, heads, kv_heads_, d_, kv_stride, params, qpos,
-                                  pos_.data(), nullptr, valid_.data(), max_len_, workspace_,
-                                  rope_->softmax_scale_multiplier);
+      detail::run_fused_attention(stage.data(), out.data(), batch_, q_len, heads, kv, params,
+                                  meta, workspace_, rope_->softmax_scale_multiplier);
     } else {
-      detail::run_fused_attention(q.data(), k_.data(), v_.data(), out.data(), batch_, q_len, size_,
-                                  q.dimension(2), kv_heads_, d_, kv_stride, params, qpos,
-                                  pos_.data(), nullptr, valid_.data(), max_len_, workspace_);
+      detail::run_fused_attention(q.data(), out.data(), batch_, q_len, heads, kv, params, meta,
+                                  workspace_);
     }
   }
 
  private:
-  /// Rounds src [batch, n, kv_heads, d] into slots [first, first + n) of dst.
+  /// Rounds src [batch, n, kv_heads, width] into slots [first, first + n) of dst.
   template <typename Src>
-  void store(const Src* src, detail::cache_line_vector<T>& dst, Eigen::Index first,
-             Eigen::Index n) {
-    const Eigen::Index row = kv_heads_ * d_;
+  void store(const Src* src, detail::cache_line_vector<T>& dst, Eigen::Index width,
+             Eigen::Index first, Eigen::Index n) {
+    const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
       T* to = dst.data() + (b * max_len_ + first) * row;
@@ -331,15 +343,15 @@ class KvCache {
   /// Removes slots [first, first + count) of each sequence: the later slots (K, V, position,
   /// validity) move down. std::copy is safe: the destination starts before the source.
   void remove_slots(Eigen::Index first, Eigen::Index count) {
-    const Eigen::Index row = kv_heads_ * d_, tail = size_ - first - count;
+    const Eigen::Index tail = size_ - first - count;
     for (Eigen::Index b = 0; b < batch_ && count > 0; ++b) {
       const Eigen::Index slot0 = b * max_len_ + first;
       const auto move_down = [&](auto& x, Eigen::Index width) {
         const auto from = x.begin() + (slot0 + count) * width;
         std::copy(from, from + tail * width, x.begin() + slot0 * width);
       };
-      move_down(k_, row);
-      move_down(v_, row);
+      move_down(k_, kv_heads_ * d_);
+      move_down(v_, kv_heads_ * dv_);
       move_down(pos_, 1);
       move_down(valid_, 1);
     }
@@ -365,7 +377,7 @@ class KvCache {
     return qpos_.data();
   }
 
-  Eigen::Index batch_, max_len_, kv_heads_, d_;
+  Eigen::Index batch_, max_len_, kv_heads_, d_, dv_;
   std::int64_t window_;
   Eigen::Index size_ = 0;
   std::int64_t evicted_ = 0;

@@ -38,6 +38,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "posenc/attention.hpp"
@@ -62,19 +63,24 @@ class PagedKvCache {
  public:
   using SequenceId = std::int64_t;
 
-  /// \brief An empty pool of num_pages pages of [page_size, kv_heads, head_dim] for K and V.
+  /// \brief An empty pool of num_pages pages of [page_size, kv_heads, head_dim] for K and
+  /// [page_size, kv_heads, v_head_dim] for V (v_head_dim 0 = head_dim; narrower for DeepSeek
+  /// MLA without weight absorption).
   /// sliding_window = W > 0: a pool for a sliding-window layer, which gives back the pages no
   /// query can see any more (see the file comment); 0 keeps every token.
-  /// Throws std::invalid_argument when a dimension is <= 0, sliding_window < 0, or num_pages
-  /// does not fit int32 (page tables are int32, as vLLM's and FlashInfer's).
+  /// Throws std::invalid_argument when a dimension is <= 0, v_head_dim < 0, sliding_window < 0,
+  /// or num_pages does not fit int32 (page tables are int32, as vLLM's and FlashInfer's).
   PagedKvCache(Eigen::Index num_pages, Eigen::Index page_size, Eigen::Index kv_heads,
-               Eigen::Index head_dim, std::int64_t sliding_window = 0)
+               Eigen::Index head_dim, std::int64_t sliding_window = 0,
+               Eigen::Index v_head_dim = 0)
       : num_pages_(num_pages), page_size_(page_size), kv_heads_(kv_heads), d_(head_dim),
-        window_(sliding_window) {
+        dv_(v_head_dim == 0 ? head_dim : v_head_dim), window_(sliding_window) {
     detail::require(num_pages > 0 && page_size > 0 && kv_heads > 0 && head_dim > 0,
                     "PagedKvCache", "shape [num_pages, page_size, kv_heads, head_dim] = [",
                     num_pages, ", ", page_size, ", ", kv_heads, ", ", head_dim,
                     "] must have no zero dimension");
+    detail::require(v_head_dim >= 0, "PagedKvCache", "v_head_dim = ", v_head_dim,
+                    " must be >= 0 (0: head_dim)");
     detail::require(num_pages < std::numeric_limits<std::int32_t>::max(), "PagedKvCache",
                     "num_pages = ", num_pages, " must be < 2^31 - 1 (int32 page ids)");
     detail::require(sliding_window >= 0, "PagedKvCache", "sliding_window = ", sliding_window,
@@ -82,7 +88,7 @@ class PagedKvCache {
     // One page more than the pool: page num_pages stays zero, the stand-in for dropped pages.
     k_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * head_dim),
               T(0.0f));
-    v_.assign(k_.size(), T(0.0f));
+    v_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * dv_), T(0.0f));
     refs_.assign(static_cast<std::size_t>(num_pages), 0);
     // Lowest ids first out of the stack.
     for (Eigen::Index p = num_pages; p-- > 0;) free_.push_back(static_cast<std::int32_t>(p));
@@ -92,6 +98,7 @@ class PagedKvCache {
   Eigen::Index page_size() const noexcept { return page_size_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }
   Eigen::Index head_dim() const noexcept { return d_; }
+  Eigen::Index v_head_dim() const noexcept { return dv_; }
   /// Pages no sequence holds.
   Eigen::Index free_pages() const noexcept { return static_cast<Eigen::Index>(free_.size()); }
   /// Live sequences.
@@ -105,12 +112,13 @@ class PagedKvCache {
     return refs_[static_cast<std::size_t>(page)];
   }
 
-  /// The pools [num_pages, page_size, kv_heads, head_dim] (rows no sequence holds unspecified).
+  /// The pools [num_pages, page_size, kv_heads, head_dim] (values: v_head_dim; rows no
+  /// sequence holds unspecified).
   ConstTensorView<T, 4> key_pages() const {
     return {k_.data(), num_pages_, page_size_, kv_heads_, d_};
   }
   ConstTensorView<T, 4> value_pages() const {
-    return {v_.data(), num_pages_, page_size_, kv_heads_, d_};
+    return {v_.data(), num_pages_, page_size_, kv_heads_, dv_};
   }
 
   /// Tokens held by sequence s / its page table (page of slot t: pages(s)[t / page_size];
@@ -188,8 +196,8 @@ class PagedKvCache {
       const std::int32_t shared = child.pages.back();
       --refs_[static_cast<std::size_t>(shared)];
       const std::int32_t own = take_page();
-      const auto page_elems = static_cast<std::ptrdiff_t>(page_size_ * kv_heads_ * d_);
-      for (auto* pool : {&k_, &v_}) {
+      for (auto [pool, width] : {std::pair{&k_, d_}, std::pair{&v_, dv_}}) {
+        const auto page_elems = static_cast<std::ptrdiff_t>(page_size_ * kv_heads_ * width);
         const auto src = pool->begin() + shared * page_elems;
         std::copy(src, src + page_elems, pool->begin() + own * page_elems);
       }
@@ -211,7 +219,7 @@ class PagedKvCache {
   /// \brief Appends n tokens to sequence s at slots (= positions) length(s) ... + n - 1: keys
   /// (rotated when RoPE is set) and values, taking free pages as needed (a sliding-window pool
   /// first gives back the pages before the chunk's first window).
-  /// k, v: [n, kv_heads, head_dim], n >= 1.
+  /// k: [n, kv_heads, head_dim], v: [n, kv_heads, v_head_dim], n >= 1.
   /// Throws std::invalid_argument (unknown s, shapes), std::out_of_range when the pool has too
   /// few free pages; nothing changes then.
   template <typename In>
@@ -221,12 +229,14 @@ class PagedKvCache {
     Sequence& seq = find(fn, s);
     const Eigen::Index n = k.dimension(0);
     for (int a = 0; a < 3; ++a) {
-      const Eigen::Index want[3] = {n, kv_heads_, d_};
-      detail::require(k.dimension(a) == want[a] && v.dimension(a) == want[a], fn, "k shape [",
-                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
+      const Eigen::Index want_k[3] = {n, kv_heads_, d_};
+      const Eigen::Index want_v[3] = {n, kv_heads_, dv_};
+      detail::require(k.dimension(a) == want_k[a] && v.dimension(a) == want_v[a], fn,
+                      "k shape [", k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
                       "] and v shape [", v.dimension(0), ", ", v.dimension(1), ", ",
-                      v.dimension(2), "] must both be [n, kv_heads, head_dim] = [", n, ", ",
-                      kv_heads_, ", ", d_, "]");
+                      v.dimension(2), "] must be [n, kv_heads, head_dim] = [", n, ", ",
+                      kv_heads_, ", ", d_, "] and [n, kv_heads, v_head_dim] = [", n, ", ",
+                      kv_heads_, ", ", dv_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
     const Eigen::Index need =
@@ -259,11 +269,11 @@ class PagedKvCache {
       const TensorView<Acc, 4> keys(stage.data(), 1, n, kv_heads_, d_);
       apply_rope_inplace<Acc>(rope_heads<Acc>(keys), RopePositions::contiguous(1, n, seq.length),
                               *rope_, rope_layout_);
-      store(seq, stage.data(), k_, n);
+      store(seq, stage.data(), k_, d_, n);
     } else {
-      store(seq, k.data(), k_, n);
+      store(seq, k.data(), k_, d_, n);
     }
-    store(seq, v.data(), v_, n);
+    store(seq, v.data(), v_, dv_, n);
     seq.first_query = seq.length;
     seq.length += n;
   }
@@ -271,7 +281,8 @@ class PagedKvCache {
   /// \brief Attention of each listed sequence's last q_len tokens against all of its tokens:
   /// out[b] = softmax(scale q[b] K_s^T + ALiBi + causal mask) V_s for s = seqs[b], query i at
   /// slot length(s) - q_len + i (rotated there when RoPE is set; the default scale then takes
-  /// the plan's softmax_scale_multiplier). q, out: [seqs.size(), q_len, heads, head_dim],
+  /// the plan's softmax_scale_multiplier). q: [seqs.size(), q_len, heads, head_dim], out:
+  /// [seqs.size(), q_len, heads, v_head_dim],
   /// 1 <= q_len <= length(s) for every s; a sliding-window pool requires q_len <= the size of
   /// each sequence's last appended chunk and params.sliding_window in [1, W].
   /// lse (optional): [seqs.size(), q_len, heads], each row's log-sum-exp as attention()'s, to
@@ -303,8 +314,9 @@ class PagedKvCache {
       longest = std::max(longest, seq.length);
       max_pages = std::max(max_pages, static_cast<Eigen::Index>(seq.pages.size()));
     }
-    const ConstTensorView<T, 4> kv_shape(k_.data(), batch, longest, kv_heads_, d_);
-    detail::validate_attention(fn, q, kv_shape, kv_shape, out, params, {});
+    const ConstTensorView<T, 4> k_shape(k_.data(), batch, longest, kv_heads_, d_);
+    const ConstTensorView<T, 4> v_shape(v_.data(), batch, longest, kv_heads_, dv_);
+    detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
     if (lse) detail::validate_lse(fn, q, *lse);
     lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;
 
@@ -330,12 +342,12 @@ class PagedKvCache {
                               *rope_, rope_layout_);
       // A view of the staged rows (a ConstTensorView made from `rotated` would copy them).
       detail::run_attention_paged(ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_),
-                                  kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
+                                  kernel_pages(k_, d_), kernel_pages(v_, dv_), table, lens, out.data(),
                                   params, workspace_, lse_rows, nullptr,
                                   rope_->softmax_scale_multiplier);
     } else {
-      detail::run_attention_paged(q, kernel_pages(k_), kernel_pages(v_), table, lens, out.data(),
-                                  params, workspace_, lse_rows);
+      detail::run_attention_paged(q, kernel_pages(k_, d_), kernel_pages(v_, dv_), table, lens,
+                                  out.data(), params, workspace_, lse_rows);
     }
   }
 
@@ -347,9 +359,11 @@ class PagedKvCache {
   };
 
   std::int32_t zero_page() const noexcept { return static_cast<std::int32_t>(num_pages_); }
-  /// The pools as the kernel sees them: with the zero page after the last one.
-  ConstTensorView<T, 4> kernel_pages(const detail::cache_line_vector<T>& pool) const {
-    return {pool.data(), num_pages_ + 1, page_size_, kv_heads_, d_};
+  /// A pool of rows of `width` per kv head as the kernel sees it: with the zero page after the
+  /// last one.
+  ConstTensorView<T, 4> kernel_pages(const detail::cache_line_vector<T>& pool,
+                                     Eigen::Index width) const {
+    return {pool.data(), num_pages_ + 1, page_size_, kv_heads_, width};
   }
 
   /// One holder fewer for page p (the zero page has none); free when none is left.
@@ -378,11 +392,12 @@ class PagedKvCache {
     return p;
   }
 
-  /// Rounds src [n, kv_heads, d] into the sequence's slots length ... length + n - 1 of pool.
+  /// Rounds src [n, kv_heads, width] into the sequence's slots length ... length + n - 1 of
+  /// pool.
   template <typename Src>
   void store(const Sequence& seq, const Src* src, detail::cache_line_vector<T>& pool,
-             Eigen::Index n) {
-    const Eigen::Index row = kv_heads_ * d_;
+             Eigen::Index width, Eigen::Index n) {
+    const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index t = 0; t < n; ++t) {
       const Eigen::Index slot = seq.length + t;
       const Eigen::Index page = seq.pages[static_cast<std::size_t>(slot / page_size_)];
@@ -394,7 +409,7 @@ class PagedKvCache {
     }
   }
 
-  Eigen::Index num_pages_, page_size_, kv_heads_, d_;
+  Eigen::Index num_pages_, page_size_, kv_heads_, d_, dv_;
   std::int64_t window_;
   detail::cache_line_vector<T> k_, v_;  // pages start on a cache line (see there)
   std::vector<std::int32_t> refs_, free_;

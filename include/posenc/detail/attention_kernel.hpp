@@ -156,18 +156,20 @@ inline constexpr std::int64_t kAttnDecodeStreamBytes = 2 * kFromMemoryBytes;
 inline constexpr Eigen::Index kAttnRowPad = 16;
 
 /// One thread's buffers for a work item of `slots` kv heads with `rows` rows each:
-/// O(slots * rows * d + key_tile * (rows + slots * d)), independent of q_len and k_len.
+/// O(slots * rows * (d + dv) + key_tile * (rows + slots * (d + dv))), independent of q_len and
+/// k_len (d: the Q / K head width, dv: the V / output head width).
 template <typename Acc>
 struct AttentionTileBuffers {
   Eigen::Index rows = 0;  // row stride per slot (padded to whole packets)
-  Eigen::Index d = 0;
+  Eigen::Index d = 0, dv = 0;
   Eigen::Index key_tile = 0;
   Eigen::Index slots = 0;
   attn_vector<Acc> qt;                           // [slots][d][rows]    Q^T, scale folded in
   attn_vector<Acc> qr;                           // [slots][rows][d]    Q rows (decode: [lanes][d])
-  attn_vector<Acc> o;                            // [slots][rows][d]    unnormalised output (idem)
+  attn_vector<Acc> o;                            // [slots][rows][dv]   unnormalised output (idem)
   attn_vector<Acc> st;                           // [key_tile][rows]    scores, then P^T
-  attn_vector<Acc> kf, vf;  // [resident_keys + key_tile][slots * d + pad] packed K, V (prefill)
+  attn_vector<Acc> kf;  // [resident_keys + key_tile][slots * d + pad]  packed K (prefill)
+  attn_vector<Acc> vf;  // [resident_keys + key_tile][slots * dv + pad] packed V (prefill)
   Eigen::Index resident_keys = 0;  // leading keys kept packed across items (multiple of key_tile)
   Eigen::Index packed_heads = -1;  // b * kv_heads + g0 of the rows packed there; -1: none
   Eigen::Index packed_first = 0;   // keys [packed_first, packed_keys) of those heads are packed
@@ -179,8 +181,9 @@ struct AttentionTileBuffers {
   /// in place and pass packs = false.
   /// `k_len` bounds the resident keys (0: none, every tile packed into one slot); every call
   /// starts with nothing packed (the caller's K/V may have changed since the last one).
-  void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_key_tile,
-               Eigen::Index need_slots, Eigen::Index k_len, bool packs = true) {
+  void reserve(Eigen::Index need_rows, Eigen::Index need_d, Eigen::Index need_dv,
+               Eigen::Index need_key_tile, Eigen::Index need_slots, Eigen::Index k_len,
+               bool packs = true) {
     constexpr Eigen::Index lanes = kAttnLanes<Acc>;
     need_rows = (need_rows + 2 * lanes - 1) / (2 * lanes) * (2 * lanes);
     packed_heads = -1;
@@ -188,28 +191,36 @@ struct AttentionTileBuffers {
     packed_keys = 0;
     resident_keys = 0;
     if (packs) {
-      const Eigen::Index row = need_slots * need_d + kAttnRowPad;
-      const Eigen::Index row_pair_bytes = 2 * row * static_cast<Eigen::Index>(sizeof(Acc));
+      const Eigen::Index k_row = need_slots * need_d + kAttnRowPad;
+      const Eigen::Index v_row = need_slots * need_dv + kAttnRowPad;
+      const Eigen::Index row_pair_bytes = (k_row + v_row) * static_cast<Eigen::Index>(sizeof(Acc));
       const Eigen::Index fit =
           kAttnResidentPackBytes / row_pair_bytes / need_key_tile * need_key_tile;
       const Eigen::Index keys = (k_len + need_key_tile - 1) / need_key_tile * need_key_tile;
       resident_keys = std::min(fit, keys);
-      const auto pack_size = static_cast<std::size_t>((resident_keys + need_key_tile) * row);
-      if (kf.size() < pack_size) {
-        kf.assign(pack_size, Acc(0));
-        vf.assign(pack_size, Acc(0));
+      const auto packed_rows = static_cast<std::size_t>(resident_keys + need_key_tile);
+      if (kf.size() < packed_rows * static_cast<std::size_t>(k_row)) {
+        kf.assign(packed_rows * static_cast<std::size_t>(k_row), Acc(0));
+      }
+      if (vf.size() < packed_rows * static_cast<std::size_t>(v_row)) {
+        vf.assign(packed_rows * static_cast<std::size_t>(v_row), Acc(0));
       }
     }
-    if (need_rows <= rows && need_d <= d && need_key_tile <= key_tile && need_slots <= slots) return;
+    if (need_rows <= rows && need_d <= d && need_dv <= dv && need_key_tile <= key_tile &&
+        need_slots <= slots) {
+      return;
+    }
     rows = std::max(rows, need_rows);
     d = std::max(d, need_d);
+    dv = std::max(dv, need_dv);
     key_tile = std::max(key_tile, need_key_tile);
     slots = std::max(slots, need_slots);
     const auto r = static_cast<std::size_t>(rows), dd = static_cast<std::size_t>(d),
-               kt = static_cast<std::size_t>(key_tile), ns = static_cast<std::size_t>(slots);
+               ddv = static_cast<std::size_t>(dv), kt = static_cast<std::size_t>(key_tile),
+               ns = static_cast<std::size_t>(slots);
     qt.assign(ns * dd * r, Acc(0));
     qr.assign(ns * r * dd, Acc(0));
-    o.assign(ns * r * dd, Acc(0));
+    o.assign(ns * r * ddv, Acc(0));
     st.assign(kt * r, Acc(0));
     for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &first, &limit}) v->assign(ns * r, Acc(0));
     row_q.assign(ns * r, 0);
@@ -218,18 +229,20 @@ struct AttentionTileBuffers {
 };
 
 /// Everything the kernel reads, as raw pointers and strides (validated by the caller).
-/// K/V element (b, j, g, c) sits at kv_row(k, b, j)[g * d + c]: k[b * kv_batch_stride +
+/// K element (b, j, g, c) sits at k_row(b, j)[g * d + c]: k[b * k_batch_stride +
 /// (j * kv_heads + g) * d + c] (the KV cache passes its max_len-based stride, plain attention
-/// k_len * kv_heads * d) or in a page of a paged cache.
+/// k_len * kv_heads * d) or in a page of a paged cache; V likewise with dv and v_batch_stride.
+/// d is the Q / K head width, dv the V / output one (dv < d: DeepSeek MLA, q.k over 192 dims,
+/// values of 128).
 template <typename Acc, typename TQ, typename TKV, typename TO>
 struct AttentionProblem {
   const TQ* q = nullptr;  // [batch, q_len, heads, d]
   const TKV* k = nullptr;
   const TKV* v = nullptr;
-  TO* out = nullptr;  // [batch, q_len, heads, d]
+  TO* out = nullptr;  // [batch, q_len, heads, dv]
   Acc* lse = nullptr;  // [batch, q_len, heads] log-sum-exp of each row's logits, or null
-  Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0;
-  Eigen::Index kv_batch_stride = 0;
+  Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0, dv = 0;
+  Eigen::Index k_batch_stride = 0, v_batch_stride = 0;
   Acc scale = Acc(1);
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
@@ -247,21 +260,25 @@ struct AttentionProblem {
   const std::int64_t* seq_lens = nullptr;
   // Paged K/V (vLLM block tables): key j of sequence b is row j % page_size of page
   // page_table[b * page_table_stride + j / page_size]; k / v point at page 0, pages are
-  // page_size * kv_heads * d elements apart. Null: rows at b * kv_batch_stride + j * kv_heads * d.
+  // page_size * kv_heads * d (V: dv) elements apart. Null: rows at b * k_batch_stride +
+  // j * kv_heads * d (V: v_batch_stride, dv).
   const std::int32_t* page_table = nullptr;
   Eigen::Index page_size = 0, page_table_stride = 0;
 
   Eigen::Index keys_of(Eigen::Index b) const {
     return seq_lens ? static_cast<Eigen::Index>(seq_lens[b]) : k_len;
   }
-  /// Row j (kv head 0) of sequence b in base (k or v).
-  const TKV* kv_row(const TKV* base, Eigen::Index b, Eigen::Index j) const {
-    const Eigen::Index row = kv_heads * d;
-    if (!page_table) return base + b * kv_batch_stride + j * row;
+  /// Row j (kv head 0) of sequence b in K, and in V.
+  const TKV* k_row(Eigen::Index b, Eigen::Index j) const { return row_in(k, d, k_batch_stride, b, j); }
+  const TKV* v_row(Eigen::Index b, Eigen::Index j) const { return row_in(v, dv, v_batch_stride, b, j); }
+  const TKV* row_in(const TKV* base, Eigen::Index width, Eigen::Index batch_stride, Eigen::Index b,
+                    Eigen::Index j) const {
+    const Eigen::Index row = kv_heads * width;
+    if (!page_table) return base + b * batch_stride + j * row;
     const Eigen::Index page = page_table[b * page_table_stride + j / page_size];
     return base + (page * page_size + j % page_size) * row;
   }
-  /// Keys [j, kv_run_end(j)) are consecutive rows kv_heads * d apart.
+  /// Keys [j, kv_run_end(j)) are consecutive rows (kv_heads * d apart in K, kv_heads * dv in V).
   Eigen::Index kv_run_end(Eigen::Index j) const {
     return page_table ? (j / page_size + 1) * page_size : std::numeric_limits<Eigen::Index>::max();
   }
@@ -657,7 +674,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
                          Eigen::Index key_tile, AttentionTileBuffers<Acc>& ws) {
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
-  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
+  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, dv = p.dv, rs = ws.rows;
   const Eigen::Index nrows = nq * group;
   const Eigen::Index vec_rows = (nrows + L - 1) / L * L;
   const Eigen::Index k_len = p.keys_of(b);
@@ -709,8 +726,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       for (Eigen::Index c = 0; c < d; ++c) {
         qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
       }
-      Acc* o = ws.o.data() + (s * rs + r) * d;
-      std::fill(o, o + d, Acc(0));
+      Acc* o = ws.o.data() + (s * rs + r) * dv;
+      std::fill(o, o + dv, Acc(0));
     }
   }
 
@@ -724,8 +741,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
 
-  const Eigen::Index kv_row = p.kv_heads * d;
   const Eigen::Index kstride = ns == 1 ? d : ns * d + kAttnRowPad;
+  const Eigen::Index vstride = ns == 1 ? dv : ns * dv + kAttnRowPad;
   Acc* st = ws.st.data();
   // Keys [0, resident_keys) sit at their own index and are packed at most once per call for
   // these kv heads; a later tile goes to the slot after them.
@@ -741,9 +758,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     for (Eigen::Index j = from; j < to;) {
       const Eigen::Index n = std::min(to, p.kv_run_end(j)) - j;
       Acc* kt = ws.kf.data() + (at + j - from) * kstride;
-      Acc* vt = ws.vf.data() + (at + j - from) * kstride;
-      attn_pack_rows(p.kv_row(p.k, b, j) + g0 * d, kv_row, n, ns * d, kt, kstride);
-      attn_pack_rows(p.kv_row(p.v, b, j) + g0 * d, kv_row, n, ns * d, vt, kstride);
+      Acc* vt = ws.vf.data() + (at + j - from) * vstride;
+      attn_pack_rows(p.k_row(b, j) + g0 * d, p.kv_heads * d, n, ns * d, kt, kstride);
+      attn_pack_rows(p.v_row(b, j) + g0 * dv, p.kv_heads * dv, n, ns * dv, vt, vstride);
       j += n;
     }
   };
@@ -763,7 +780,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     const bool resident = j0 + nk <= ws.resident_keys;
     const Eigen::Index slot = resident ? j0 : ws.resident_keys;
     const Acc* kt = ws.kf.data() + slot * kstride;
-    const Acc* vt = ws.vf.data() + slot * kstride;
+    const Acc* vt = ws.vf.data() + slot * vstride;
     const Eigen::Index j1 = j0 + nk;
     if (!resident) {
       pack(j0, j1, slot);
@@ -788,8 +805,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
                          ws.first.data() + s * rs, ws.limit.data() + s * rs, ws.m.data() + s * rs,
                          ws.l.data() + s * rs, alpha});
-      attn_pv<Acc>(st, rs, nrows, alpha, vt + s * d, kstride, keys,
-                   ws.o.data() + s * rs * d, d);
+      attn_pv<Acc>(st, rs, nrows, alpha, vt + s * dv, vstride, keys,
+                   ws.o.data() + s * rs * dv, dv);
     }
   }
 
@@ -800,9 +817,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       const Acc l = ws.l[at];
       const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
       const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
-      TO* dst = p.out + row * d;
-      const Acc* o = ws.o.data() + (s * rs + r) * d;
-      for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[c] * inv);
+      TO* dst = p.out + row * dv;
+      const Acc* o = ws.o.data() + (s * rs + r) * dv;
+      for (Eigen::Index c = 0; c < dv; ++c) dst[c] = from_value<TO>(o[c] * inv);
       if (p.lse) p.lse[row] = attn_log_sum_exp(ws.m[at], l);
     }
   }
@@ -1022,7 +1039,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   // Key tiles a whole number of both blocks, so no key takes the one-key paths but the last.
   constexpr Eigen::Index kBlocks = std::lcm(KJ, KV);
   if (key_tile >= kBlocks) key_tile = key_tile / kBlocks * kBlocks;
-  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, rs = ws.rows;
+  const Eigen::Index group = p.heads / p.kv_heads, d = p.d, dv = p.dv, rs = ws.rows;
   const Eigen::Index lanes = ns * R, vec_lanes = (lanes + L - 1) / L * L;
   const Eigen::Index k_len = p.keys_of(b);
   const Eigen::Index offset = k_len - p.q_len;  // bottom-right alignment
@@ -1033,7 +1050,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   };
   const std::int64_t base = q_position(0);  // ALiBi differences stay exact relative to it
   Acc* qr = ws.qr.data();  // [lanes][d]
-  Acc* o = ws.o.data();    // [lanes][d]
+  Acc* o = ws.o.data();    // [lanes][dv]
   for (Eigen::Index lane = 0; lane < vec_lanes; ++lane) {
     const bool real = lane < lanes;
     const Eigen::Index s = lane / R, r = lane % R;
@@ -1053,7 +1070,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     if (!real) continue;
     const TQ* qrow = p.q + ((b * p.q_len + qi) * p.heads + h) * d;
     for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * p.scale;
-    std::fill(o + lane * d, o + (lane + 1) * d, Acc(0));
+    std::fill(o + lane * dv, o + (lane + 1) * dv, Acc(0));
   }
   Acc* st = ws.st.data();
   // Padding lanes are never written by the dot products: zero scores keep their softmax finite.
@@ -1064,11 +1081,13 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
-  const Eigen::Index kv_row = p.kv_heads * d;
-  const Eigen::Index slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
+  // K rows are kv_heads * d elements, V rows kv_heads * dv; the item reads ns slices of each.
+  const Eigen::Index k_row = p.kv_heads * d, v_row = p.kv_heads * dv;
+  const Eigen::Index k_slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
+  const Eigen::Index v_slice_bytes = dv * static_cast<Eigen::Index>(sizeof(TKV));
   const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
-  const Eigen::Index row_bytes = ns * slice_bytes;
-  const Eigen::Index call_bytes = 2 * (j_end - j_begin) * row_bytes;
+  const Eigen::Index k_row_bytes = ns * k_slice_bytes, v_row_bytes = ns * v_slice_bytes;
+  const Eigen::Index call_bytes = (j_end - j_begin) * (k_row_bytes + v_row_bytes);
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
   // -> 4.79-5.43 ms with them. Larger than the L3, an item of whole rows (one thread per
@@ -1082,29 +1101,31 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index j0 = j_begin, nk = 0; j0 < j_end; j0 += nk) {
     const Eigen::Index run_end = std::min(j_end, p.kv_run_end(j0));
     nk = std::min(key_tile, run_end - j0);
-    const TKV* kbase = p.kv_row(p.k, b, j0) + g0 * d;
-    const TKV* vbase = p.kv_row(p.v, b, j0) + g0 * d;
+    const TKV* kbase = p.k_row(b, j0) + g0 * d;
+    const TKV* vbase = p.v_row(b, j0) + g0 * dv;
     if (j0 + nk == run_end && run_end < j_end) {
       // The next page of a paged cache: the prefetches below stop at this run's end, so its
       // first rows would start cold. One table lookup per page.
       const Eigen::Index next =
           std::min(kAttnDecodePageAhead, std::min(j_end, p.kv_run_end(run_end)) - run_end);
-      attn_prefetch_rows(p.kv_row(p.k, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096,
+      attn_prefetch_rows(p.k_row(b, run_end) + g0 * d, k_row, 0, next, k_row_bytes, 4096,
                          AttnPrefetchTo::kL2);
-      attn_prefetch_rows(p.kv_row(p.v, b, run_end) + g0 * d, kv_row, 0, next, row_bytes, 4096,
+      attn_prefetch_rows(p.v_row(b, run_end) + g0 * dv, v_row, 0, next, v_row_bytes, 4096,
                          AttnPrefetchTo::kL2);
     }
     // Rows [j + ahead, j + ahead + n) of this run, counted from j0.
     auto rows_ahead = [&](Eigen::Index j, Eigen::Index ahead, Eigen::Index n) {
       return std::pair{std::min(j + ahead, run_end) - j0, std::min(j + ahead + n, run_end) - j0};
     };
-    // stream_rows: kv head s of row j, kAttnDecodeBytesAhead bytes on (whole rows, so the
-    // run is contiguous); null past this run. The callers request it: with the request loop
-    // inside this lambda, GCC 12 kept the requests at one of its two uses only.
-    auto slice_ahead = [&](const TKV* rows, Eigen::Index j, Eigen::Index s) -> const TKV* {
+    // stream_rows: kv head s of row j (rows `row` elements, slices `width`),
+    // kAttnDecodeBytesAhead bytes on (whole rows, so the run is contiguous); null past this
+    // run. The callers request it: with the request loop inside this lambda, GCC 12 kept the
+    // requests at one of its two uses only.
+    auto slice_ahead = [&](const TKV* rows, Eigen::Index row, Eigen::Index width, Eigen::Index j,
+                           Eigen::Index s) -> const TKV* {
       const Eigen::Index at =
-          j * kv_row + s * d + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
-      return at < (run_end - j0) * kv_row ? rows + at : nullptr;
+          j * row + s * width + kAttnDecodeBytesAhead / static_cast<Eigen::Index>(sizeof(TKV));
+      return at < (run_end - j0) * row ? rows + at : nullptr;
     };
     bool padded = false;
     if (kmask) {
@@ -1116,34 +1137,34 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     Eigen::Index j = 0;
     if (stream_rows) {
       for (; j < nk; ++j) {
-        const TKV* k = kbase + j * kv_row;
+        const TKV* k = kbase + j * k_row;
         const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, 1);
-        attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
+        attn_prefetch_rows(kbase, k_row, first, last, k_row_bytes, 4096, AttnPrefetchTo::kL2);
         for (Eigen::Index s = 0; s < ns; ++s) {
-          if (const TKV* ahead = slice_ahead(kbase, j, s)) {
-            attn_prefetch_rows(ahead, 0, 0, 1, slice_bytes, 64);
+          if (const TKV* ahead = slice_ahead(kbase, k_row, d, j, s)) {
+            attn_prefetch_rows(ahead, 0, 0, 1, k_slice_bytes, 64);
           }
-          attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
+          attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, k_row, st + j * rs + s * R, rs);
         }
       }
     }
     for (; j + KJ <= nk; j += KJ) {
-      const TKV* k = kbase + j * kv_row;
+      const TKV* k = kbase + j * k_row;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, KJ);
       const auto [slice_first, slice_last] = rows_ahead(j0 + j, attn_slice_ahead<TKV>, KJ);
-      attn_prefetch_rows(kbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
+      attn_prefetch_rows(kbase, k_row, first, last, k_row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
         if (prefetch_slices) {
-          attn_prefetch_rows(kbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
+          attn_prefetch_rows(kbase + s * d + line, k_row, slice_first, slice_last, k_slice_bytes,
                              64);
         }
-        attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
+        attn_decode_dots<Acc, R, KJ>(qr + s * R * d, d, k + s * d, k_row, st + j * rs + s * R, rs);
       }
     }
     for (; j < nk; ++j) {
-      const TKV* k = kbase + j * kv_row;
+      const TKV* k = kbase + j * k_row;
       for (Eigen::Index s = 0; s < ns; ++s) {
-        attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, kv_row, st + j * rs + s * R, rs);
+        attn_decode_dots<Acc, R, 1>(qr + s * R * d, d, k + s * d, k_row, st + j * rs + s * R, rs);
       }
     }
     const Acc* alpha = ws.alpha.data();
@@ -1153,37 +1174,37 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {
-      const TKV* v = vbase + j * kv_row;
+      const TKV* v = vbase + j * v_row;
       const Acc* w = st + j * rs;
       const bool whole = !stream_rows && j + KV <= nk;
       const Eigen::Index n_rows = whole ? KV : 1;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
       const auto [slice_first, slice_last] =
           rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
-      attn_prefetch_rows(vbase, kv_row, first, last, row_bytes, 4096, AttnPrefetchTo::kL2);
+      attn_prefetch_rows(vbase, v_row, first, last, v_row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
-        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, j, s) : nullptr) {
-          attn_prefetch_rows(ahead, 0, 0, 1, slice_bytes, 64);
+        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, v_row, dv, j, s) : nullptr) {
+          attn_prefetch_rows(ahead, 0, 0, 1, v_slice_bytes, 64);
         }
         if (prefetch_slices) {
-          attn_prefetch_rows(vbase + s * d + line, kv_row, slice_first, slice_last, slice_bytes,
+          attn_prefetch_rows(vbase + s * dv + line, v_row, slice_first, slice_last, v_slice_bytes,
                              64);
         }
         const Acc* a = alpha + s * R;
-        Acc* os = o + s * R * d;
+        Acc* os = o + s * R * dv;
         // Once the running maxima settle alpha is exactly 1 and O stays as it is.
         bool rescale = false;
         if (j == 0) {
           for (int r = 0; r < R; ++r) rescale |= a[r] != Acc(1);
         }
         if (rescale && whole) {
-          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
         } else if (whole) {
-          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
         } else if (rescale) {
-          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
         } else {
-          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * d, kv_row, os, d);
+          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
         }
       }
       j += whole ? KV : 1;
@@ -1196,8 +1217,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const Acc l = ws.l[at];
     const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
     const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
-    TO* dst = p.out + row * d;
-    for (Eigen::Index c = 0; c < d; ++c) dst[c] = from_value<TO>(o[lane * d + c] * inv);
+    TO* dst = p.out + row * dv;
+    for (Eigen::Index c = 0; c < dv; ++c) dst[c] = from_value<TO>(o[lane * dv + c] * inv);
     if (p.lse) p.lse[row] = attn_log_sum_exp(ws.m[at], l);
   }
 }
@@ -1217,11 +1238,11 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   for (int t = 0; t < threads; ++t) {
     auto& ws = buffers[static_cast<std::size_t>(t)];
     if (sched.decode) {
-      ws.reserve(sched.slots * p.q_len * group, p.d, sched.key_tile, 1, p.k_len, false);
+      ws.reserve(sched.slots * p.q_len * group, p.d, p.dv, sched.key_tile, 1, p.k_len, false);
     } else {
       // Packed rows are kept only when a kv head has several work items to reuse them; with one
       // they would only be written back from the cache.
-      ws.reserve(sched.q_tile * group, p.d, sched.key_tile, sched.slots,
+      ws.reserve(sched.q_tile * group, p.d, p.dv, sched.key_tile, sched.slots,
                  sched.q_tiles > 1 ? p.k_len : 0);
     }
   }

@@ -22,7 +22,8 @@
 namespace posenc::reference {
 
 /// \brief out = softmax(scale Q K^T + bias + mask) V with every score materialised (double).
-/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
+/// q: [batch, q_len, heads, head_dim]; k: [batch, k_len, kv_heads, head_dim];
+/// v: [batch, k_len, kv_heads, v_head_dim]; out: [batch, q_len, heads, v_head_dim];
 /// weights (optional): [batch, heads, q_len, k_len], the softmax probabilities (exactly 0 where
 /// masked; an all-zero row when no key is visible).
 /// Same conventions, validation and exceptions as posenc::attention.
@@ -34,7 +35,8 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
   constexpr std::string_view fn = "reference::attention";
   detail::validate_attention(fn, q, k, v, out, params, metadata);
   const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
-                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2);
+                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2),
+                     dv = v.dimension(3);
   if (weights) {
     detail::require(weights->dimension(0) == batch && weights->dimension(1) == heads &&
                         weights->dimension(2) == q_len && weights->dimension(3) == k_len,
@@ -53,17 +55,15 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
   // contract() computes the same, but GCC 12 reports a false -Warray-bounds inside its
   // evaluator under -O2 with sanitizers.)
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Matrix qh(q_len, d), kh(k_len, d), vh(k_len, d);
+  Matrix qh(q_len, d), kh(k_len, d), vh(k_len, dv);
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index h = 0; h < heads; ++h) {
       const Eigen::Index g = h / group;
       for (Eigen::Index i = 0; i < q_len; ++i)
         for (Eigen::Index c = 0; c < d; ++c) qh(i, c) = detail::to_double(q(b, i, h, c));
       for (Eigen::Index j = 0; j < k_len; ++j) {
-        for (Eigen::Index c = 0; c < d; ++c) {
-          kh(j, c) = detail::to_double(k(b, j, g, c));
-          vh(j, c) = detail::to_double(v(b, j, g, c));
-        }
+        for (Eigen::Index c = 0; c < d; ++c) kh(j, c) = detail::to_double(k(b, j, g, c));
+        for (Eigen::Index c = 0; c < dv; ++c) vh(j, c) = detail::to_double(v(b, j, g, c));
       }
       // S[i, j] = scale * sum_c Q[i, c] K[j, c]
       Matrix s = scale * (qh * kh.transpose());
@@ -109,7 +109,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
       // O[i, c] = sum_j P[i, j] V[j, c]
       const Matrix o = s * vh;
       for (Eigen::Index i = 0; i < q_len; ++i)
-        for (Eigen::Index c = 0; c < d; ++c) out(b, i, h, c) = detail::from_value<T>(o(i, c));
+        for (Eigen::Index c = 0; c < dv; ++c) out(b, i, h, c) = detail::from_value<T>(o(i, c));
     }
   }
 }
