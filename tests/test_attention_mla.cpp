@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/attention.hpp>
+#include <posenc/attention_mla.hpp>
 #include <posenc/attention_paged.hpp>
 #include <posenc/attention_varlen.hpp>
 #include <posenc/kv_cache.hpp>
@@ -75,14 +76,15 @@ long double as_ld(Eigen::half x) { return static_cast<float>(x); }
 
 /// softmax(scale q.k - slope_h (pos_q - pos_k) | causal bottom-right, key_valid) v in long
 /// double; q [B, Lq, H, d], k [B, Lk, G, d], v [B, Lk, G, dv]; query i at Lk - Lq + i, key j
-/// at j. Returns [B, Lq, H, dv]; a row with no visible key is 0.
+/// at j; scale 0: 1 / sqrt(d). Returns [B, Lq, H, dv]; a row with no visible key is 0.
 template <typename T>
 std::vector<long double> expected_attention(const MlaShape& s, const std::vector<T>& q,
                                             const std::vector<T>& k, const std::vector<T>& v,
                                             const std::vector<double>& slopes = {},
-                                            const std::vector<std::uint8_t>& key_valid = {}) {
+                                            const std::vector<std::uint8_t>& key_valid = {},
+                                            long double scale = 0.0L) {
   std::vector<long double> out(static_cast<std::size_t>(s.batch * s.q_len * s.heads * s.dv), 0.0L);
-  const long double scale = 1.0L / std::sqrt(static_cast<long double>(s.d));
+  if (scale == 0.0L) scale = 1.0L / std::sqrt(static_cast<long double>(s.d));
   const Eigen::Index group = s.heads / s.kv_heads;
   std::vector<long double> w(static_cast<std::size_t>(s.k_len));
   for (Eigen::Index b = 0; b < s.batch; ++b) {
@@ -157,6 +159,17 @@ void rotate_rope_part(std::vector<T>& x, Eigen::Index rows_per_position, Eigen::
       }
     }
   }
+}
+
+/// The first dv of every [.., d] row: the values of a latent cache, as their own tensor.
+template <typename T>
+std::vector<T> latent_values(const std::vector<T>& kv, Eigen::Index d, Eigen::Index dv) {
+  std::vector<T> v;
+  for (std::size_t row = 0; row * static_cast<std::size_t>(d) < kv.size(); ++row) {
+    const auto first = kv.begin() + static_cast<std::ptrdiff_t>(row) * d;
+    v.insert(v.end(), first, first + dv);
+  }
+  return v;
 }
 
 }  // namespace
@@ -431,4 +444,149 @@ TEST_CASE("attention mla: shape errors name v_head_dim and write nothing", "[att
                                    TensorView<float, 4>(out.data(), 1, 2, 2, 8)),
                       Contains("must be [batch, q_len, heads, v_head_dim] = [1, 2, 2, 4]"));
   CHECK(untouched());
+}
+
+TEMPLATE_TEST_CASE("attention mla: attention_latent reads the values as the first v_head_dim of "
+                   "each kv row and equals the long-double attention",
+                   "[attention][mla][latent]", float, Eigen::bfloat16) {
+  using T = TestType;
+  // (batch, q_len, k_len, heads, kv_heads, d, dv): DeepSeek's 576 / 512 latent over 128 heads,
+  // scaled down; decode (4 rows per kv head: the decode item) and more rows (the tiled item),
+  // one latent head and two (values strided inside the rows of both).
+  const MlaShape shapes[] = {
+      {1, 1, 133, 16, 1, 72, 64}, {2, 1, 70, 4, 1, 72, 64}, {1, 1, 90, 8, 2, 40, 32},
+      {1, 5, 70, 4, 2, 40, 24},   {1, 2, 65, 16, 1, 20, 12},
+  };
+  const long double scale = 1.0L / std::sqrt(24.0L);  // 1 / sqrt(qk_nope + qk_rope), scaled down
+  for (const MlaShape& s : shapes) {
+    for (const int threads : {1, 2}) {
+      CAPTURE(s, threads);
+      MlaProblem<T> p(MlaShape{s.batch, s.q_len, s.k_len, s.heads, s.kv_heads, s.d, s.d}, 90, 2.0);
+      AttentionParams params;
+      params.scale = static_cast<double>(scale);
+      params.num_threads = threads;
+      std::vector<T> out(static_cast<std::size_t>(s.batch * s.q_len * s.heads * s.dv), T(-7.0f));
+      posenc::attention_latent<T>(p.qv(), p.kv(),
+                                  TensorView<T, 4>(out.data(), s.batch, s.q_len, s.heads, s.dv),
+                                  params);
+      require_close(out, expected_attention(s, p.q, p.k, latent_values(p.k, s.d, s.dv), {}, {},
+                                            scale));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("attention mla: a latent KvCache with RoPE on k_pe — prefill, decode steps and "
+                   "an erase equal the long-double absorbed attention",
+                   "[attention][mla][latent][kv_cache]", float, Eigen::bfloat16) {
+  using T = TestType;
+  // Latent rows of 40 = c_kv 32 + k_pe 8, 8 heads over one latent head, positions 0 .. 9.
+  const Eigen::Index H = 8, d = 40, dv = 32, n = 6, steps = 4, L = n + steps;
+  const long double theta = 10000.0L, scale = 1.0L / std::sqrt(24.0L);
+  const MlaShape full{1, L, L, H, 1, d, dv};
+  MlaProblem<float> p(MlaShape{1, L, L, H, 1, d, d}, 51, 2.0);
+  for (auto* x : {&p.q, &p.k}) {
+    for (float& e : *x) e = static_cast<float>(T(e));
+  }
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.rotary_dim = d - dv;
+  rp.rotary_offset = dv;
+  rp.theta = static_cast<double>(theta);
+  rp.layout = posenc::RopeLayout::kInterleaved;
+  auto cache = posenc::KvCache<T>::latent(1, L, 1, d, dv);
+  REQUIRE(cache.is_latent());
+  cache.set_rope(posenc::compute_rope_frequencies(rp), rp.layout);
+  AttentionParams params;
+  params.scale = static_cast<double>(scale);
+
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(L));
+  for (Eigen::Index i = 0; i < L; ++i) positions[static_cast<std::size_t>(i)] = i;
+  std::vector<float> q_rot = p.q, kv_rot = p.k;
+  rotate_rope_part(q_rot, H, d, dv, positions, theta);
+  rotate_rope_part(kv_rot, 1, d, dv, positions, theta);
+  std::vector<float> kv_stored(kv_rot.size());
+  for (std::size_t i = 0; i < kv_rot.size(); ++i) kv_stored[i] = static_cast<float>(T(kv_rot[i]));
+  const auto want_all =
+      expected_attention(full, q_rot, kv_stored, latent_values(kv_stored, d, dv), {}, {}, scale);
+
+  const auto rows = [](const std::vector<float>& x, Eigen::Index from, Eigen::Index count,
+                       Eigen::Index width) {
+    std::vector<T> out(static_cast<std::size_t>(count * width));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = T(x[static_cast<std::size_t>(from * width) + i]);
+    return out;
+  };
+  {
+    const auto kv0 = rows(p.k, 0, n, d), q0 = rows(p.q, 0, n, H * d);
+    cache.append_latent(ConstTensorView<T, 4>(kv0.data(), 1, n, 1, d),
+                        posenc::PositionIdsView(positions.data(), 1, n));
+    std::vector<T> out(static_cast<std::size_t>(n * H * dv), T(-7.0f));
+    cache.attend(ConstTensorView<T, 4>(q0.data(), 1, n, H, d),
+                 TensorView<T, 4>(out.data(), 1, n, H, dv), params);
+    require_close(out, std::vector<long double>(want_all.begin(), want_all.begin() + n * H * dv));
+  }
+  for (Eigen::Index t = n; t < L; ++t) {
+    CAPTURE(t);
+    const auto kvt = rows(p.k, t, 1, d), qt = rows(p.q, t, 1, H * d);
+    cache.append_latent(ConstTensorView<T, 4>(kvt.data(), 1, 1, 1, d),
+                        posenc::PositionIdsView(positions.data() + t, 1, 1));
+    std::vector<T> out(static_cast<std::size_t>(H * dv), T(-7.0f));
+    cache.attend(ConstTensorView<T, 4>(qt.data(), 1, 1, H, d),
+                 TensorView<T, 4>(out.data(), 1, 1, H, dv), params);
+    require_close(out, std::vector<long double>(want_all.begin() + t * H * dv,
+                                                want_all.begin() + (t + 1) * H * dv));
+  }
+  // Erase slots [1, 4): the last query then sees rows {0, 4 .. 9}.
+  cache.erase(1, 3);
+  std::vector<float> kv_kept;
+  for (Eigen::Index j = 0; j < L; ++j) {
+    if (j >= 1 && j < 4) continue;
+    kv_kept.insert(kv_kept.end(), kv_stored.begin() + j * d, kv_stored.begin() + (j + 1) * d);
+  }
+  const std::vector<float> q_last(q_rot.begin() + (L - 1) * H * d, q_rot.end());
+  const auto want_last = expected_attention(MlaShape{1, 1, L - 3, H, 1, d, dv}, q_last, kv_kept,
+                                            latent_values(kv_kept, d, dv), {}, {}, scale);
+  const auto ql = rows(p.q, L - 1, 1, H * d);
+  std::vector<T> out(static_cast<std::size_t>(H * dv), T(-7.0f));
+  cache.attend(ConstTensorView<T, 4>(ql.data(), 1, 1, H, d),
+               TensorView<T, 4>(out.data(), 1, 1, H, dv), params);
+  require_close(out, want_last);
+}
+
+TEST_CASE("attention mla: latent attention without a scale, values wider than the row, and the "
+          "wrong append are rejected before any write", "[attention][mla][latent][errors]") {
+  const MlaShape s{1, 1, 6, 4, 1, 16, 16};
+  const MlaProblem<float> p(s, 8);
+  std::vector<float> out(64, -7.0f);
+  const auto untouched = [&] {
+    return std::all_of(out.begin(), out.end(), [](float x) { return x == -7.0f; });
+  };
+  AttentionParams no_scale;
+  REQUIRE_THROWS_WITH(posenc::attention_latent<float>(p.qv(), p.kv(),
+                                                      TensorView<float, 4>(out.data(), 1, 1, 4, 12),
+                                                      no_scale),
+                      Contains("params.scale must be set for latent (absorbed MLA) attention"));
+  AttentionParams scaled;
+  scaled.scale = 0.2;
+  REQUIRE_THROWS_WITH(posenc::attention_latent<float>(p.qv(), p.kv(),
+                                                      TensorView<float, 4>(out.data(), 1, 1, 4, 17),
+                                                      scaled),
+                      Contains("out v_head_dim = 17 must be in [1, head_dim = 16]"));
+  CHECK(untouched());
+
+  REQUIRE_THROWS_WITH(posenc::KvCache<float>::latent(1, 8, 1, 16, 20),
+                      Contains("v_head_dim = 20 must be in [1, head_dim = 16]"));
+  auto cache = posenc::KvCache<float>::latent(1, 8, 1, 16, 12);
+  const std::int64_t pos[6] = {0, 1, 2, 3, 4, 5};
+  REQUIRE_THROWS_WITH(cache.append(p.kv(), p.kv(), posenc::PositionIdsView(pos, 1, 6)),
+                      Contains("append its rows with append_latent"));
+  REQUIRE_THROWS_WITH(cache.values(), Contains("a latent cache stores no values of their own"));
+  CHECK(cache.size() == 0);
+  cache.append_latent(p.kv(), posenc::PositionIdsView(pos, 1, 6));
+  REQUIRE_THROWS_WITH(cache.attend(p.qv(), TensorView<float, 4>(out.data(), 1, 1, 4, 12), no_scale),
+                      Contains("params.scale must be set"));
+  CHECK(untouched());
+  posenc::KvCache<float> plain(1, 8, 1, 16);
+  REQUIRE_THROWS_WITH(plain.append_latent(p.kv(), posenc::PositionIdsView(pos, 1, 6)),
+                      Contains("append keys and values with append"));
+  CHECK(plain.size() == 0);
 }

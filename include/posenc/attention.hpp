@@ -98,12 +98,15 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
 
 /// K and V as the kernel reads them (validated views or a cache's storage): row j of sequence
 /// b starts at k + b * k_batch_stride + j * kv_heads * d in K and at v + b * v_batch_stride +
-/// j * kv_heads * dv in V.
+/// j * v_row_elems in V, kv head g of a V row at g * v_head_elems. v_row_elems and
+/// v_head_elems 0: V rows of their own (kv_heads * dv, dv); MLA's latent rows set v = k,
+/// kv_heads * d and d.
 template <typename TKV>
 struct AttentionKvRows {
   const TKV* k;
   const TKV* v;
   Eigen::Index k_len, kv_heads, d, dv, k_batch_stride, v_batch_stride;
+  Eigen::Index v_row_elems = 0, v_head_elems = 0;
 };
 
 /// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
@@ -140,6 +143,8 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.dv = kv.dv;
   p.k_batch_stride = kv.k_batch_stride;
   p.v_batch_stride = kv.v_batch_stride;
+  p.v_row_elems = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
+  p.v_head_elems = kv.v_head_elems > 0 ? kv.v_head_elems : kv.dv;
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = meta.query_positions;
   p.k_pos = meta.key_positions;
@@ -147,6 +152,14 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.key_mask = meta.key_mask;
   p.meta_batch_stride = meta.batch_stride;
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
+}
+
+/// Absorbed MLA (attention_latent, a latent KvCache) has no default scale: the model's is
+/// 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), which the latent row's width does not tell.
+inline void require_latent_scale(std::string_view fn, const AttentionParams& params) {
+  require(params.scale.has_value(), fn, "params.scale must be set for latent (absorbed MLA) ",
+          "attention: the model's softmax scale is 1 / sqrt(qk_nope_head_dim + ",
+          "qk_rope_head_dim) (times mscale^2 under YaRN), not 1 / sqrt of the latent row's width");
 }
 
 /// The rows of an AttentionMetadata whose key-side arrays are [batch, k_len].

@@ -110,6 +110,8 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.kv_heads = k_pages.dimension(2);
   p.d = q.dimension(3);
   p.dv = v_pages.dimension(3);
+  p.v_row_elems = p.kv_heads * p.dv;
+  p.v_head_elems = p.dv;
   p.k_len = longest_sequence(seq_lens);
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;

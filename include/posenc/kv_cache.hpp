@@ -8,6 +8,11 @@
 /// v_head_dim] for V (v_head_dim = head_dim unless given: DeepSeek MLA without weight
 /// absorption keeps keys of 192 and values of 128), in T = float, Eigen::bfloat16 or Eigen::half
 /// (double also accepted); [batch, max_len] int64 positions and uint8 validity.
+///
+/// MLA latent cache (KvCache::latent, DeepSeek-V2 / V3 decode with absorbed weights, as
+/// FlashMLA and vLLM's MLA backends keep it): one row per token, [c_kv | k_pe], that is the key
+/// (all head_dim) and whose first v_head_dim elements are the value; no V storage. RoPE set with
+/// rotary_offset = v_head_dim turns only k_pe. See attention_mla.hpp.
 /// All sequences of a batch share the slot count (left padding keeps them aligned: a padding
 /// slot is stored with valid = 0 and never attended to).
 ///
@@ -68,8 +73,13 @@ class KvCache {
   /// or sliding_window > max_len (a rolling cache must hold W - 1 slots plus the new token).
   KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim,
           std::int64_t sliding_window = 0, Eigen::Index v_head_dim = 0)
+      : KvCache(batch, max_len, kv_heads, head_dim, sliding_window, v_head_dim, false) {}
+
+ private:
+  KvCache(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads, Eigen::Index head_dim,
+          std::int64_t sliding_window, Eigen::Index v_head_dim, bool latent)
       : batch_(batch), max_len_(max_len), kv_heads_(kv_heads), d_(head_dim),
-        dv_(v_head_dim == 0 ? head_dim : v_head_dim), window_(sliding_window) {
+        dv_(v_head_dim == 0 ? head_dim : v_head_dim), latent_(latent), window_(sliding_window) {
     detail::require(batch > 0 && max_len > 0 && kv_heads > 0 && head_dim > 0, "KvCache",
                     "shape [batch, max_len, kv_heads, head_dim] = [", batch, ", ", max_len, ", ",
                     kv_heads, ", ", head_dim, "] must have no zero dimension");
@@ -80,16 +90,34 @@ class KvCache {
                     "] (0: keep every token)");
     const auto slots = static_cast<std::size_t>(batch * max_len);
     k_.assign(slots * static_cast<std::size_t>(kv_heads * head_dim), T(0.0f));
-    v_.assign(slots * static_cast<std::size_t>(kv_heads * dv_), T(0.0f));
+    if (!latent) v_.assign(slots * static_cast<std::size_t>(kv_heads * dv_), T(0.0f));
     pos_.assign(slots, 0);
     valid_.assign(slots, 0);
   }
+
+ public:
 
   Eigen::Index batch() const noexcept { return batch_; }
   Eigen::Index max_len() const noexcept { return max_len_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }
   Eigen::Index head_dim() const noexcept { return d_; }
   Eigen::Index v_head_dim() const noexcept { return dv_; }
+  /// True for a latent cache (KvCache::latent): values are the first v_head_dim of each key row.
+  bool is_latent() const noexcept { return latent_; }
+
+  /// \brief An empty MLA latent cache (see the file comment): rows of head_dim per kv head,
+  /// appended with append_latent, whose first v_head_dim elements are the values.
+  /// DeepSeek-V3: kv_heads 1, head_dim 576 (kv_lora_rank 512 + qk_rope_head_dim 64),
+  /// v_head_dim 512. Throws std::invalid_argument when a dimension is <= 0, v_head_dim >
+  /// head_dim, or the window is invalid (as the constructor).
+  static KvCache latent(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads,
+                        Eigen::Index head_dim, Eigen::Index v_head_dim,
+                        std::int64_t sliding_window = 0) {
+    detail::require(v_head_dim > 0 && v_head_dim <= head_dim, "KvCache::latent", "v_head_dim = ",
+                    v_head_dim, " must be in [1, head_dim = ", head_dim,
+                    "]: the values are the first v_head_dim elements of each latent row");
+    return KvCache(batch, max_len, kv_heads, head_dim, sliding_window, v_head_dim, true);
+  }
   /// Slots filled so far (the same for every sequence of the batch).
   Eigen::Index size() const noexcept { return size_; }
   /// The rolling cache's window W, or 0 for a cache that keeps every token.
@@ -99,9 +127,14 @@ class KvCache {
   std::int64_t evicted() const noexcept { return evicted_; }
 
   /// Whole storage [batch, max_len, kv_heads, head_dim] (values: v_head_dim); slots >= size()
-  /// are unspecified.
+  /// are unspecified. A latent cache has no value storage of its own: values() throws
+  /// std::invalid_argument there (its values are keys()[..., :v_head_dim]).
   ConstTensorView<T, 4> keys() const { return {k_.data(), batch_, max_len_, kv_heads_, d_}; }
-  ConstTensorView<T, 4> values() const { return {v_.data(), batch_, max_len_, kv_heads_, dv_}; }
+  ConstTensorView<T, 4> values() const {
+    detail::require(!latent_, "KvCache::values", "a latent cache stores no values of their own: ",
+                    "they are the first v_head_dim = ", dv_, " elements of each keys() row");
+    return {v_.data(), batch_, max_len_, kv_heads_, dv_};
+  }
   /// [batch, max_len] positions of the stored tokens and 0/1 validity (0 = padding).
   PositionIdsView positions() const { return {pos_.data(), batch_, max_len_}; }
   ConstTensorView<std::uint8_t, 2> valid() const { return {valid_.data(), batch_, max_len_}; }
@@ -225,19 +258,42 @@ class KvCache {
   template <typename In>
   void append(ConstTensorView<In, 4> k, ConstTensorView<In, 4> v, PositionIdsView positions,
               std::optional<ConstTensorView<std::uint8_t, 2>> valid = std::nullopt) {
+    detail::require(!latent_, "KvCache::append", "this is a latent cache (values are the first ",
+                    "v_head_dim of each key row): append its rows with append_latent");
+    append_rows("KvCache::append", k, &v, positions, valid);
+  }
+
+  /// \brief A latent cache's append: kv [batch, n, kv_heads, head_dim] rows ([c_kv | k_pe];
+  /// k_pe rotated by their positions when RoPE is set), positions and validity as append.
+  /// Throws as append, and std::invalid_argument on a cache that is not latent.
+  template <typename In>
+  void append_latent(ConstTensorView<In, 4> kv, PositionIdsView positions,
+                     std::optional<ConstTensorView<std::uint8_t, 2>> valid = std::nullopt) {
+    detail::require(latent_, "KvCache::append_latent", "this cache keeps values of their own: ",
+                    "append keys and values with append (KvCache::latent makes a latent cache)");
+    append_rows<In>("KvCache::append_latent", kv, nullptr, positions, valid);
+  }
+
+ private:
+  /// append / append_latent (v null: a latent row).
+  template <typename In>
+  void append_rows(std::string_view fn, ConstTensorView<In, 4> k, const ConstTensorView<In, 4>* v,
+                   PositionIdsView positions,
+                   std::optional<ConstTensorView<std::uint8_t, 2>> valid) {
     static_assert(detail::is_storage_type_v<In>, "posenc: input must be a storage type");
-    constexpr std::string_view fn = "KvCache::append";
     const Eigen::Index n = k.dimension(1);
+    const Eigen::Index want_k[4] = {batch_, n, kv_heads_, d_};
+    const Eigen::Index want_v[4] = {batch_, n, kv_heads_, dv_};
     for (int a = 0; a < 4; ++a) {
-      const Eigen::Index want_k[4] = {batch_, n, kv_heads_, d_};
-      const Eigen::Index want_v[4] = {batch_, n, kv_heads_, dv_};
-      detail::require(k.dimension(a) == want_k[a] && v.dimension(a) == want_v[a], fn,
-                      "k shape [", k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
-                      ", ", k.dimension(3), "] and v shape [", v.dimension(0), ", ",
-                      v.dimension(1), ", ", v.dimension(2), ", ", v.dimension(3),
-                      "] must be [batch, n, kv_heads, head_dim] = [", batch_, ", ", n, ", ",
-                      kv_heads_, ", ", d_, "] and [batch, n, kv_heads, v_head_dim] = [", batch_,
-                      ", ", n, ", ", kv_heads_, ", ", dv_, "]");
+      detail::require(k.dimension(a) == want_k[a], fn, v ? "k" : "kv", " shape [",
+                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2), ", ",
+                      k.dimension(3), "] must be [batch, n, kv_heads, head_dim] = [", batch_,
+                      ", ", n, ", ", kv_heads_, ", ", d_, "]");
+      detail::require(!v || v->dimension(a) == want_v[a], fn, "v shape [",
+                      v ? v->dimension(0) : 0, ", ", v ? v->dimension(1) : 0, ", ",
+                      v ? v->dimension(2) : 0, ", ", v ? v->dimension(3) : 0,
+                      "] must be [batch, n, kv_heads, v_head_dim] = [", batch_, ", ", n, ", ",
+                      kv_heads_, ", ", dv_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
     // A rolling cache keeps the newest W - 1 slots: the first new query's window.
@@ -272,7 +328,7 @@ class KvCache {
     } else {
       store(k.data(), k_, d_, size_, n);
     }
-    store(v.data(), v_, dv_, size_, n);
+    if (v) store(v->data(), v_, dv_, size_, n);
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = 0; s < n; ++s) {
         const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
@@ -283,6 +339,8 @@ class KvCache {
     size_ += n;
   }
 
+ public:
+
   /// \brief Attention of the last q_len appended tokens against every cached token:
   /// out = softmax(scale q K^T + ALiBi + mask) V with causal bottom-right alignment (query i is
   /// slot size() - q_len + i), padding slots masked, query positions = the stored positions of
@@ -291,7 +349,8 @@ class KvCache {
   /// slots back from each query's own (decode reads only the last W slots). A rolling cache
   /// requires params.sliding_window in [1, W]: a wider window would need dropped slots.
   /// q: [batch, q_len, heads, head_dim], out: [batch, q_len, heads, v_head_dim],
-  /// 1 <= q_len <= size(), heads % kv_heads == 0.
+  /// 1 <= q_len <= size(), heads % kv_heads == 0. A latent cache requires params.scale (see
+  /// attention_latent: the model's scale is not 1 / sqrt(head_dim) of the latent row).
   /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window) before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
@@ -303,13 +362,19 @@ class KvCache {
     detail::require(q_len >= 1 && q_len <= size_, fn, "q_len = ", q_len, " must be in [1, size = ",
                     size_, "]: append the new tokens' keys and values first");
     detail::require_window_within(fn, "rolling cache", window_, params);
+    if (latent_) detail::require_latent_scale(fn, params);
     const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
-    const ConstTensorView<T, 4> v_shape(v_.data(), batch_, size_, kv_heads_, dv_);
+    const ConstTensorView<T, 4> v_shape(k_.data(), batch_, size_, kv_heads_, dv_);
     detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
 
     const std::int64_t* qpos = query_positions(q_len);
-    const detail::AttentionKvRows<T> kv{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
-                                        max_len_ * kv_heads_ * d_, max_len_ * kv_heads_ * dv_};
+    const Eigen::Index k_stride = max_len_ * kv_heads_ * d_;
+    // A latent cache's values: the first dv_ of each key row.
+    const detail::AttentionKvRows<T> kv =
+        latent_ ? detail::AttentionKvRows<T>{k_.data(), k_.data(), size_, kv_heads_, d_, dv_,
+                                             k_stride, k_stride, kv_heads_ * d_, d_}
+                : detail::AttentionKvRows<T>{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
+                                             k_stride, max_len_ * kv_heads_ * dv_};
     const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_};
     const Eigen::Index heads = q.dimension(2);
     if (rope_) {
@@ -351,7 +416,7 @@ class KvCache {
         std::copy(from, from + tail * width, x.begin() + slot0 * width);
       };
       move_down(k_, kv_heads_ * d_);
-      move_down(v_, kv_heads_ * dv_);
+      if (!latent_) move_down(v_, kv_heads_ * dv_);
       move_down(pos_, 1);
       move_down(valid_, 1);
     }
@@ -378,6 +443,7 @@ class KvCache {
   }
 
   Eigen::Index batch_, max_len_, kv_heads_, d_, dv_;
+  bool latent_;
   std::int64_t window_;
   Eigen::Index size_ = 0;
   std::int64_t evicted_ = 0;

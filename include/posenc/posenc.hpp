@@ -5,6 +5,7 @@
 #include "posenc/alibi.hpp"
 #include "posenc/attention.hpp"
 #include "posenc/attention_merge.hpp"
+#include "posenc/attention_mla.hpp"
 #include "posenc/attention_paged.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"

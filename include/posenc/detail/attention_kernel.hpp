@@ -231,9 +231,12 @@ struct AttentionTileBuffers {
 /// Everything the kernel reads, as raw pointers and strides (validated by the caller).
 /// K element (b, j, g, c) sits at k_row(b, j)[g * d + c]: k[b * k_batch_stride +
 /// (j * kv_heads + g) * d + c] (the KV cache passes its max_len-based stride, plain attention
-/// k_len * kv_heads * d) or in a page of a paged cache; V likewise with dv and v_batch_stride.
-/// d is the Q / K head width, dv the V / output one (dv < d: DeepSeek MLA, q.k over 192 dims,
-/// values of 128).
+/// k_len * kv_heads * d) or in a page of a paged cache; V element (b, j, g, c) at
+/// v_row(b, j)[g * v_head_elems + c], rows v_row_elems apart. d is the Q / K head width, dv
+/// the V / output one (dv < d: DeepSeek MLA, q.k over 192 dims, values of 128). V rows of
+/// their own have v_head_elems = dv, v_row_elems = kv_heads * dv; MLA's absorbed form reads
+/// the values as the first dv dims of the key rows (v = k, v_head_elems = d,
+/// v_row_elems = kv_heads * d).
 template <typename Acc, typename TQ, typename TKV, typename TO>
 struct AttentionProblem {
   const TQ* q = nullptr;  // [batch, q_len, heads, d]
@@ -243,6 +246,7 @@ struct AttentionProblem {
   Acc* lse = nullptr;  // [batch, q_len, heads] log-sum-exp of each row's logits, or null
   Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0, dv = 0;
   Eigen::Index k_batch_stride = 0, v_batch_stride = 0;
+  Eigen::Index v_row_elems = 0, v_head_elems = 0;
   Acc scale = Acc(1);
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
@@ -260,8 +264,8 @@ struct AttentionProblem {
   const std::int64_t* seq_lens = nullptr;
   // Paged K/V (vLLM block tables): key j of sequence b is row j % page_size of page
   // page_table[b * page_table_stride + j / page_size]; k / v point at page 0, pages are
-  // page_size * kv_heads * d (V: dv) elements apart. Null: rows at b * k_batch_stride +
-  // j * kv_heads * d (V: v_batch_stride, dv).
+  // page_size * kv_heads * d (V: page_size * v_row_elems) elements apart. Null: rows at
+  // b * k_batch_stride + j * kv_heads * d (V: b * v_batch_stride + j * v_row_elems).
   const std::int32_t* page_table = nullptr;
   Eigen::Index page_size = 0, page_table_stride = 0;
 
@@ -269,16 +273,19 @@ struct AttentionProblem {
     return seq_lens ? static_cast<Eigen::Index>(seq_lens[b]) : k_len;
   }
   /// Row j (kv head 0) of sequence b in K, and in V.
-  const TKV* k_row(Eigen::Index b, Eigen::Index j) const { return row_in(k, d, k_batch_stride, b, j); }
-  const TKV* v_row(Eigen::Index b, Eigen::Index j) const { return row_in(v, dv, v_batch_stride, b, j); }
-  const TKV* row_in(const TKV* base, Eigen::Index width, Eigen::Index batch_stride, Eigen::Index b,
+  const TKV* k_row(Eigen::Index b, Eigen::Index j) const {
+    return row_in(k, kv_heads * d, k_batch_stride, b, j);
+  }
+  const TKV* v_row(Eigen::Index b, Eigen::Index j) const {
+    return row_in(v, v_row_elems, v_batch_stride, b, j);
+  }
+  const TKV* row_in(const TKV* base, Eigen::Index row, Eigen::Index batch_stride, Eigen::Index b,
                     Eigen::Index j) const {
-    const Eigen::Index row = kv_heads * width;
     if (!page_table) return base + b * batch_stride + j * row;
     const Eigen::Index page = page_table[b * page_table_stride + j / page_size];
     return base + (page * page_size + j % page_size) * row;
   }
-  /// Keys [j, kv_run_end(j)) are consecutive rows (kv_heads * d apart in K, kv_heads * dv in V).
+  /// Keys [j, kv_run_end(j)) are consecutive rows (kv_heads * d apart in K, v_row_elems in V).
   Eigen::Index kv_run_end(Eigen::Index j) const {
     return page_table ? (j / page_size + 1) * page_size : std::numeric_limits<Eigen::Index>::max();
   }
@@ -760,7 +767,15 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       Acc* kt = ws.kf.data() + (at + j - from) * kstride;
       Acc* vt = ws.vf.data() + (at + j - from) * vstride;
       attn_pack_rows(p.k_row(b, j) + g0 * d, p.kv_heads * d, n, ns * d, kt, kstride);
-      attn_pack_rows(p.v_row(b, j) + g0 * dv, p.kv_heads * dv, n, ns * dv, vt, vstride);
+      if (p.v_head_elems == dv) {
+        attn_pack_rows(p.v_row(b, j) + g0 * dv, p.v_row_elems, n, ns * dv, vt, vstride);
+      } else {
+        // Values inside wider rows (MLA's latent keys): one head's dv elements at a time.
+        for (Eigen::Index s = 0; s < ns; ++s) {
+          attn_pack_rows(p.v_row(b, j) + (g0 + s) * p.v_head_elems, p.v_row_elems, n, dv,
+                         vt + s * dv, vstride);
+        }
+      }
       j += n;
     }
   };
@@ -1081,12 +1096,14 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
-  // K rows are kv_heads * d elements, V rows kv_heads * dv; the item reads ns slices of each.
-  const Eigen::Index k_row = p.kv_heads * d, v_row = p.kv_heads * dv;
-  const Eigen::Index k_slice_bytes = d * static_cast<Eigen::Index>(sizeof(TKV));
-  const Eigen::Index v_slice_bytes = dv * static_cast<Eigen::Index>(sizeof(TKV));
+  // K rows are kv_heads * d elements, V rows v_row_elems with heads vh apart; the item reads
+  // ns slices of each (d / dv elements).
+  const Eigen::Index k_row = p.kv_heads * d, v_row = p.v_row_elems, vh = p.v_head_elems;
+  constexpr auto kElemBytes = static_cast<Eigen::Index>(sizeof(TKV));
+  const Eigen::Index k_slice_bytes = d * kElemBytes, v_slice_bytes = dv * kElemBytes;
   const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
-  const Eigen::Index k_row_bytes = ns * k_slice_bytes, v_row_bytes = ns * v_slice_bytes;
+  const Eigen::Index k_row_bytes = ns * k_slice_bytes;
+  const Eigen::Index v_row_bytes = ((ns - 1) * vh + dv) * kElemBytes;
   const Eigen::Index call_bytes = (j_end - j_begin) * (k_row_bytes + v_row_bytes);
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
@@ -1102,7 +1119,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const Eigen::Index run_end = std::min(j_end, p.kv_run_end(j0));
     nk = std::min(key_tile, run_end - j0);
     const TKV* kbase = p.k_row(b, j0) + g0 * d;
-    const TKV* vbase = p.v_row(b, j0) + g0 * dv;
+    const TKV* vbase = p.v_row(b, j0) + g0 * vh;
     if (j0 + nk == run_end && run_end < j_end) {
       // The next page of a paged cache: the prefetches below stop at this run's end, so its
       // first rows would start cold. One table lookup per page.
@@ -1110,7 +1127,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
           std::min(kAttnDecodePageAhead, std::min(j_end, p.kv_run_end(run_end)) - run_end);
       attn_prefetch_rows(p.k_row(b, run_end) + g0 * d, k_row, 0, next, k_row_bytes, 4096,
                          AttnPrefetchTo::kL2);
-      attn_prefetch_rows(p.v_row(b, run_end) + g0 * dv, v_row, 0, next, v_row_bytes, 4096,
+      attn_prefetch_rows(p.v_row(b, run_end) + g0 * vh, v_row, 0, next, v_row_bytes, 4096,
                          AttnPrefetchTo::kL2);
     }
     // Rows [j + ahead, j + ahead + n) of this run, counted from j0.
@@ -1183,11 +1200,11 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
           rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
       attn_prefetch_rows(vbase, v_row, first, last, v_row_bytes, 4096, AttnPrefetchTo::kL2);
       for (Eigen::Index s = 0; s < ns; ++s) {
-        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, v_row, dv, j, s) : nullptr) {
+        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, v_row, vh, j, s) : nullptr) {
           attn_prefetch_rows(ahead, 0, 0, 1, v_slice_bytes, 64);
         }
         if (prefetch_slices) {
-          attn_prefetch_rows(vbase + s * dv + line, v_row, slice_first, slice_last, v_slice_bytes,
+          attn_prefetch_rows(vbase + s * vh + line, v_row, slice_first, slice_last, v_slice_bytes,
                              64);
         }
         const Acc* a = alpha + s * R;
@@ -1198,13 +1215,13 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
           for (int r = 0; r < R; ++r) rescale |= a[r] != Acc(1);
         }
         if (rescale && whole) {
-          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
+          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
         } else if (whole) {
-          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
+          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
         } else if (rescale) {
-          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
+          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
         } else {
-          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * dv, v_row, os, dv);
+          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
         }
       }
       j += whole ? KV : 1;
