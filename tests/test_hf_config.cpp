@@ -99,6 +99,14 @@ TEST_CASE("hf_config: DeepSeek-V3 MLA rope head, interleaved, yarn with mscale p
   REQUIRE_THAT(c.softmax_scale, WithinRel(g * g / std::sqrt(192.0), 1e-14));
   REQUIRE(has_note(c, "legacy key for rope_type"));
   REQUIRE(has_note(c, "rotary_offset = 128"));
+  // MLA's value heads and latent rank, for KvCache(..., v_head_dim) and KvCache::latent.
+  REQUIRE(c.v_head_dim == 128);
+  REQUIRE(c.kv_lora_rank == 512);
+  REQUIRE(has_note(c, "latent rows of kv_lora_rank + qk_rope_head_dim = 576"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+                                                   "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+                                                   "v_head_dim": -3})"),
+                      Contains("v_head_dim\" = -3 must be in [0, "));
 }
 
 TEST_CASE("hf_config: Phi-3.5-mini longrope with 48-entry lists and top-level original",

@@ -149,6 +149,11 @@ struct HfModelConfig {
   /// qk_rope_head_dim for DeepSeek MLA.
   Eigen::Index attention_head_dim = 0;
   Eigen::Index qk_nope_head_dim = 0;  ///< DeepSeek MLA: the un-rotated part of a q/k head
+  /// DeepSeek MLA (0 elsewhere): the value head width (KvCache's v_head_dim for the unabsorbed
+  /// form), and the latent rank (absorbed: KvCache::latent rows of kv_lora_rank +
+  /// qk_rope_head_dim, values kv_lora_rank).
+  Eigen::Index v_head_dim = 0;
+  Eigen::Index kv_lora_rank = 0;
   /// Attention softmax scale: query_pre_attn_scalar^-1/2 (Gemma) or attention_head_dim^-1/2,
   /// times the RoPE plan's softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim).
   double softmax_scale = 0.0;
@@ -913,6 +918,25 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                         std::to_string(out.attention_head_dim) +
                         "; in a concatenated [nope, rope] head use rotary_offset = " +
                         std::to_string(nope));
+    for (auto [key, field] : {std::pair{"v_head_dim", &out.v_head_dim},
+                              std::pair{"kv_lora_rank", &out.kv_lora_rank}}) {
+      const auto value = r.integer(c, key, path(key)).value_or(0);
+      if (value < 0 || value > detail::kHfMaxDim) {
+        r.fail(path(key), "= ", value, " must be in [0, ", detail::kHfMaxDim, "]");
+      }
+      *field = value;
+    }
+    if (out.v_head_dim > 0) {
+      out.notes.push_back("MLA: values of v_head_dim = " + std::to_string(out.v_head_dim) +
+                          " (KvCache / attention with v narrower than q.k)");
+    }
+    if (out.kv_lora_rank > 0) {
+      out.notes.push_back(
+          "MLA absorbed: latent rows of kv_lora_rank + qk_rope_head_dim = " +
+          std::to_string(out.kv_lora_rank + *rope_hd) + ", values the first kv_lora_rank = " +
+          std::to_string(out.kv_lora_rank) + " (KvCache::latent, attention_latent), RoPE at " +
+          "rotary_offset = " + std::to_string(out.kv_lora_rank));
+    }
   }
   ctx.head_dim = head_dim;
 
