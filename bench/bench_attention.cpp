@@ -472,6 +472,77 @@ void BM_Attention_PagedDecode(benchmark::State& state) {
 BENCHMARK(BM_Attention_PagedDecode)->ArgName("page")->Arg(16)->Arg(64)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// DeepSeek MLA (no floor; reported). Prefill without absorption: V-Lite's 16 heads, q.k over
+// 192 dims (128 nope + 64 rope), values of 128, causal n = 2048, float; flops count both
+// products, 2 * (192 + 128) * n^2 * heads / 2, against Eigen's d = 128 GEMM rate of the same n.
+void BM_Attention_MlaPrefill(benchmark::State& state) {
+  const Eigen::Index n = state.range(0), heads = 16, d = 192, dv = 128;
+  const auto q = filled(static_cast<std::size_t>(n * heads * d), 31);
+  const auto k = filled(static_cast<std::size_t>(n * heads * d), 32);
+  const auto v = filled(static_cast<std::size_t>(n * heads * dv), 33);
+  std::vector<float> out(static_cast<std::size_t>(n * heads * dv));
+  posenc::AttentionWorkspace ws;
+  for (auto _ : state) {
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, heads, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, heads, dv),
+                             posenc::TensorView<float, 4>(out.data(), 1, n, heads, dv), {}, {},
+                             &ws);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * double(d + dv) * double(n) * double(n) * double(heads) / 2.0;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(posenc_bench::ratio_label("gemm_qk/" + shape_id(128, n), 0.0, "GFLOP/s"));
+}
+BENCHMARK(BM_Attention_MlaPrefill)->ArgName("n")->Arg(2048)->Unit(benchmark::kMillisecond);
+
+// Absorbed MLA decode (DeepSeek-V3: 128 heads over one latent row of 576 = 512 c_kv + 64 k_pe
+// per token, values its first 512), 1 query against 4096 cached rows of a KvCache::latent.
+// Each row feeds 128 heads, so the step is arithmetic (2 * 128 * (576 + 512) flops a row),
+// judged by the GEMM rate; paired_vs_split: the same step over a cache that keeps the values
+// as rows of their own (576 + 512 a token, the copy the latent cache avoids), best time / best.
+void BM_Attention_MlaLatentDecode(benchmark::State& state) {
+  const Eigen::Index ctx = state.range(0), heads = 128, d = 576, dv = 512;
+  const auto kv = filled(static_cast<std::size_t>(ctx * d), 34);
+  std::vector<float> values(static_cast<std::size_t>(ctx * dv));
+  for (Eigen::Index j = 0; j < ctx; ++j) {
+    std::copy(kv.begin() + j * d, kv.begin() + j * d + dv, values.begin() + j * dv);
+  }
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
+  std::iota(pos.begin(), pos.end(), 0);
+  auto latent = posenc::KvCache<float>::latent(1, ctx, 1, d, dv);
+  latent.append_latent(posenc::ConstTensorView<float, 4>(kv.data(), 1, ctx, 1, d),
+                       posenc::PositionIdsView(pos.data(), 1, ctx));
+  posenc::KvCache<float> split(1, ctx, 1, d, 0, dv);
+  split.append(posenc::ConstTensorView<float, 4>(kv.data(), 1, ctx, 1, d),
+               posenc::ConstTensorView<float, 4>(values.data(), 1, ctx, 1, dv),
+               posenc::PositionIdsView(pos.data(), 1, ctx));
+  const auto q = filled(static_cast<std::size_t>(heads * d), 35);
+  std::vector<float> out(static_cast<std::size_t>(heads * dv)), ref(out.size());
+  posenc::AttentionParams params;
+  params.scale = 1.0 / std::sqrt(192.0);
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, 1, heads, d);
+  const double paired = posenc_bench::run_paired(
+      state,
+      [&] {
+        latent.attend(qv, posenc::TensorView<float, 4>(out.data(), 1, 1, heads, dv), params);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        split.attend(qv, posenc::TensorView<float, 4>(ref.data(), 1, 1, heads, dv), params);
+        benchmark::DoNotOptimize(ref.data());
+        benchmark::ClobberMemory();
+      });
+  state.counters["paired_vs_split"] = paired;
+  const double flops = 2.0 * double(heads) * double(d + dv) * double(ctx);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(posenc_bench::ratio_label("gemm_qk/" + shape_id(128, 2048), 0.0, "GFLOP/s"));
+}
+BENCHMARK(BM_Attention_MlaLatentDecode)->ArgName("ctx")->Arg(4096)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})->Args({8, 0})->UseManualTime();
