@@ -590,3 +590,108 @@ TEST_CASE("attention mla: latent attention without a scale, values wider than th
                       Contains("append keys and values with append"));
   CHECK(plain.size() == 0);
 }
+
+TEST_CASE("attention mla: attention_paged_latent over scrambled bfloat16 pages of latent rows "
+          "equals the long-double attention per sequence", "[attention][mla][latent][paged]") {
+  // Two sequences of 11 and 5 latent rows (d 40 = 32 c_kv + 8 k_pe), pages of 4 rows handed
+  // out in the order 3, 0, 5 | 1, 4; 8 heads over one latent head; float queries.
+  const Eigen::Index H = 8, d = 40, dv = 32, page = 4, num_pages = 6;
+  const long double scale = 1.0L / std::sqrt(24.0L);
+  const std::vector<std::int64_t> lens{11, 5};
+  const std::vector<std::int32_t> table{3, 0, 5, 1, 4, 2};  // [2, 3]; sequence 1's 3rd unused
+  std::vector<Eigen::bfloat16> pool(static_cast<std::size_t>(num_pages * page * d),
+                                    Eigen::bfloat16(std::numeric_limits<float>::quiet_NaN()));
+  std::vector<std::vector<float>> rows(2);
+  for (std::size_t sq = 0; sq < 2; ++sq) {
+    const auto k = MlaProblem<float>::draw(lens[sq] * d, 60 + sq, 2.0);
+    for (Eigen::Index j = 0; j < lens[sq]; ++j) {
+      const std::int32_t pg = table[sq * 3 + static_cast<std::size_t>(j / page)];
+      for (Eigen::Index c = 0; c < d; ++c) {
+        const auto x = Eigen::bfloat16(k[static_cast<std::size_t>(j * d + c)]);
+        pool[static_cast<std::size_t>((pg * page + j % page) * d + c)] = x;
+        rows[sq].push_back(static_cast<float>(x));
+      }
+    }
+  }
+  const auto q = MlaProblem<float>::draw(2 * H * d, 70, 2.0);
+  std::vector<float> out(static_cast<std::size_t>(2 * H * dv), -7.0f);
+  AttentionParams params;
+  params.scale = static_cast<double>(scale);
+  posenc::attention_paged_latent<float, Eigen::bfloat16>(
+      ConstTensorView<float, 4>(q.data(), 2, 1, H, d),
+      ConstTensorView<Eigen::bfloat16, 4>(pool.data(), num_pages, page, 1, d),
+      ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
+      ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+      TensorView<float, 4>(out.data(), 2, 1, H, dv), params);
+  for (std::size_t sq = 0; sq < 2; ++sq) {
+    CAPTURE(sq);
+    const std::vector<float> qs(q.begin() + static_cast<std::ptrdiff_t>(sq * H * d),
+                                q.begin() + static_cast<std::ptrdiff_t>((sq + 1) * H * d));
+    const std::vector<float> os(out.begin() + static_cast<std::ptrdiff_t>(sq * H * dv),
+                                out.begin() + static_cast<std::ptrdiff_t>((sq + 1) * H * dv));
+    require_close(os, expected_attention(MlaShape{1, 1, lens[sq], H, 1, d, dv}, qs, rows[sq],
+                                         latent_values(rows[sq], d, dv), {}, {}, scale));
+  }
+  AttentionParams no_scale;
+  const auto unscaled = [&] {
+    posenc::attention_paged_latent<float, Eigen::bfloat16>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, H, d),
+        ConstTensorView<Eigen::bfloat16, 4>(pool.data(), num_pages, page, 1, d),
+        ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
+        ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+        TensorView<float, 4>(out.data(), 2, 1, H, dv), no_scale);
+  };
+  REQUIRE_THROWS_WITH(unscaled(), Contains("params.scale must be set"));
+}
+
+TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's decode equals the "
+          "long-double absorbed attention, errors change nothing", "[attention][mla][latent][paged_kv_cache]") {
+  const Eigen::Index H = 4, d = 24, dv = 16, n = 6;
+  const long double theta = 10000.0L, scale = 1.0L / std::sqrt(20.0L);
+  const auto kv = MlaProblem<float>::draw((n + 1) * d, 81, 2.0);
+  const auto q = MlaProblem<float>::draw(H * d, 82, 2.0);
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.rotary_dim = d - dv;
+  rp.rotary_offset = dv;
+  rp.layout = posenc::RopeLayout::kInterleaved;
+  auto pool = posenc::PagedKvCache<float>::latent(8, 4, 1, d, dv);
+  REQUIRE(pool.is_latent());
+  pool.set_rope(posenc::compute_rope_frequencies(rp), rp.layout);
+  const auto parent = pool.add_sequence();
+  pool.append_latent(parent, ConstTensorView<float, 3>(kv.data(), n, 1, d));
+  const auto child = pool.fork(parent);  // copies the partial page (rows 4, 5)
+  const auto junk = MlaProblem<float>::draw(d, 83, 2.0);
+  pool.append_latent(parent, ConstTensorView<float, 3>(junk.data(), 1, 1, d));
+  pool.append_latent(child, ConstTensorView<float, 3>(kv.data() + n * d, 1, 1, d));
+  AttentionParams params;
+  params.scale = static_cast<double>(scale);
+  std::vector<float> out(static_cast<std::size_t>(H * dv), -7.0f);
+  pool.attend({child}, ConstTensorView<float, 4>(q.data(), 1, 1, H, d),
+              TensorView<float, 4>(out.data(), 1, 1, H, dv), params);
+  std::vector<std::int64_t> kpos(static_cast<std::size_t>(n + 1));
+  for (Eigen::Index i = 0; i <= n; ++i) kpos[static_cast<std::size_t>(i)] = i;
+  std::vector<float> kv_rot = kv, q_rot = q;
+  rotate_rope_part(kv_rot, 1, d, dv, kpos, theta);
+  rotate_rope_part(q_rot, H, d, dv, std::vector<std::int64_t>{n}, theta);
+  require_close(out, expected_attention(MlaShape{1, 1, n + 1, H, 1, d, dv}, q_rot, kv_rot,
+                                        latent_values(kv_rot, d, dv), {}, {}, scale));
+
+  std::fill(out.begin(), out.end(), -7.0f);
+  REQUIRE_THROWS_WITH(pool.attend({child}, ConstTensorView<float, 4>(q.data(), 1, 1, H, d),
+                                  TensorView<float, 4>(out.data(), 1, 1, H, dv)),
+                      Contains("params.scale must be set"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == -7.0f; }));
+  REQUIRE_THROWS_WITH(pool.append(child, ConstTensorView<float, 3>(kv.data(), 1, 1, d),
+                                  ConstTensorView<float, 3>(kv.data(), 1, 1, dv)),
+                      Contains("append its rows with append_latent"));
+  REQUIRE_THROWS_WITH(pool.value_pages(), Contains("a latent pool stores no values"));
+  CHECK(pool.length(child) == n + 1);
+  REQUIRE_THROWS_WITH(posenc::PagedKvCache<float>::latent(8, 4, 1, d, d + 1),
+                      Contains("v_head_dim = 25 must be in [1, head_dim = 24]"));
+  posenc::PagedKvCache<float> plain(8, 4, 1, d);
+  const auto s = plain.add_sequence();
+  REQUIRE_THROWS_WITH(plain.append_latent(s, ConstTensorView<float, 3>(kv.data(), 1, 1, d)),
+                      Contains("append keys and values with append"));
+  CHECK(plain.length(s) == 0);
+}

@@ -89,6 +89,8 @@ inline Eigen::Index longest_sequence(ConstTensorView<std::int64_t, 1> seq_lens) 
 }
 
 /// attention_paged on validated views; q_pos (or null: slots) as in AttentionProblem.
+/// values_in_keys (MLA latent pages): v_pages is k_pages' storage seen with v_head_dim columns,
+/// the values being the first v_head_dim elements of each key row.
 template <typename TQ, typename TKV, typename TO>
 void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                          ConstTensorView<TKV, 4> v_pages,
@@ -96,7 +98,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
                          ConstTensorView<std::int64_t, 1> seq_lens, TO* out,
                          const AttentionParams& params, AttentionWorkspace& workspace,
                          compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
-                         double softmax_scale_multiplier = 1.0) {
+                         double softmax_scale_multiplier = 1.0, bool values_in_keys = false) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q.data();
@@ -110,8 +112,8 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.kv_heads = k_pages.dimension(2);
   p.d = q.dimension(3);
   p.dv = v_pages.dimension(3);
-  p.v_row_elems = p.kv_heads * p.dv;
-  p.v_head_elems = p.dv;
+  p.v_head_elems = values_in_keys ? p.d : p.dv;
+  p.v_row_elems = p.kv_heads * p.v_head_elems;
   p.k_len = longest_sequence(seq_lens);
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;
@@ -158,6 +160,41 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   AttentionWorkspace local;
   detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
                               workspace ? *workspace : local, lse ? lse->data() : nullptr);
+}
+
+/// \brief Absorbed MLA over a paged pool of latent rows (vLLM's MLA backends, FlashMLA's
+/// paged cache with head_dim_v; see attention_mla.hpp): kv_pages [num_pages, page_size,
+/// kv_heads, head_dim] rows are the keys, their first v_head_dim = out.dimension(3) elements
+/// the values. q [batch, q_len, heads, head_dim], out [batch, q_len, heads, v_head_dim];
+/// page table, lengths and lse as attention_paged. params.scale must be set (the model's
+/// 1 / sqrt(qk_nope + qk_rope), not the row's).
+/// Throws std::invalid_argument as attention_paged, for v_head_dim outside [1, head_dim] and
+/// an unset scale, before writing anything.
+template <typename TQ, typename TKV>
+void attention_paged_latent(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> kv_pages,
+                            ConstTensorView<std::int32_t, 2> page_table,
+                            ConstTensorView<std::int64_t, 1> seq_lens, TensorView<TQ, 4> out,
+                            const AttentionParams& params, AttentionWorkspace* workspace = nullptr,
+                            std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
+  static_assert(detail::is_storage_type_v<TQ> && detail::is_storage_type_v<TKV>,
+                "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "attention_paged_latent";
+  const Eigen::Index batch = q.dimension(0), d = kv_pages.dimension(3), dv = out.dimension(3);
+  detail::require(dv >= 1 && dv <= d, fn, "out v_head_dim = ", dv, " must be in [1, head_dim = ",
+                  d, "]: the values are the first v_head_dim elements of each kv row");
+  detail::require_latent_scale(fn, params);
+  const ConstTensorView<TKV, 4> v_pages(kv_pages.data(), kv_pages.dimension(0),
+                                        kv_pages.dimension(1), kv_pages.dimension(2), dv);
+  detail::validate_paged_kv(fn, batch, kv_pages, v_pages, page_table, seq_lens);
+  const Eigen::Index longest = std::max<Eigen::Index>(1, detail::longest_sequence(seq_lens));
+  const ConstTensorView<TKV, 4> k_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), d);
+  const ConstTensorView<TKV, 4> v_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), dv);
+  detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
+  if (lse) detail::validate_lse(fn, q, *lse);
+  AttentionWorkspace local;
+  detail::run_attention_paged(q, kv_pages, v_pages, page_table, seq_lens, out.data(), params,
+                              workspace ? *workspace : local, lse ? lse->data() : nullptr,
+                              nullptr, 1.0, true);
 }
 
 /// \brief attention_paged with the queries packed without padding (FlashAttention's varlen /

@@ -73,8 +73,30 @@ class PagedKvCache {
   PagedKvCache(Eigen::Index num_pages, Eigen::Index page_size, Eigen::Index kv_heads,
                Eigen::Index head_dim, std::int64_t sliding_window = 0,
                Eigen::Index v_head_dim = 0)
+      : PagedKvCache(num_pages, page_size, kv_heads, head_dim, sliding_window, v_head_dim,
+                     false) {}
+
+  /// \brief An empty pool of MLA latent rows (absorbed DeepSeek decode, as vLLM's MLA
+  /// backends page it; see attention_mla.hpp): pages of [page_size, kv_heads, head_dim] rows
+  /// that are the keys and whose first v_head_dim elements are the values; no V pages.
+  /// Append with append_latent; attend requires params.scale. Throws std::invalid_argument as
+  /// the constructor, and for v_head_dim outside [1, head_dim].
+  static PagedKvCache latent(Eigen::Index num_pages, Eigen::Index page_size,
+                             Eigen::Index kv_heads, Eigen::Index head_dim,
+                             Eigen::Index v_head_dim, std::int64_t sliding_window = 0) {
+    detail::require(v_head_dim > 0 && v_head_dim <= head_dim, "PagedKvCache::latent",
+                    "v_head_dim = ", v_head_dim, " must be in [1, head_dim = ", head_dim,
+                    "]: the values are the first v_head_dim elements of each latent row");
+    return PagedKvCache(num_pages, page_size, kv_heads, head_dim, sliding_window, v_head_dim,
+                        true);
+  }
+
+ private:
+  PagedKvCache(Eigen::Index num_pages, Eigen::Index page_size, Eigen::Index kv_heads,
+               Eigen::Index head_dim, std::int64_t sliding_window, Eigen::Index v_head_dim,
+               bool latent)
       : num_pages_(num_pages), page_size_(page_size), kv_heads_(kv_heads), d_(head_dim),
-        dv_(v_head_dim == 0 ? head_dim : v_head_dim), window_(sliding_window) {
+        dv_(v_head_dim == 0 ? head_dim : v_head_dim), latent_(latent), window_(sliding_window) {
     detail::require(num_pages > 0 && page_size > 0 && kv_heads > 0 && head_dim > 0,
                     "PagedKvCache", "shape [num_pages, page_size, kv_heads, head_dim] = [",
                     num_pages, ", ", page_size, ", ", kv_heads, ", ", head_dim,
@@ -88,17 +110,23 @@ class PagedKvCache {
     // One page more than the pool: page num_pages stays zero, the stand-in for dropped pages.
     k_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * head_dim),
               T(0.0f));
-    v_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * dv_), T(0.0f));
+    if (!latent) {
+      v_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * dv_), T(0.0f));
+    }
     refs_.assign(static_cast<std::size_t>(num_pages), 0);
     // Lowest ids first out of the stack.
     for (Eigen::Index p = num_pages; p-- > 0;) free_.push_back(static_cast<std::int32_t>(p));
   }
+
+ public:
 
   Eigen::Index num_pages() const noexcept { return num_pages_; }
   Eigen::Index page_size() const noexcept { return page_size_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }
   Eigen::Index head_dim() const noexcept { return d_; }
   Eigen::Index v_head_dim() const noexcept { return dv_; }
+  /// True for a pool of latent rows (PagedKvCache::latent).
+  bool is_latent() const noexcept { return latent_; }
   /// Pages no sequence holds.
   Eigen::Index free_pages() const noexcept { return static_cast<Eigen::Index>(free_.size()); }
   /// Live sequences.
@@ -117,7 +145,11 @@ class PagedKvCache {
   ConstTensorView<T, 4> key_pages() const {
     return {k_.data(), num_pages_, page_size_, kv_heads_, d_};
   }
+  /// A latent pool has no value pages: value_pages() throws std::invalid_argument there.
   ConstTensorView<T, 4> value_pages() const {
+    detail::require(!latent_, "PagedKvCache::value_pages", "a latent pool stores no values of ",
+                    "their own: they are the first v_head_dim = ", dv_, " elements of each ",
+                    "key_pages() row");
     return {v_.data(), num_pages_, page_size_, kv_heads_, dv_};
   }
 
@@ -197,6 +229,7 @@ class PagedKvCache {
       --refs_[static_cast<std::size_t>(shared)];
       const std::int32_t own = take_page();
       for (auto [pool, width] : {std::pair{&k_, d_}, std::pair{&v_, dv_}}) {
+        if (pool->empty()) continue;  // a latent pool's values live in its key rows
         const auto page_elems = static_cast<std::ptrdiff_t>(page_size_ * kv_heads_ * width);
         const auto src = pool->begin() + shared * page_elems;
         std::copy(src, src + page_elems, pool->begin() + own * page_elems);
@@ -224,19 +257,40 @@ class PagedKvCache {
   /// few free pages; nothing changes then.
   template <typename In>
   void append(SequenceId s, ConstTensorView<In, 3> k, ConstTensorView<In, 3> v) {
+    detail::require(!latent_, "PagedKvCache::append", "this is a latent pool (values are the ",
+                    "first v_head_dim of each key row): append its rows with append_latent");
+    append_rows("PagedKvCache::append", s, k, &v);
+  }
+
+  /// \brief A latent pool's append: kv [n, kv_heads, head_dim] rows ([c_kv | k_pe]; k_pe
+  /// rotated when RoPE is set) at slots length(s) ... Throws as append, and
+  /// std::invalid_argument on a pool that is not latent.
+  template <typename In>
+  void append_latent(SequenceId s, ConstTensorView<In, 3> kv) {
+    detail::require(latent_, "PagedKvCache::append_latent", "this pool keeps values of their ",
+                    "own: append keys and values with append (PagedKvCache::latent makes a ",
+                    "latent pool)");
+    append_rows<In>("PagedKvCache::append_latent", s, kv, nullptr);
+  }
+
+ private:
+  /// append / append_latent (v null: latent rows).
+  template <typename In>
+  void append_rows(std::string_view fn, SequenceId s, ConstTensorView<In, 3> k,
+                   const ConstTensorView<In, 3>* v) {
     static_assert(detail::is_storage_type_v<In>, "posenc: input must be a storage type");
-    constexpr std::string_view fn = "PagedKvCache::append";
     Sequence& seq = find(fn, s);
     const Eigen::Index n = k.dimension(0);
+    const Eigen::Index want_k[3] = {n, kv_heads_, d_};
+    const Eigen::Index want_v[3] = {n, kv_heads_, dv_};
     for (int a = 0; a < 3; ++a) {
-      const Eigen::Index want_k[3] = {n, kv_heads_, d_};
-      const Eigen::Index want_v[3] = {n, kv_heads_, dv_};
-      detail::require(k.dimension(a) == want_k[a] && v.dimension(a) == want_v[a], fn,
-                      "k shape [", k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
-                      "] and v shape [", v.dimension(0), ", ", v.dimension(1), ", ",
-                      v.dimension(2), "] must be [n, kv_heads, head_dim] = [", n, ", ",
-                      kv_heads_, ", ", d_, "] and [n, kv_heads, v_head_dim] = [", n, ", ",
-                      kv_heads_, ", ", dv_, "]");
+      detail::require(k.dimension(a) == want_k[a], fn, v ? "k" : "kv", " shape [",
+                      k.dimension(0), ", ", k.dimension(1), ", ", k.dimension(2),
+                      "] must be [n, kv_heads, head_dim] = [", n, ", ", kv_heads_, ", ", d_, "]");
+      detail::require(!v || v->dimension(a) == want_v[a], fn, "v shape [",
+                      v ? v->dimension(0) : 0, ", ", v ? v->dimension(1) : 0, ", ",
+                      v ? v->dimension(2) : 0, "] must be [n, kv_heads, v_head_dim] = [", n,
+                      ", ", kv_heads_, ", ", dv_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
     const Eigen::Index need =
@@ -273,10 +327,12 @@ class PagedKvCache {
     } else {
       store(seq, k.data(), k_, d_, n);
     }
-    store(seq, v.data(), v_, dv_, n);
+    if (v) store(seq, v->data(), v_, dv_, n);
     seq.first_query = seq.length;
     seq.length += n;
   }
+
+ public:
 
   /// \brief Attention of each listed sequence's last q_len tokens against all of its tokens:
   /// out[b] = softmax(scale q[b] K_s^T + ALiBi + causal mask) V_s for s = seqs[b], query i at
@@ -287,6 +343,7 @@ class PagedKvCache {
   /// each sequence's last appended chunk and params.sliding_window in [1, W].
   /// lse (optional): [seqs.size(), q_len, heads], each row's log-sum-exp as attention()'s, to
   /// merge with another attention state (attention_merge.hpp).
+  /// A latent pool requires params.scale (see attention_paged_latent).
   /// Throws std::invalid_argument (unknown sequence, shapes, q_len, parameters) before writing.
   template <typename TQ>
   void attend(const std::vector<SequenceId>& seqs, ConstTensorView<TQ, 4> q,
@@ -299,6 +356,7 @@ class PagedKvCache {
     detail::require(batch > 0 && q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
                     " must equal the number of sequences listed (", batch, ", at least 1)");
     detail::require_window_within(fn, "pool", window_, params);
+    if (latent_) detail::require_latent_scale(fn, params);
     Eigen::Index longest = 1, max_pages = 1;
     found_.clear();
     for (const SequenceId s : seqs) {
@@ -315,7 +373,7 @@ class PagedKvCache {
       max_pages = std::max(max_pages, static_cast<Eigen::Index>(seq.pages.size()));
     }
     const ConstTensorView<T, 4> k_shape(k_.data(), batch, longest, kv_heads_, d_);
-    const ConstTensorView<T, 4> v_shape(v_.data(), batch, longest, kv_heads_, dv_);
+    const ConstTensorView<T, 4> v_shape(k_.data(), batch, longest, kv_heads_, dv_);
     detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
     if (lse) detail::validate_lse(fn, q, *lse);
     lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;
@@ -342,12 +400,13 @@ class PagedKvCache {
                               *rope_, rope_layout_);
       // A view of the staged rows (a ConstTensorView made from `rotated` would copy them).
       detail::run_attention_paged(ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_),
-                                  kernel_pages(k_, d_), kernel_pages(v_, dv_), table, lens, out.data(),
-                                  params, workspace_, lse_rows, nullptr,
-                                  rope_->softmax_scale_multiplier);
+                                  kernel_pages(k_, d_), value_kernel_pages(), table, lens,
+                                  out.data(), params, workspace_, lse_rows, nullptr,
+                                  rope_->softmax_scale_multiplier, latent_);
     } else {
-      detail::run_attention_paged(q, kernel_pages(k_, d_), kernel_pages(v_, dv_), table, lens,
-                                  out.data(), params, workspace_, lse_rows);
+      detail::run_attention_paged(q, kernel_pages(k_, d_), value_kernel_pages(), table, lens,
+                                  out.data(), params, workspace_, lse_rows, nullptr, 1.0,
+                                  latent_);
     }
   }
 
@@ -364,6 +423,12 @@ class PagedKvCache {
   ConstTensorView<T, 4> kernel_pages(const detail::cache_line_vector<T>& pool,
                                      Eigen::Index width) const {
     return {pool.data(), num_pages_ + 1, page_size_, kv_heads_, width};
+  }
+
+  /// The values as the kernel sees them: V pages, or a latent pool's key pages with
+  /// v_head_dim columns (run_attention_paged's values_in_keys).
+  ConstTensorView<T, 4> value_kernel_pages() const {
+    return {latent_ ? k_.data() : v_.data(), num_pages_ + 1, page_size_, kv_heads_, dv_};
   }
 
   /// One holder fewer for page p (the zero page has none); free when none is left.
@@ -410,6 +475,7 @@ class PagedKvCache {
   }
 
   Eigen::Index num_pages_, page_size_, kv_heads_, d_, dv_;
+  bool latent_;
   std::int64_t window_;
   detail::cache_line_vector<T> k_, v_;  // pages start on a cache line (see there)
   std::vector<std::int32_t> refs_, free_;
