@@ -14,6 +14,7 @@
 #include <posenc/attention_mla.hpp>
 #include <posenc/attention_paged.hpp>
 #include <posenc/attention_varlen.hpp>
+#include <posenc/diagnostics.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/paged_kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
@@ -694,4 +695,19 @@ TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's d
   REQUIRE_THROWS_WITH(plain.append_latent(s, ConstTensorView<float, 3>(kv.data(), 1, 1, d)),
                       Contains("append keys and values with append"));
   CHECK(plain.length(s) == 0);
+}
+
+TEST_CASE("attention mla: check_prefill_vs_decode takes values narrower than the keys "
+          "(differences at rounding level)", "[attention][mla][diagnostics]") {
+  const MlaShape s{2, 9, 9, 4, 2, 24, 16};
+  const MlaProblem<float> p(s, 123, 2.0);
+  posenc::RopeParams rp;
+  rp.head_dim = s.d;
+  rp.rotary_dim = 8;
+  rp.rotary_offset = 16;
+  rp.layout = posenc::RopeLayout::kInterleaved;
+  const auto report = posenc::check_prefill_vs_decode<float>(
+      p.qv(), p.kv(), p.vv(), AttentionParams{}, posenc::compute_rope_frequencies(rp), rp.layout);
+  REQUIRE(report.max_abs_diff.size() == 9);
+  CHECK(report.worst < 1e-5);
 }

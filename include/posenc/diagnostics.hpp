@@ -406,7 +406,8 @@ struct PrefillDecodeReport {
 /// Both paths rotate Q and K with `rope` (if given) at `positions`, and apply params (ALiBi,
 /// scale); the full pass is causal with the same positions, so a correct engine gives
 /// differences at rounding level for every step.
-/// q: [batch, seq, heads, head_dim]; k, v: [batch, seq, kv_heads, head_dim];
+/// q: [batch, seq, heads, head_dim]; k: [batch, seq, kv_heads, head_dim]; v: [batch, seq,
+/// kv_heads, v_head_dim] (MLA: narrower than head_dim);
 /// positions (optional, default 0..seq-1 per row): [batch, seq];
 /// valid (optional, 0 = padding token): [batch, seq].
 /// Throws std::invalid_argument for shape errors or a non-causal params.mask.
