@@ -169,13 +169,13 @@ class MRopeAngles {
 };
 
 /// Per-token cos / sin gathered from a cos / sin cache: pair j of row p[stream(j)] (vLLM
-/// MRotaryEmbedding's lookup); text tokens (t = h = w) read one row in place.
+/// MRotaryEmbedding's lookup); text tokens (t = h = w) of a float cache read one row in place.
+/// Other cache types are widened to double (exact) on the way.
 template <typename C>
 class MRopeAnglesFromCache {
  public:
-  MRopeAnglesFromCache(const float* cache, Eigen::Index rotary_dim, const MRopeSections& sec,
-                       RopeDirection dir)
-      : cache_(cache), rd_(rotary_dim), dir_(dir) {
+  MRopeAnglesFromCache(const CosSinCacheView& cache, const MRopeSections& sec, RopeDirection dir)
+      : cache_(cache), rd_(cache.rotary_dim()), dir_(dir) {
     for (Eigen::Index j = 0; j < rd_ / 2; ++j) stream_[j] = static_cast<std::uint8_t>(mrope_stream(sec, j));
   }
 
@@ -183,29 +183,43 @@ class MRopeAnglesFromCache {
     if (p == previous_) return;
     previous_ = p;
     const Eigen::Index half = rd_ / 2;
-    if (p[0] == p[1] && p[1] == p[2]) {
-      const float* row = cache_ + p[0] * rd_;
-      turn_.set(row, row + half, half, dir_);
+    if (cache_.element() == CosSinCacheView::Element::kFloat) {
+      const auto* cache = static_cast<const float*>(cache_.data());
+      if (p[0] == p[1] && p[1] == p[2]) {
+        const float* row = cache + p[0] * rd_;
+        turn_.set(row, row + half, half, dir_);
+        return;
+      }
+      for (Eigen::Index j = 0; j < half; ++j) {
+        const float* row = cache + p[stream_[j]] * rd_;
+        c_[j] = row[j];
+        s_[j] = row[half + j];
+      }
+      turn_.set(c_, s_, half, dir_);
       return;
     }
-    for (Eigen::Index j = 0; j < half; ++j) {
-      const float* row = cache_ + p[stream_[j]] * rd_;
-      c_[j] = row[j];
-      s_[j] = row[half + j];
-    }
-    turn_.set(c_, s_, half, dir_);
+    with_cache_rows(cache_, [&](const auto* cache) {
+      for (Eigen::Index j = 0; j < half; ++j) {
+        const auto* row = cache + p[stream_[j]] * rd_;
+        wide_c_[j] = to_double(row[j]);
+        wide_s_[j] = to_double(row[half + j]);
+      }
+    });
+    turn_.set(wide_c_, wide_s_, half, dir_);
   }
   const C* cos() const noexcept { return turn_.cos; }
   const C* sin() const noexcept { return turn_.sin; }
 
  private:
-  const float* cache_;
+  CosSinCacheView cache_;
   Eigen::Index rd_;
   RopeDirection dir_;
   std::array<std::int64_t, 3> previous_{-1, -1, -1};
   std::uint8_t stream_[kMaxRotaryDim / 2];
   alignas(64) float c_[kMaxRotaryDim / 2];
   alignas(64) float s_[kMaxRotaryDim / 2];
+  alignas(64) double wide_c_[kMaxRotaryDim / 2];
+  alignas(64) double wide_s_[kMaxRotaryDim / 2];
   RopeCachedTurn<C> turn_;
 };
 
@@ -280,15 +294,14 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
 
 template <typename T>
 void mrope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
-                       MRopePositionsView positions, ConstTensorView<float, 2> cache,
+                       MRopePositionsView positions, const CosSinCacheView& cache,
                        RopeLayout layout, const MRopeSections& sections,
                        Eigen::Index rotary_offset, const RopeApplyOptions& options) {
   const Eigen::Index rd = validate_cos_sin_cache(fn, cache);
   require(rotary_offset >= 0, fn, "rotary_offset = ", rotary_offset, " must be >= 0");
   mrope_run<T>(fn, targets, num_targets, positions, layout, sections, rd, rotary_offset,
-               cache.dimension(0), options, [&] {
-                 return MRopeAnglesFromCache<compute_t<T>>(cache.data(), rd, sections,
-                                                           options.direction);
+               cache.rows(), options, [&] {
+                 return MRopeAnglesFromCache<compute_t<T>>(cache, sections, options.direction);
                });
 }
 
@@ -328,7 +341,7 @@ void apply_mrope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView p
 /// write.
 template <typename T>
 void apply_mrope_inplace_cached(RopeHeads<T> x, MRopePositionsView positions,
-                                ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                                const CosSinCacheView& cos_sin_cache, RopeLayout layout,
                                 const MRopeSections& sections, Eigen::Index rotary_offset = 0,
                                 const RopeApplyOptions& options = {}) {
   const detail::RopeTarget<T> target{detail::as_const(x), x};
@@ -339,7 +352,7 @@ void apply_mrope_inplace_cached(RopeHeads<T> x, MRopePositionsView positions,
 /// \brief Q and K in one pass from a cos / sin cache (GQA head counts may differ).
 template <typename T>
 void apply_mrope_qk_inplace_cached(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView positions,
-                                   ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                                   const CosSinCacheView& cos_sin_cache, RopeLayout layout,
                                    const MRopeSections& sections, Eigen::Index rotary_offset = 0,
                                    const RopeApplyOptions& options = {}) {
   const detail::RopeTarget<T> targets[2] = {{detail::as_const(q), q}, {detail::as_const(k), k}};

@@ -20,8 +20,10 @@
 /// cos/sin come either from (a) the angle p * w_j formed in double and reduced mod pi/2 in double
 /// (exact well past position 2^24; contiguous positions advance by the angle-addition recurrence
 /// in double, re-anchored every kRopeReanchor tokens), computed once per token and reused by
-/// every head of Q and K; or (b) a float cos/sin cache [max_position, rotary_dim] = cat(cos, sin)
-/// with attention_factor folded in, the layout vLLM and FlashInfer use.
+/// every head of Q and K; or (b) a cos/sin cache [max_position, rotary_dim] = cat(cos, sin)
+/// with attention_factor folded in, the layout vLLM and FlashInfer use: float (FlashInfer
+/// requires it; make_rope_cos_sin_cache) or the model's dtype, as vLLM casts its cache
+/// (CosSinCacheView).
 ///
 /// The apply functions validate everything before the first write, never allocate (when run
 /// single-threaded), and keep no global state. Storage float, double, Eigen::half,
@@ -49,6 +51,51 @@
 #include "posenc/tensor.hpp"
 
 namespace posenc {
+
+/// \brief A caller's cos/sin cache [max_position, rotary_dim], row p = cat(cos, sin) of position
+/// p with the attention factor folded in, as a view of its memory. float is the fast path
+/// (rows are read in place); double, Eigen::half and Eigen::bfloat16 rows (vLLM's
+/// `cos_sin_cache.to(dtype)`, fill_rope_cos_sin_cache<T>) are widened once per token, so a
+/// bfloat16 cache gives exactly its bfloat16-rounded cos / sin, as vLLM's kernels read them.
+/// Converts implicitly from a ConstTensorView, TensorView or Tensor of those types.
+class CosSinCacheView {
+ public:
+  enum class Element : std::uint8_t { kFloat, kDouble, kHalf, kBFloat16 };
+
+  template <typename C>
+  CosSinCacheView(ConstTensorView<C, 2> cache)  // NOLINT: implicit by design
+      : data_(cache.data()), rows_(cache.dimension(0)), cols_(cache.dimension(1)),
+        element_(element_of<C>()) {}
+  template <typename C>
+  CosSinCacheView(TensorView<C, 2> cache)  // NOLINT
+      : CosSinCacheView(ConstTensorView<C, 2>(cache.data(), cache.dimension(0),
+                                              cache.dimension(1))) {}
+  template <typename C>
+  CosSinCacheView(const Tensor<C, 2>& cache)  // NOLINT
+      : CosSinCacheView(ConstTensorView<C, 2>(cache.data(), cache.dimension(0),
+                                              cache.dimension(1))) {}
+
+  const void* data() const noexcept { return data_; }
+  Eigen::Index rows() const noexcept { return rows_; }          ///< max_position
+  Eigen::Index rotary_dim() const noexcept { return cols_; }
+  Element element() const noexcept { return element_; }
+
+ private:
+  template <typename C>
+  static constexpr Element element_of() {
+    static_assert(std::is_same_v<C, float> || std::is_same_v<C, double> ||
+                      std::is_same_v<C, Eigen::half> || std::is_same_v<C, Eigen::bfloat16>,
+                  "posenc: a cos/sin cache holds float, double, Eigen::half or Eigen::bfloat16");
+    if constexpr (std::is_same_v<C, float>) return Element::kFloat;
+    if constexpr (std::is_same_v<C, double>) return Element::kDouble;
+    if constexpr (std::is_same_v<C, Eigen::half>) return Element::kHalf;
+    return Element::kBFloat16;
+  }
+
+  const void* data_;
+  Eigen::Index rows_, cols_;
+  Element element_;
+};
 
 /// Which rotation an apply call performs (a = attention_factor, R(p) = the rotation by p w).
 enum class RopeDirection : std::uint8_t {
@@ -504,16 +551,18 @@ class RopeAnglesOnTheFly {
   alignas(64) C out_s_[kMaxRotaryDim / 2];
 };
 
-/// One token's cos / sin for the kernels from cached float rows (attention factor a folded
-/// in): the rows themselves (float, forward), or a copy turned for the direction — transpose
-/// negates sin, inverse divides by |row pair|^2 = a^2, so it needs no separate factor.
+/// One token's cos / sin for the kernels from cached rows (attention factor a folded in; float
+/// rows, or double ones widened from another cache type): the rows themselves (float, forward),
+/// or a copy turned for the direction — transpose negates sin, inverse divides by
+/// |row pair|^2 = a^2, so it needs no separate factor.
 template <typename C>
 struct RopeCachedTurn {
   const C* cos = nullptr;
   const C* sin = nullptr;
 
-  void set(const float* c_row, const float* s_row, Eigen::Index half, RopeDirection dir) {
-    if constexpr (std::is_same_v<C, float>) {
+  template <typename Src>
+  void set(const Src* c_row, const Src* s_row, Eigen::Index half, RopeDirection dir) {
+    if constexpr (std::is_same_v<C, Src>) {
       if (dir == RopeDirection::kForward) {
         cos = c_row;
         sin = s_row;
@@ -522,7 +571,7 @@ struct RopeCachedTurn {
     }
     if (dir == RopeDirection::kInverse) {
       for (Eigen::Index j = 0; j < half; ++j) {
-        const double c = c_row[j], s = s_row[j];
+        const double c = static_cast<double>(c_row[j]), s = static_cast<double>(s_row[j]);
         const double inv_a2 = 1.0 / (c * c + s * s);
         tmp_c_[j] = c * inv_a2;
         tmp_s_[j] = -s * inv_a2;
@@ -543,29 +592,62 @@ struct RopeCachedTurn {
   alignas(64) C buf_s_[kMaxRotaryDim / 2];
 };
 
-/// Per-token cos/sin from row `position` of a cat(cos, sin) cache.
+/// Calls f with the cache's data as a typed pointer (const float*, const double*, ...).
+template <typename F>
+decltype(auto) with_cache_rows(const CosSinCacheView& cache, F&& f) {
+  switch (cache.element()) {
+    case CosSinCacheView::Element::kDouble: return f(static_cast<const double*>(cache.data()));
+    case CosSinCacheView::Element::kHalf: return f(static_cast<const Eigen::half*>(cache.data()));
+    case CosSinCacheView::Element::kBFloat16:
+      return f(static_cast<const Eigen::bfloat16*>(cache.data()));
+    case CosSinCacheView::Element::kFloat: break;
+  }
+  return f(static_cast<const float*>(cache.data()));
+}
+
+/// Row `pos` of a cos/sin cache widened to double (exact for every cache type).
+inline void widen_cache_row(const CosSinCacheView& cache, std::int64_t pos, double* out) {
+  with_cache_rows(cache, [&](const auto* base) {
+    const auto* row = base + pos * cache.rotary_dim();
+    for (Eigen::Index j = 0; j < cache.rotary_dim(); ++j) out[j] = to_double(row[j]);
+  });
+}
+
+/// Per-token cos/sin from row `position` of a cat(cos, sin) cache: float rows in place, others
+/// widened to double first.
 template <typename C>
 class RopeAnglesFromCache {
  public:
-  RopeAnglesFromCache(const float* cache, Eigen::Index rotary_dim, RopeDirection dir)
-      : cache_(cache), rd_(rotary_dim), dir_(dir) {}
+  RopeAnglesFromCache(const CosSinCacheView& cache, RopeDirection dir)
+      : cache_(cache), rd_(cache.rotary_dim()), dir_(dir) {}
 
-  void at(std::int64_t pos) {
+  EIGEN_ALWAYS_INLINE void at(std::int64_t pos) {
     if (pos == previous_) return;
     previous_ = pos;
-    const Eigen::Index half = rd_ / 2;
-    const float* row = cache_ + pos * rd_;
-    turn_.set(row, row + half, half, dir_);
+    if (EIGEN_PREDICT_TRUE(cache_.element() == CosSinCacheView::Element::kFloat)) {
+      const float* row = static_cast<const float*>(cache_.data()) + pos * rd_;
+      turn_.set(row, row + rd_ / 2, rd_ / 2, dir_);
+    } else {
+      widen_and_set(pos);
+    }
   }
   const C* cos() const noexcept { return turn_.cos; }
   const C* sin() const noexcept { return turn_.sin; }
 
  private:
-  const float* cache_;
+  // Out of line: inlined next to the float path, the widening loops made the token loop's
+  // per-token call heavier (f32 cache T = 512: 89 -> 91 us).
+  EIGEN_DONT_INLINE void widen_and_set(std::int64_t pos) {
+    widen_cache_row(cache_, pos, wide_);
+    turn_.set(wide_, wide_ + rd_ / 2, rd_ / 2, dir_);
+  }
+
+  CosSinCacheView cache_;
   Eigen::Index rd_;
   RopeDirection dir_;
   std::int64_t previous_ = -1;
   RopeCachedTurn<C> turn_;
+  alignas(64) double wide_[kMaxRotaryDim];  // the widened row of a non-float cache
 };
 
 /// Rotates the slice [offset, offset + rd) of `heads` head vectors of one token from src to dst
@@ -769,8 +851,8 @@ void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_
 }
 
 /// A caller's cos / sin cache [max_position, rotary_dim]; returns rotary_dim.
-inline Eigen::Index validate_cos_sin_cache(std::string_view fn, ConstTensorView<float, 2> cache) {
-  const Eigen::Index rows = cache.dimension(0), rd = cache.dimension(1);
+inline Eigen::Index validate_cos_sin_cache(std::string_view fn, const CosSinCacheView& cache) {
+  const Eigen::Index rows = cache.rows(), rd = cache.rotary_dim();
   require(rd > 0 && rd % 2 == 0 && rd <= kMaxRotaryDim, fn, "cos_sin_cache width (rotary_dim) = ",
           rd, " must be even and in [2, ", kMaxRotaryDim, "]");
   require(rows > 0 && cache.data() != nullptr, fn, "cos_sin_cache has ", rows,
@@ -781,12 +863,12 @@ inline Eigen::Index validate_cos_sin_cache(std::string_view fn, ConstTensorView<
 /// Shared front end of the cache-based calls.
 template <typename T>
 void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num_targets,
-                      const RopePositions& pos, ConstTensorView<float, 2> cache,
+                      const RopePositions& pos, const CosSinCacheView& cache,
                       RopeLayout layout, Eigen::Index rotary_offset,
                       const RopeApplyOptions& options) {
   static_assert(is_storage_type_v<std::remove_const_t<T>>,
                 "posenc: storage type must be float, double, Eigen::half or Eigen::bfloat16");
-  const Eigen::Index rows = cache.dimension(0), rd = validate_cos_sin_cache(fn, cache);
+  const Eigen::Index rows = cache.rows(), rd = validate_cos_sin_cache(fn, cache);
   require(rotary_offset >= 0, fn, "rotary_offset = ", rotary_offset, " must be >= 0");
   validate_layout(fn, layout);
   validate_direction(fn, options.direction);
@@ -799,7 +881,7 @@ void rope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int num
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      RopeAnglesFromCache<compute_t<T>> angles(cache.data(), rd, options.direction);
+      RopeAnglesFromCache<compute_t<T>> angles(cache, options.direction);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, rotary_offset);
     };
     rope_parallel_for(options, units, bytes, worker);
@@ -944,7 +1026,8 @@ void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
 // ------------------------------------------------------------------------------------------
 
 /// \brief Fills cache[r] = a * [cos(p w_0) .. cos(p w_{h-1}), sin(p w_0) .. sin(p w_{h-1})],
-/// p = first_position + r, h = rotary_dim / 2, computed in double and stored as float.
+/// p = first_position + r, h = rotary_dim / 2, computed in double and rounded once to T (float;
+/// or the model's dtype, as vLLM keeps its cache — the cached apply calls read every T).
 /// cache: [num_positions, rotary_dim], rotary_dim == freqs.rotary_dim
 template <typename T = float>
 void fill_rope_cos_sin_cache(const RopeFrequencies& freqs, TensorView<T, 2> cache,
@@ -1005,7 +1088,7 @@ inline Tensor<float, 2> make_rope_cos_sin_cache(const RopeFrequencies& freqs,
 /// Throws std::out_of_range for a position >= max_position; std::invalid_argument otherwise.
 template <typename T>
 void apply_rope_inplace_cached(RopeHeads<T> x, const RopePositions& positions,
-                               ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                               const CosSinCacheView& cos_sin_cache, RopeLayout layout,
                                Eigen::Index rotary_offset = 0,
                                const RopeApplyOptions& options = {}) {
   const detail::RopeTarget<T> target{detail::as_const(x), x};
@@ -1016,7 +1099,7 @@ void apply_rope_inplace_cached(RopeHeads<T> x, const RopePositions& positions,
 /// \brief Q and K in one pass from a cos/sin cache (GQA head counts may differ).
 template <typename T>
 void apply_rope_qk_inplace_cached(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& positions,
-                                  ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                                  const CosSinCacheView& cos_sin_cache, RopeLayout layout,
                                   Eigen::Index rotary_offset = 0,
                                   const RopeApplyOptions& options = {}) {
   const detail::RopeTarget<T> targets[2] = {{detail::as_const(q), q}, {detail::as_const(k), k}};
@@ -1027,7 +1110,7 @@ void apply_rope_qk_inplace_cached(RopeHeads<T> q, RopeHeads<T> k, const RopePosi
 /// \brief Out of place from a cos/sin cache.
 template <typename T>
 void apply_rope_cached(RopeHeads<const T> x, RopeHeads<T> out, const RopePositions& positions,
-                       ConstTensorView<float, 2> cos_sin_cache, RopeLayout layout,
+                       const CosSinCacheView& cos_sin_cache, RopeLayout layout,
                        Eigen::Index rotary_offset = 0, const RopeApplyOptions& options = {}) {
   const detail::RopeTarget<T> target{x, out};
   detail::rope_apply_cache<T>("apply_rope_cached", &target, 1, positions, cos_sin_cache, layout,
