@@ -162,6 +162,28 @@ void rotate_rope_part(std::vector<T>& x, Eigen::Index rows_per_position, Eigen::
   }
 }
 
+/// RoPE on the last d - offset dims of a d-wide head (DeepSeek's [nope | rope] head, or a
+/// latent row [c_kv | k_pe]), interleaved pairs as DeepSeek's checkpoints, theta 10^4.
+posenc::RopeFrequencies tail_rope(Eigen::Index d, Eigen::Index offset) {
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.rotary_dim = d - offset;
+  rp.rotary_offset = offset;
+  rp.theta = 10000.0;
+  rp.layout = posenc::RopeLayout::kInterleaved;
+  return posenc::compute_rope_frequencies(rp);
+}
+constexpr long double kTheta = 10000.0L;
+
+/// Rows [from, from + count) of width `width` of x, as T.
+template <typename T>
+std::vector<T> rows_as(const std::vector<float>& x, Eigen::Index from, Eigen::Index count,
+                       Eigen::Index width) {
+  std::vector<T> out(static_cast<std::size_t>(count * width));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = T(x[static_cast<std::size_t>(from * width) + i]);
+  return out;
+}
+
 /// The first dv of every [.., d] row: the values of a latent cache, as their own tensor.
 template <typename T>
 std::vector<T> latent_values(const std::vector<T>& kv, Eigen::Index d, Eigen::Index dv) {
@@ -298,43 +320,31 @@ TEMPLATE_TEST_CASE("attention mla: KvCache with v_head_dim — prefill, decode s
   using T = TestType;
   // 4 heads of q.k width 48 = 32 nope + 16 rope, values 32; positions 0 .. 11.
   const Eigen::Index H = 4, d = 48, nope = 32, dv = 32, n = 8, steps = 4, L = n + steps;
-  const long double theta = 10000.0L;
   const MlaShape full{1, L, L, H, H, d, dv};
   // The inputs as the caller holds them in T (rounded once here), kept in float.
   MlaProblem<float> p(full, 31, 2.0);
   for (auto* x : {&p.q, &p.k, &p.v}) {
     for (float& e : *x) e = static_cast<float>(T(e));
   }
-  posenc::RopeParams rp;
-  rp.head_dim = d;
-  rp.rotary_dim = d - nope;
-  rp.rotary_offset = nope;
-  rp.theta = static_cast<double>(theta);
-  rp.layout = posenc::RopeLayout::kInterleaved;
   posenc::KvCache<T> cache(1, L, H, d, 0, dv);
   REQUIRE(cache.v_head_dim() == dv);
   REQUIRE(cache.values().dimension(3) == dv);
-  cache.set_rope(posenc::compute_rope_frequencies(rp), rp.layout);
+  cache.set_rope(tail_rope(d, nope), posenc::RopeLayout::kInterleaved);
 
   // Expected: the keys as the cache stores them (rotated in long double, rounded to T), the
   // queries rotated in long double.
   std::vector<std::int64_t> positions(static_cast<std::size_t>(L));
   for (Eigen::Index i = 0; i < L; ++i) positions[static_cast<std::size_t>(i)] = i;
   std::vector<float> q_rot = p.q, k_rot = p.k;
-  rotate_rope_part(q_rot, H, d, nope, positions, theta);
-  rotate_rope_part(k_rot, H, d, nope, positions, theta);
+  rotate_rope_part(q_rot, H, d, nope, positions, kTheta);
+  rotate_rope_part(k_rot, H, d, nope, positions, kTheta);
   std::vector<float> k_stored(k_rot.size()), v_stored(p.v.size());
   for (std::size_t i = 0; i < k_rot.size(); ++i) k_stored[i] = static_cast<float>(T(k_rot[i]));
   for (std::size_t i = 0; i < p.v.size(); ++i) v_stored[i] = p.v[i];
   const auto want_all = expected_attention(full, q_rot, k_stored, v_stored);
 
   // Prefill n tokens, then `steps` single-token decode steps.
-  const auto rows = [](const std::vector<float>& x, Eigen::Index from, Eigen::Index count,
-                       Eigen::Index width) {
-    std::vector<T> out(static_cast<std::size_t>(count * width));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = T(x[static_cast<std::size_t>(from * width) + i]);
-    return out;
-  };
+  const auto rows = rows_as<T>;
   std::vector<std::int64_t> pos_chunk(positions.begin(), positions.begin() + n);
   {
     const auto k0 = rows(p.k, 0, n, H * d), v0 = rows(p.v, 0, n, H * dv), q0 = rows(p.q, 0, n, H * d);
@@ -482,40 +492,29 @@ TEMPLATE_TEST_CASE("attention mla: a latent KvCache with RoPE on k_pe — prefil
   using T = TestType;
   // Latent rows of 40 = c_kv 32 + k_pe 8, 8 heads over one latent head, positions 0 .. 9.
   const Eigen::Index H = 8, d = 40, dv = 32, n = 6, steps = 4, L = n + steps;
-  const long double theta = 10000.0L, scale = 1.0L / std::sqrt(24.0L);
+  const long double scale = 1.0L / std::sqrt(24.0L);
   const MlaShape full{1, L, L, H, 1, d, dv};
   MlaProblem<float> p(MlaShape{1, L, L, H, 1, d, d}, 51, 2.0);
   for (auto* x : {&p.q, &p.k}) {
     for (float& e : *x) e = static_cast<float>(T(e));
   }
-  posenc::RopeParams rp;
-  rp.head_dim = d;
-  rp.rotary_dim = d - dv;
-  rp.rotary_offset = dv;
-  rp.theta = static_cast<double>(theta);
-  rp.layout = posenc::RopeLayout::kInterleaved;
   auto cache = posenc::KvCache<T>::latent(1, L, 1, d, dv);
   REQUIRE(cache.is_latent());
-  cache.set_rope(posenc::compute_rope_frequencies(rp), rp.layout);
+  cache.set_rope(tail_rope(d, dv), posenc::RopeLayout::kInterleaved);
   AttentionParams params;
   params.scale = static_cast<double>(scale);
 
   std::vector<std::int64_t> positions(static_cast<std::size_t>(L));
   for (Eigen::Index i = 0; i < L; ++i) positions[static_cast<std::size_t>(i)] = i;
   std::vector<float> q_rot = p.q, kv_rot = p.k;
-  rotate_rope_part(q_rot, H, d, dv, positions, theta);
-  rotate_rope_part(kv_rot, 1, d, dv, positions, theta);
+  rotate_rope_part(q_rot, H, d, dv, positions, kTheta);
+  rotate_rope_part(kv_rot, 1, d, dv, positions, kTheta);
   std::vector<float> kv_stored(kv_rot.size());
   for (std::size_t i = 0; i < kv_rot.size(); ++i) kv_stored[i] = static_cast<float>(T(kv_rot[i]));
   const auto want_all =
       expected_attention(full, q_rot, kv_stored, latent_values(kv_stored, d, dv), {}, {}, scale);
 
-  const auto rows = [](const std::vector<float>& x, Eigen::Index from, Eigen::Index count,
-                       Eigen::Index width) {
-    std::vector<T> out(static_cast<std::size_t>(count * width));
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = T(x[static_cast<std::size_t>(from * width) + i]);
-    return out;
-  };
+  const auto rows = rows_as<T>;
   {
     const auto kv0 = rows(p.k, 0, n, d), q0 = rows(p.q, 0, n, H * d);
     cache.append_latent(ConstTensorView<T, 4>(kv0.data(), 1, n, 1, d),
@@ -648,17 +647,12 @@ TEST_CASE("attention mla: attention_paged_latent over scrambled bfloat16 pages o
 TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's decode equals the "
           "long-double absorbed attention, errors change nothing", "[attention][mla][latent][paged_kv_cache]") {
   const Eigen::Index H = 4, d = 24, dv = 16, n = 6;
-  const long double theta = 10000.0L, scale = 1.0L / std::sqrt(20.0L);
+  const long double scale = 1.0L / std::sqrt(20.0L);
   const auto kv = MlaProblem<float>::draw((n + 1) * d, 81, 2.0);
   const auto q = MlaProblem<float>::draw(H * d, 82, 2.0);
-  posenc::RopeParams rp;
-  rp.head_dim = d;
-  rp.rotary_dim = d - dv;
-  rp.rotary_offset = dv;
-  rp.layout = posenc::RopeLayout::kInterleaved;
   auto pool = posenc::PagedKvCache<float>::latent(8, 4, 1, d, dv);
   REQUIRE(pool.is_latent());
-  pool.set_rope(posenc::compute_rope_frequencies(rp), rp.layout);
+  pool.set_rope(tail_rope(d, dv), posenc::RopeLayout::kInterleaved);
   const auto parent = pool.add_sequence();
   pool.append_latent(parent, ConstTensorView<float, 3>(kv.data(), n, 1, d));
   const auto child = pool.fork(parent);  // copies the partial page (rows 4, 5)
@@ -673,8 +667,8 @@ TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's d
   std::vector<std::int64_t> kpos(static_cast<std::size_t>(n + 1));
   for (Eigen::Index i = 0; i <= n; ++i) kpos[static_cast<std::size_t>(i)] = i;
   std::vector<float> kv_rot = kv, q_rot = q;
-  rotate_rope_part(kv_rot, 1, d, dv, kpos, theta);
-  rotate_rope_part(q_rot, H, d, dv, std::vector<std::int64_t>{n}, theta);
+  rotate_rope_part(kv_rot, 1, d, dv, kpos, kTheta);
+  rotate_rope_part(q_rot, H, d, dv, std::vector<std::int64_t>{n}, kTheta);
   require_close(out, expected_attention(MlaShape{1, 1, n + 1, H, 1, d, dv}, q_rot, kv_rot,
                                         latent_values(kv_rot, d, dv), {}, {}, scale));
 
@@ -701,13 +695,9 @@ TEST_CASE("attention mla: check_prefill_vs_decode takes values narrower than the
           "(differences at rounding level)", "[attention][mla][diagnostics]") {
   const MlaShape s{2, 9, 9, 4, 2, 24, 16};
   const MlaProblem<float> p(s, 123, 2.0);
-  posenc::RopeParams rp;
-  rp.head_dim = s.d;
-  rp.rotary_dim = 8;
-  rp.rotary_offset = 16;
-  rp.layout = posenc::RopeLayout::kInterleaved;
   const auto report = posenc::check_prefill_vs_decode<float>(
-      p.qv(), p.kv(), p.vv(), AttentionParams{}, posenc::compute_rope_frequencies(rp), rp.layout);
+      p.qv(), p.kv(), p.vv(), AttentionParams{}, tail_rope(s.d, 16),
+      posenc::RopeLayout::kInterleaved);
   REQUIRE(report.max_abs_diff.size() == 9);
   CHECK(report.worst < 1e-5);
 }

@@ -96,7 +96,6 @@ class KvCache {
   }
 
  public:
-
   Eigen::Index batch() const noexcept { return batch_; }
   Eigen::Index max_len() const noexcept { return max_len_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }

@@ -119,7 +119,6 @@ class PagedKvCache {
   }
 
  public:
-
   Eigen::Index num_pages() const noexcept { return num_pages_; }
   Eigen::Index page_size() const noexcept { return page_size_; }
   Eigen::Index kv_heads() const noexcept { return kv_heads_; }
