@@ -570,11 +570,11 @@ TEST_CASE("attention mla: latent attention without a scale, values wider than th
   REQUIRE_THROWS_WITH(posenc::attention_latent<float>(p.qv(), p.kv(),
                                                       TensorView<float, 4>(out.data(), 1, 1, 4, 17),
                                                       scaled),
-                      Contains("out v_head_dim = 17 must be in [1, head_dim = 16]"));
+                      Contains("attention_latent: v_head_dim = 17 must be in [1, head_dim = 16]"));
   CHECK(untouched());
 
   REQUIRE_THROWS_WITH(posenc::KvCache<float>::latent(1, 8, 1, 16, 20),
-                      Contains("v_head_dim = 20 must be in [1, head_dim = 16]"));
+                      Contains("KvCache::latent: v_head_dim = 20 must be in [1, head_dim = 16]"));
   auto cache = posenc::KvCache<float>::latent(1, 8, 1, 16, 12);
   const std::int64_t pos[6] = {0, 1, 2, 3, 4, 5};
   REQUIRE_THROWS_WITH(cache.append(p.kv(), p.kv(), posenc::PositionIdsView(pos, 1, 6)),
@@ -683,7 +683,7 @@ TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's d
   REQUIRE_THROWS_WITH(pool.value_pages(), Contains("a latent pool stores no values"));
   CHECK(pool.length(child) == n + 1);
   REQUIRE_THROWS_WITH(posenc::PagedKvCache<float>::latent(8, 4, 1, d, d + 1),
-                      Contains("v_head_dim = 25 must be in [1, head_dim = 24]"));
+                      Contains("PagedKvCache::latent: v_head_dim = 25 must be in [1, head_dim = 24]"));
   posenc::PagedKvCache<float> plain(8, 4, 1, d);
   const auto s = plain.add_sequence();
   REQUIRE_THROWS_WITH(plain.append_latent(s, ConstTensorView<float, 3>(kv.data(), 1, 1, d)),

@@ -154,6 +154,14 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
 }
 
+/// Latent rows (absorbed MLA): the values are the first v_head_dim of each head_dim-wide row.
+inline void require_latent_width(std::string_view fn, Eigen::Index head_dim,
+                                 Eigen::Index v_head_dim) {
+  require(v_head_dim >= 1 && v_head_dim <= head_dim, fn, "v_head_dim = ", v_head_dim,
+          " must be in [1, head_dim = ", head_dim,
+          "]: the values are the first v_head_dim elements of each latent row");
+}
+
 /// Absorbed MLA (attention_latent, a latent KvCache) has no default scale: the model's is
 /// 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim), which the latent row's width does not tell.
 inline void require_latent_scale(std::string_view fn, const AttentionParams& params) {

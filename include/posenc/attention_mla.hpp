@@ -43,8 +43,7 @@ void attention_latent(ConstTensorView<T, 4> q, ConstTensorView<T, 4> kv, TensorV
   constexpr std::string_view fn = "attention_latent";
   const Eigen::Index batch = kv.dimension(0), k_len = kv.dimension(1),
                      kv_heads = kv.dimension(2), d = kv.dimension(3), dv = out.dimension(3);
-  detail::require(dv >= 1 && dv <= d, fn, "out v_head_dim = ", dv, " must be in [1, head_dim = ",
-                  d, "]: the values are the first v_head_dim elements of each kv row");
+  detail::require_latent_width(fn, d, dv);
   detail::require_latent_scale(fn, params);
   // The values as a shape only: [batch, k_len, kv_heads, v_head_dim] inside the kv rows.
   const ConstTensorView<T, 4> v_shape(kv.data(), batch, k_len, kv_heads, dv);

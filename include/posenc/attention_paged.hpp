@@ -180,8 +180,7 @@ void attention_paged_latent(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> kv
                 "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "attention_paged_latent";
   const Eigen::Index batch = q.dimension(0), d = kv_pages.dimension(3), dv = out.dimension(3);
-  detail::require(dv >= 1 && dv <= d, fn, "out v_head_dim = ", dv, " must be in [1, head_dim = ",
-                  d, "]: the values are the first v_head_dim elements of each kv row");
+  detail::require_latent_width(fn, d, dv);
   detail::require_latent_scale(fn, params);
   const ConstTensorView<TKV, 4> v_pages(kv_pages.data(), kv_pages.dimension(0),
                                         kv_pages.dimension(1), kv_pages.dimension(2), dv);

@@ -112,9 +112,7 @@ class KvCache {
   static KvCache latent(Eigen::Index batch, Eigen::Index max_len, Eigen::Index kv_heads,
                         Eigen::Index head_dim, Eigen::Index v_head_dim,
                         std::int64_t sliding_window = 0) {
-    detail::require(v_head_dim > 0 && v_head_dim <= head_dim, "KvCache::latent", "v_head_dim = ",
-                    v_head_dim, " must be in [1, head_dim = ", head_dim,
-                    "]: the values are the first v_head_dim elements of each latent row");
+    detail::require_latent_width("KvCache::latent", head_dim, v_head_dim);
     return KvCache(batch, max_len, kv_heads, head_dim, sliding_window, v_head_dim, true);
   }
   /// Slots filled so far (the same for every sequence of the batch).

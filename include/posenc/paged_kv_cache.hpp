@@ -84,9 +84,7 @@ class PagedKvCache {
   static PagedKvCache latent(Eigen::Index num_pages, Eigen::Index page_size,
                              Eigen::Index kv_heads, Eigen::Index head_dim,
                              Eigen::Index v_head_dim, std::int64_t sliding_window = 0) {
-    detail::require(v_head_dim > 0 && v_head_dim <= head_dim, "PagedKvCache::latent",
-                    "v_head_dim = ", v_head_dim, " must be in [1, head_dim = ", head_dim,
-                    "]: the values are the first v_head_dim elements of each latent row");
+    detail::require_latent_width("PagedKvCache::latent", head_dim, v_head_dim);
     return PagedKvCache(num_pages, page_size, kv_heads, head_dim, sliding_window, v_head_dim,
                         true);
   }
