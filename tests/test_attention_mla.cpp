@@ -13,6 +13,7 @@
 #include <posenc/attention.hpp>
 #include <posenc/attention_mla.hpp>
 #include <posenc/attention_paged.hpp>
+#include <posenc/attention_rope.hpp>
 #include <posenc/attention_varlen.hpp>
 #include <posenc/diagnostics.hpp>
 #include <posenc/kv_cache.hpp>
@@ -700,4 +701,24 @@ TEST_CASE("attention mla: check_prefill_vs_decode takes values narrower than the
       posenc::RopeLayout::kInterleaved);
   REQUIRE(report.max_abs_diff.size() == 9);
   CHECK(report.worst < 1e-5);
+}
+
+TEST_CASE("attention mla: attention_with_rope turns the rope part of [nope | rope] heads and "
+          "keeps narrow values", "[attention][mla][rope]") {
+  // 2 sequences of 9 tokens, 4 heads over 2 kv heads, q.k 24 = 16 nope + 8 rope, values 16.
+  const MlaShape s{2, 9, 9, 4, 2, 24, 16};
+  const MlaProblem<float> p(s, 140, 2.0);
+  std::vector<float> out(static_cast<std::size_t>(s.batch * s.q_len * s.heads * s.dv), -7.0f);
+  posenc::attention_with_rope<float>(p.qv(), p.kv(), p.vv(),
+                                     TensorView<float, 4>(out.data(), s.batch, s.q_len, s.heads, s.dv),
+                                     tail_rope(s.d, 16), posenc::RopeLayout::kInterleaved);
+  // Default positions: 0 .. 8 for queries and keys of each sequence.
+  std::vector<std::int64_t> pos;
+  for (Eigen::Index b = 0; b < s.batch; ++b) {
+    for (Eigen::Index i = 0; i < s.q_len; ++i) pos.push_back(i);
+  }
+  std::vector<float> q_rot = p.q, k_rot = p.k;
+  rotate_rope_part(q_rot, s.heads, s.d, 16, pos, kTheta);
+  rotate_rope_part(k_rot, s.kv_heads, s.d, 16, pos, kTheta);
+  require_close(out, expected_attention(s, q_rot, k_rot, p.v));
 }
