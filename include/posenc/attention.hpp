@@ -4,9 +4,10 @@
 ///
 ///   out = softmax(scale * Q K^T + bias + mask) V
 ///
-/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim] (BSHD,
-/// row-major). See attention_types.hpp for the mask (causal bottom-right, key padding), the
-/// positions and GQA. Positional schemes:
+/// q: [batch, q_len, heads, head_dim]; k: [batch, k_len, kv_heads, head_dim]; v: [batch, k_len,
+/// kv_heads, v_head_dim]; out: [batch, q_len, heads, v_head_dim] (BSHD, row-major; v_head_dim
+/// is head_dim except for DeepSeek MLA, see attention_mla.hpp). See attention_types.hpp for the
+/// mask (causal bottom-right, key padding), the positions and GQA. Positional schemes:
 ///   - none: plain content attention (permutation-equivariant without a mask);
 ///   - ALiBi: AttentionParams::alibi_slopes, bias from absolute positions, added on the fly;
 ///   - RoPE: rotate Q and K before the call (posenc/rope.hpp), or let KvCache store rotated keys.
@@ -215,8 +216,9 @@ using lse_t = detail::compute_t<T>;
 
 /// \brief Fused attention: out = softmax(scale Q K^T + ALiBi + mask) V, tiled with an online
 /// softmax (no [q_len, k_len] buffer).
-/// q: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
-/// out: [batch, q_len, heads, head_dim] (must not alias q, k or v).
+/// q: [batch, q_len, heads, head_dim]; k: [batch, k_len, kv_heads, head_dim];
+/// v: [batch, k_len, kv_heads, v_head_dim]; out: [batch, q_len, heads, v_head_dim] (must not
+/// alias q, k or v; v_head_dim may differ from head_dim: MLA).
 /// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
 /// bottom-right; params.sliding_window limits each query to its last W key slots (see
 /// attention_types.hpp), and the kernel skips key tiles outside every query's window;

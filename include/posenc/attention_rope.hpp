@@ -90,7 +90,8 @@ class AttentionRopeWorkspace {
 
 /// \brief out = softmax(scale R(pq) Q (R(pk) K)^T + bias + mask) V: attention with RoPE applied
 /// to Q and K at their positions (metadata; defaults k_len - q_len + i and j).
-/// q, out: [batch, q_len, heads, head_dim]; k, v: [batch, k_len, kv_heads, head_dim];
+/// q: [batch, q_len, heads, head_dim]; k: [batch, k_len, kv_heads, head_dim];
+/// v: [batch, k_len, kv_heads, v_head_dim]; out: [batch, q_len, heads, v_head_dim];
 /// freqs: a plan from compute_rope_frequencies (rotary_offset + rotary_dim <= head_dim).
 /// Throws std::invalid_argument as posenc::attention, plus for a plan that does not fit
 /// head_dim, before anything is written.
