@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -103,6 +104,24 @@ TEST_CASE("hf_config: DeepSeek-V3 MLA rope head, interleaved, yarn with mscale p
   REQUIRE(c.v_head_dim == 128);
   REQUIRE(c.kv_lora_rank == 512);
   REQUIRE(has_note(c, "latent rows of kv_lora_rank + qk_rope_head_dim = 576"));
+  // The whole-head plans: the rope slice at the end of a 192-wide [nope | rope] head and of a
+  // 576-wide latent row, with the 64-dim head's frequencies (exponent over rotary_dim 64).
+  for (const auto& [head, width, offset] :
+       {std::tuple{posenc::HfMlaHead::kConcatenated, 192, 128},
+        std::tuple{posenc::HfMlaHead::kLatent, 576, 512}}) {
+    const auto wide = posenc::hf_mla_rope_params(c, head);
+    CHECK(wide.head_dim == width);
+    CHECK(wide.rotary_offset == offset);
+    CHECK(posenc::resolved_rotary_dim(wide) == 64);
+    const auto fw = posenc::compute_rope_frequencies(wide);
+    CHECK(fw.inv_freq == f.inv_freq);
+    CHECK(fw.attention_factor == f.attention_factor);
+    CHECK(fw.softmax_scale_multiplier == f.softmax_scale_multiplier);
+    CHECK(fw.rotary_offset == offset);
+  }
+  REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(load("Llama-3.1-8B.json"),
+                                                 posenc::HfMlaHead::kLatent),
+                      Contains("kv_lora_rank = 0: "));
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
                                                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
                                                    "v_head_dim": -3})"),

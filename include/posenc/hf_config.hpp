@@ -1279,6 +1279,33 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   return p;
 }
 
+/// Which head of a DeepSeek MLA model a RoPE plan is for (hf_mla_rope_params).
+enum class HfMlaHead : std::uint8_t {
+  kConcatenated = 0,  ///< [nope | rope] q / k heads of qk_nope + qk_rope (KvCache(.., v_head_dim))
+  kLatent = 1,        ///< [c_kv | k_pe] latent rows of kv_lora_rank + qk_rope (KvCache::latent)
+};
+
+/// \brief The RoPE parameters of a DeepSeek MLA model for a whole head: c.rope (whose head is
+/// the qk_rope_head_dim part alone, q_pe / k_pe) widened to the concatenated or the latent
+/// head, the rotated slice at its end (rotary_offset = qk_nope_head_dim or kv_lora_rank). The
+/// plan's frequencies, attention factor and softmax multiplier are c.rope's: the exponent runs
+/// over rotary_dim = qk_rope_head_dim either way.
+/// Throws std::invalid_argument when c has no qk_nope_head_dim (kConcatenated) or no
+/// kv_lora_rank (kLatent).
+inline RopeParams hf_mla_rope_params(const HfModelConfig& c, HfMlaHead head) {
+  constexpr std::string_view fn = "hf_mla_rope_params";
+  const bool latent = head == HfMlaHead::kLatent;
+  const Eigen::Index prefix = latent ? c.kv_lora_rank : c.qk_nope_head_dim;
+  detail::require(prefix > 0, fn, latent ? "kv_lora_rank" : "qk_nope_head_dim", " = ", prefix,
+                  ": ", c.source, " is not a DeepSeek MLA config with that head");
+  RopeParams p = c.rope;
+  p.rotary_dim = resolved_rotary_dim(c.rope);
+  p.partial_rotary_factor = 1.0;
+  p.rotary_offset = prefix + c.rope.rotary_offset;
+  p.head_dim = prefix + c.rope.head_dim;
+  return p;
+}
+
 /// \brief Reads and parses a config.json file.
 /// Throws std::invalid_argument naming the file when it cannot be read or is rejected.
 inline HfModelConfig load_hf_config(const std::string& path, const HfConfigOptions& options = {}) {
