@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 namespace {
 
+using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 using posenc::RopeScalingType;
@@ -358,6 +361,53 @@ TEST_CASE("rope scaling: Llama-3.1 (factor 8, low 1, high 4, L0 8192, theta 5000
     REQUIRE_THAT(g.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(expect), 1e-14));
   }
   require_matches_reference(p);
+}
+
+TEST_CASE("rope scaling: ggml freq_factors (llama.cpp rope_freqs) turn the default plan into "
+          "Llama-3.1's", "[rope][scaling][llama3][ggml]") {
+  // llama.cpp's converter writes rope_freqs for Llama-3.1 as 1 / ((1 - smooth) / s + smooth)
+  // per pair (1 for short wavelengths, s for long ones); ggml divides each angle by it.
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 500000.0;
+  posenc::RopeFrequencies plain = posenc::compute_rope_frequencies(p);
+  plain.attention_factor = 1.25;  // kept as it is
+  std::vector<double> factors(64);
+  std::vector<long double> expect(64);
+  for (int j = 0; j < 64; ++j) {
+    const long double th = theta_j(500000.0L, j, 128);
+    const long double wavelen = 2.0L * kPi / th;
+    long double factor = 1.0L;
+    if (wavelen > 8192.0L) {
+      factor = 8.0L;
+    } else if (wavelen >= 8192.0L / 4.0L) {
+      const long double smooth = (8192.0L / wavelen - 1.0L) / 3.0L;
+      factor = 1.0L / ((1.0L - smooth) / 8.0L + smooth);
+    }
+    factors[static_cast<std::size_t>(j)] = static_cast<double>(factor);
+    expect[static_cast<std::size_t>(j)] = th / factor;
+  }
+  const auto f = posenc::with_freq_factors(plain, factors);
+  p.scaling.type = RopeScalingType::kLlama3;
+  p.scaling.factor = 8.0;
+  p.scaling.low_freq_factor = 1.0;
+  p.scaling.high_freq_factor = 4.0;
+  p.scaling.original_max_position_embeddings = 8192;
+  const auto llama3 = posenc::compute_rope_frequencies(p);
+  for (int j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    const auto at = static_cast<std::size_t>(j);
+    REQUIRE_THAT(f.inv_freq[at], WithinRel(static_cast<double>(expect[at]), 1e-14));
+    REQUIRE_THAT(f.inv_freq[at], WithinRel(llama3.inv_freq[at], 1e-14));
+  }
+  CHECK(f.attention_factor == 1.25);
+  CHECK(f.rotary_dim == 128);
+  REQUIRE_THROWS_WITH(posenc::with_freq_factors(plain, std::vector<double>(63, 1.0)),
+                      Contains("factors has 63 entries; it must have one per rotated pair (rotary_dim / 2 = 64)"));
+  factors[5] = 0.0;
+  REQUIRE_THROWS_WITH(posenc::with_freq_factors(plain, factors), Contains("factors[5] = 0 must be finite and > 0"));
+  factors[5] = std::numeric_limits<double>::quiet_NaN();
+  REQUIRE_THROWS_AS(posenc::with_freq_factors(plain, factors), std::invalid_argument);
 }
 
 TEST_CASE("rope scaling: LongRoPE (Phi-3.5-mini) switches short/long factors at L0", "[rope][scaling][longrope]") {

@@ -348,6 +348,27 @@ inline RopeFrequencies compute_rope_frequencies(const RopeParams& params,
   return detail::plan_rope(params, d, seq_len);
 }
 
+/// \brief ggml's per-pair frequency factors (llama.cpp's `rope_freqs.weight`, the `c` tensor of
+/// ggml_rope_ext): pair j turns at inv_freq[j] / factors[j]. llama.cpp's converters write such
+/// a tensor in place of a config's llama3 rule (factor_j = 1 / ((1 - smooth_j) / s + smooth_j))
+/// and for LongRoPE (the chosen factor list), so a GGUF engine plans the default RoPE and
+/// applies its model's factors here. attention_factor and the rest of the plan are kept.
+/// Throws std::invalid_argument for a count other than rotary_dim / 2 or a factor that is not
+/// finite and > 0.
+inline RopeFrequencies with_freq_factors(RopeFrequencies freqs,
+                                         const std::vector<double>& factors) {
+  constexpr std::string_view fn = "with_freq_factors";
+  detail::require(factors.size() == freqs.inv_freq.size(), fn, "factors has ", factors.size(),
+                  " entries; it must have one per rotated pair (rotary_dim / 2 = ",
+                  freqs.inv_freq.size(), ")");
+  for (std::size_t j = 0; j < factors.size(); ++j) {
+    detail::require(std::isfinite(factors[j]) && factors[j] > 0.0, fn, "factors[", j, "] = ",
+                    factors[j], " must be finite and > 0");
+  }
+  for (std::size_t j = 0; j < factors.size(); ++j) freqs.inv_freq[j] /= factors[j];
+  return freqs;
+}
+
 /// \brief A layer's frequency plan that follows the sequence length the way HF's
 /// `dynamic_rope_update` does, for an engine to call once per step:
 ///  - dynamic: grows when seq_len exceeds the largest length planned so far, and resets to the
