@@ -130,3 +130,49 @@ TEST_CASE("vision rope: bad head widths, grids and outputs throw before writing"
   REQUIRE_THROWS_WITH(posenc::vision_rope_2d_positions(1, 2, 2, 1, out, 1), Contains("b = 1 must be in [0, batch = 1)"));
   for (auto v : pos) REQUIRE(v == -1);
 }
+
+TEMPLATE_TEST_CASE("vision rope: Pixtral's 2-D RoPE (parity-split frequencies, row-major patches) "
+                   "against PixtralRotaryEmbedding transcribed in long double",
+                   "[rope][vision][pixtral]", float, Eigen::bfloat16) {
+  // Two images of 3 x 5 and 4 x 2 patches packed in one sequence, 2 heads of 32, theta 10000.
+  // HF: freqs = theta^(-arange(0, dim, 2) / dim); inv_freq[h, w] = cat(h freqs[::2],
+  // w freqs[1::2]); position id h * max_width + w of a row-major meshgrid; cat(inv, inv) with
+  // rotate_half.
+  const long D = 32, H = 2, N = 3 * 5 + 4 * 2;
+  const auto plan = posenc::vision_rope_2d_pixtral(D);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * N), -7);
+  const posenc::TensorView<std::int64_t, 3> pview(pos.data(), 3, 1, N);
+  REQUIRE(posenc::vision_rope_2d_positions(1, 3, 5, 1, pview) == 15);
+  REQUIRE(posenc::vision_rope_2d_positions(1, 4, 2, 1, pview, 0, 15) == 8);
+  std::vector<std::array<long, 2>> ids;  // meshgrid(arange(h), arange(w), indexing="ij")
+  for (const auto [gh, gw] : {std::array<long, 2>{3, 5}, std::array<long, 2>{4, 2}})
+    for (long r = 0; r < gh; ++r)
+      for (long c = 0; c < gw; ++c) ids.push_back({r, c});
+  std::vector<long double> freqs;
+  for (long k = 0; k < D; k += 2) freqs.push_back(1.0L / std::pow(10000.0L, static_cast<long double>(k) / D));
+
+  const auto x0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(N * H * D), 33);
+  auto x = x0;
+  posenc::apply_mrope_inplace<TestType>(
+      posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, N, H, D)),
+      posenc::MRopePositionsView(pos.data(), 3, 1, N), plan.freqs, posenc::RopeLayout::kHalfSplit,
+      plan.sections);
+  const double tol = std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2;
+  for (long s = 0; s < N; ++s) {
+    std::vector<long double> inv;
+    for (std::size_t k = 0; k < freqs.size(); k += 2) inv.push_back(ids[static_cast<std::size_t>(s)][0] * freqs[k]);
+    for (std::size_t k = 1; k < freqs.size(); k += 2) inv.push_back(ids[static_cast<std::size_t>(s)][1] * freqs[k]);
+    for (long h = 0; h < H; ++h) {
+      const auto row = static_cast<std::size_t>((s * H + h) * D);
+      for (long i = 0; i < D; ++i) {
+        CAPTURE(s, h, i);
+        const long double angle = inv[static_cast<std::size_t>(i % (D / 2))];
+        const long double xi = posenc::detail::to_double(x0[row + static_cast<std::size_t>(i)]);
+        const long double rot = i < D / 2 ? -static_cast<long double>(posenc::detail::to_double(x0[row + static_cast<std::size_t>(i + D / 2)]))
+                                          : static_cast<long double>(posenc::detail::to_double(x0[row + static_cast<std::size_t>(i - D / 2)]));
+        REQUIRE_THAT(posenc::detail::to_double(x[row + static_cast<std::size_t>(i)]),
+                     Catch::Matchers::WithinAbs(static_cast<double>(xi * std::cos(angle) + rot * std::sin(angle)), tol));
+      }
+    }
+  }
+}

@@ -23,6 +23,12 @@
 /// Every frame of a video repeats its frame's positions (time is not rotated in the encoder).
 /// Qwen2.5-VL's window attention permutes the patches (window_index) before the blocks that
 /// form Q and K: permute these positions the same way.
+///
+/// Pixtral's vision encoder (Pixtral-12B, Mistral-Small-3.1; HF PixtralRotaryEmbedding) is the
+/// same M-RoPE geometry over a head_dim-wide RoPE's frequencies split by parity: with
+/// g_k = theta^(-2k / head_dim), k in [0, head_dim / 2), the h pairs take g_0, g_2, g_4, ..
+/// and the w pairs g_1, g_3, g_5, .. (freqs[::2], freqs[1::2]); patches in row-major order
+/// (vision_rope_2d_positions with spatial_merge_size 1). vision_rope_2d_pixtral() returns it.
 
 #include <cmath>
 #include <cstdint>
@@ -65,6 +71,22 @@ inline VisionRope2D vision_rope_2d(Eigen::Index head_dim, double theta = 10000.0
     plan.freqs.inv_freq[static_cast<std::size_t>(q + i)] = w;
   }
   plan.sections.section = {0, q, q};
+  return plan;
+}
+
+/// \brief Pixtral's 2-D vision RoPE plan (file comment): heads of head_dim (hidden_size //
+/// num_attention_heads of the vision config, 64 for Pixtral-12B) and rope_theta (10000).
+/// Throws std::invalid_argument as vision_rope_2d.
+inline VisionRope2D vision_rope_2d_pixtral(Eigen::Index head_dim, double theta = 10000.0) {
+  VisionRope2D plan = vision_rope_2d(head_dim, theta);
+  const Eigen::Index q = head_dim / 4;
+  for (Eigen::Index i = 0; i < q; ++i) {
+    const auto g = [&](Eigen::Index k) {
+      return std::pow(theta, -2.0 * static_cast<double>(k) / static_cast<double>(head_dim));
+    };
+    plan.freqs.inv_freq[static_cast<std::size_t>(i)] = g(2 * i);
+    plan.freqs.inv_freq[static_cast<std::size_t>(q + i)] = g(2 * i + 1);
+  }
   return plan;
 }
 
