@@ -71,10 +71,7 @@ struct MlaProblem {
   ConstTensorView<T, 4> vv() const { return {v.data(), s.batch, s.k_len, s.kv_heads, s.dv}; }
 };
 
-long double as_ld(float x) { return x; }
-long double as_ld(double x) { return x; }
-long double as_ld(Eigen::bfloat16 x) { return static_cast<float>(x); }
-long double as_ld(Eigen::half x) { return static_cast<float>(x); }
+using posenc::detail::to_double;  // exact for every storage type
 
 /// softmax(scale q.k - slope_h (pos_q - pos_k) | causal bottom-right, key_valid) v in long
 /// double; q [B, Lq, H, d], k [B, Lk, G, d], v [B, Lk, G, dv]; query i at Lk - Lq + i, key j
@@ -100,8 +97,9 @@ std::vector<long double> expected_attention(const MlaShape& s, const std::vector
               j <= a && (key_valid.empty() || key_valid[static_cast<std::size_t>(b * s.k_len + j)]);
           long double dot = 0.0L;
           for (Eigen::Index c = 0; c < s.d; ++c) {
-            dot += as_ld(q[static_cast<std::size_t>(((b * s.q_len + i) * s.heads + h) * s.d + c)]) *
-                   as_ld(k[static_cast<std::size_t>(((b * s.k_len + j) * s.kv_heads + g) * s.d + c)]);
+            dot += static_cast<long double>(
+                       to_double(q[static_cast<std::size_t>(((b * s.q_len + i) * s.heads + h) * s.d + c)])) *
+                   to_double(k[static_cast<std::size_t>(((b * s.k_len + j) * s.kv_heads + g) * s.d + c)]);
           }
           long double logit = scale * dot;
           if (!slopes.empty()) logit -= slopes[static_cast<std::size_t>(h)] * (a - j);
@@ -119,7 +117,7 @@ std::vector<long double> expected_attention(const MlaShape& s, const std::vector
         for (Eigen::Index j = 0; j < s.k_len; ++j) {
           const long double p = w[static_cast<std::size_t>(j)] / sum;
           for (Eigen::Index c = 0; c < s.dv; ++c) {
-            o[c] += p * as_ld(v[static_cast<std::size_t>(((b * s.k_len + j) * s.kv_heads + g) * s.dv + c)]);
+            o[c] += p * to_double(v[static_cast<std::size_t>(((b * s.k_len + j) * s.kv_heads + g) * s.dv + c)]);
           }
         }
       }
@@ -138,7 +136,7 @@ void require_close(const std::vector<T>& got, const std::vector<long double>& wa
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) rel_tol = 1.0 / 128;
   if constexpr (std::is_same_v<T, Eigen::half>) rel_tol = 1.0 / 1024;
   POSENC_REQUIRE_CLOSE(posenc_test::compare(
-      got.size(), [&](std::size_t i) { return static_cast<double>(as_ld(got[i])); },
+      got.size(), [&](std::size_t i) { return to_double(got[i]); },
       [&](std::size_t i) { return static_cast<double>(want[i]); }, abs_tol, rel_tol));
 }
 
@@ -155,7 +153,7 @@ void rotate_rope_part(std::vector<T>& x, Eigen::Index rows_per_position, Eigen::
       T* head = x.data() + (static_cast<Eigen::Index>(row) * rows_per_position + h) * d + nope;
       for (Eigen::Index j = 0; j < r / 2; ++j) {
         const long double angle = pos * std::pow(theta, -2.0L * j / r);
-        const long double a = as_ld(head[2 * j]), b = as_ld(head[2 * j + 1]);
+        const long double a = to_double(head[2 * j]), b = to_double(head[2 * j + 1]);
         head[2 * j] = T(static_cast<float>(a * std::cos(angle) - b * std::sin(angle)));
         head[2 * j + 1] = T(static_cast<float>(a * std::sin(angle) + b * std::cos(angle)));
       }

@@ -21,10 +21,7 @@ using posenc::TensorView;
 
 namespace {
 
-long double as_ld(float x) { return x; }
-long double as_ld(double x) { return x; }
-long double as_ld(Eigen::bfloat16 x) { return static_cast<float>(x); }
-long double as_ld(Eigen::half x) { return static_cast<float>(x); }
+using posenc::detail::to_double;  // exact for every storage type
 
 /// rows x rd cache of C: row p = a * cat(cos(p w_j), sin(p w_j)), w_j = 10000^(-2j/rd), each
 /// value rounded once to C from long double.
@@ -51,12 +48,12 @@ template <typename C, typename T>
 std::vector<long double> rotated(const T* x, Eigen::Index d, const C* row_c, const C* row_s,
                                  Eigen::Index rd, Eigen::Index off, RopeLayout layout) {
   std::vector<long double> y(static_cast<std::size_t>(d));
-  for (Eigen::Index i = 0; i < d; ++i) y[static_cast<std::size_t>(i)] = as_ld(x[i]);
+  for (Eigen::Index i = 0; i < d; ++i) y[static_cast<std::size_t>(i)] = to_double(x[i]);
   for (Eigen::Index j = 0; j < rd / 2; ++j) {
     const Eigen::Index i1 = layout == RopeLayout::kHalfSplit ? off + j : off + 2 * j;
     const Eigen::Index i2 = layout == RopeLayout::kHalfSplit ? off + j + rd / 2 : off + 2 * j + 1;
-    const long double c = as_ld(row_c[j]), s = as_ld(row_s[j]);
-    const long double a = as_ld(x[i1]), b = as_ld(x[i2]);
+    const long double c = to_double(row_c[j]), s = to_double(row_s[j]);
+    const long double a = to_double(x[i1]), b = to_double(x[i2]);
     y[static_cast<std::size_t>(i1)] = a * c - b * s;
     y[static_cast<std::size_t>(i2)] = b * c + a * s;
   }
@@ -138,7 +135,7 @@ TEST_CASE("rope cache types: bfloat16 activations with a bfloat16 cache (vLLM's 
       for (Eigen::Index i = 0; i < D; ++i) {
         // Rounded once from float: within half a bfloat16 ulp of the exact value (+ float error).
         const long double w = want[static_cast<std::size_t>(i)];
-        CHECK(std::abs(as_ld(y[static_cast<std::size_t>((s * H + h) * D + i)]) - w) <=
+        CHECK(std::abs(to_double(y[static_cast<std::size_t>((s * H + h) * D + i)]) - w) <=
               std::abs(w) * (1.0L / 256) + 1e-7L);
       }
     }
@@ -158,8 +155,8 @@ TEST_CASE("rope cache types: bfloat16 activations with a bfloat16 cache (vLLM's 
   for (Eigen::Index h = 0; h < H; ++h) {
     for (Eigen::Index j = 0; j < D / 2; ++j) {
       const std::int64_t p = mpos[static_cast<std::size_t>(j < 2 ? 0 : j < 5 ? 1 : 2)];
-      const long double c = as_ld(half_cache[static_cast<std::size_t>(p * D + j)]);
-      const long double s = as_ld(half_cache[static_cast<std::size_t>(p * D + D / 2 + j)]);
+      const long double c = to_double(half_cache[static_cast<std::size_t>(p * D + j)]);
+      const long double s = to_double(half_cache[static_cast<std::size_t>(p * D + D / 2 + j)]);
       const long double a = xf[static_cast<std::size_t>(h * D + j)];
       const long double b = xf[static_cast<std::size_t>(h * D + j + D / 2)];
       CHECK(std::abs(yf[static_cast<std::size_t>(h * D + j)] - static_cast<double>(a * c - b * s)) < 1e-6);
