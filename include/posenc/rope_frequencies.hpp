@@ -361,11 +361,12 @@ inline RopeFrequencies with_freq_factors(RopeFrequencies freqs,
   detail::require(factors.size() == freqs.inv_freq.size(), fn, "factors has ", factors.size(),
                   " entries; it must have one per rotated pair (rotary_dim / 2 = ",
                   freqs.inv_freq.size(), ")");
+  // freqs is the function's own copy: a throw half way leaves the caller's plan as it was.
   for (std::size_t j = 0; j < factors.size(); ++j) {
     detail::require(std::isfinite(factors[j]) && factors[j] > 0.0, fn, "factors[", j, "] = ",
                     factors[j], " must be finite and > 0");
+    freqs.inv_freq[j] /= factors[j];
   }
-  for (std::size_t j = 0; j < factors.size(); ++j) freqs.inv_freq[j] /= factors[j];
   return freqs;
 }
 
