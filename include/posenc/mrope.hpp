@@ -190,27 +190,28 @@ class MRopeAnglesFromCache {
         turn_.set(row, row + half, half, dir_);
         return;
       }
-      for (Eigen::Index j = 0; j < half; ++j) {
-        const float* row = cache + p[stream_[j]] * rd_;
-        c_[j] = row[j];
-        s_[j] = row[half + j];
-      }
+      gather(cache, p, c_, s_);
       turn_.set(c_, s_, half, dir_);
       return;
     }
-    with_cache_rows(cache_, [&](const auto* cache) {
-      for (Eigen::Index j = 0; j < half; ++j) {
-        const auto* row = cache + p[stream_[j]] * rd_;
-        wide_c_[j] = to_double(row[j]);
-        wide_s_[j] = to_double(row[half + j]);
-      }
-    });
+    with_cache_rows(cache_, [&](const auto* cache) { gather(cache, p, wide_c_, wide_s_); });
     turn_.set(wide_c_, wide_s_, half, dir_);
   }
   const C* cos() const noexcept { return turn_.cos; }
   const C* sin() const noexcept { return turn_.sin; }
 
  private:
+  /// Pair j's cos / sin from row p[stream(j)], as Out (float rows stay float, others widen).
+  template <typename Src, typename Out>
+  void gather(const Src* cache, const std::array<std::int64_t, 3>& p, Out* c, Out* s) const {
+    const Eigen::Index half = rd_ / 2;
+    for (Eigen::Index j = 0; j < half; ++j) {
+      const Src* row = cache + p[stream_[j]] * rd_;
+      c[j] = static_cast<Out>(to_double(row[j]));
+      s[j] = static_cast<Out>(to_double(row[half + j]));
+    }
+  }
+
   CosSinCacheView cache_;
   Eigen::Index rd_;
   RopeDirection dir_;
