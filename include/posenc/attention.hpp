@@ -69,13 +69,17 @@ namespace detail {
 /// A cache that keeps only the slots a window of cache_window sees (a rolling KvCache, a
 /// sliding-window PagedKvCache; cache_window 0: it keeps every slot) needs params.sliding_window
 /// in [1, cache_window]: 0 would mean full attention over slots it no longer holds.
+/// A chunked layer (params.attention_chunk_size = C) needs at most the C - 1 slots before a
+/// query while positions grow by at least one a slot, so C <= cache_window is enough too.
 inline void require_window_within(std::string_view fn, std::string_view cache,
                                   std::int64_t cache_window, const AttentionParams& params) {
-  require(cache_window == 0 ||
-              (params.sliding_window >= 1 && params.sliding_window <= cache_window),
-          fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ", cache_window,
-          "]: this ", cache, " keeps only the slots a window of ", cache_window,
-          " sees (0 would mean full attention)");
+  const auto within = [&](std::int64_t w) { return w >= 1 && w <= cache_window; };
+  require(cache_window == 0 || within(params.sliding_window) ||
+              within(params.attention_chunk_size),
+          fn, "params.sliding_window = ", params.sliding_window, " must be in [1, ",
+          cache_window, "] (or attention_chunk_size, now ", params.attention_chunk_size,
+          ", for a chunked layer): this ", cache, " keeps only the slots a window of ",
+          cache_window, " sees (0 would mean full attention)");
 }
 
 /// The fields of an AttentionProblem that come from params (p's shape already set).
@@ -92,6 +96,7 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   // A window of k_len + q_len keys or more hides nothing; clipping it keeps a +- window in range.
   p.window = static_cast<Eigen::Index>(
       std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(p.k_len + p.q_len)));
+  p.chunk = params.attention_chunk_size;
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();

@@ -29,7 +29,19 @@
 /// (W - 1, W - 1); implementations that use <= W instead see one key more. Like the causal mask
 /// it counts key slots (cache indices), not positions.
 ///
-/// Positions (int64, >= 0) matter only to positional schemes: ALiBi adds
+/// Chunked attention (AttentionParams::attention_chunk_size = C > 0; Llama-4's RoPE layers):
+/// on top of the other masks, query i sees key j only if floor(pos_q / C) == floor(pos_k / C),
+/// from the tokens' absolute positions (below). With C = 3, causal, positions 0..5:
+///
+///   q\k 0 1 2 3 4 5
+///    0   x . . . . .
+///    1   x x . . . .
+///    2   x x x . . .
+///    3   . . . x . .
+///    4   . . . x x .
+///    5   . . . x x x
+///
+/// Positions (int64, >= 0) matter to positional schemes and chunks: ALiBi adds
 /// -slope_h * (pos_q - pos_k) (causal) or -slope_h * |pos_q - pos_k| (bidirectional), always from
 /// the tokens' absolute positions, never from tensor columns — so it stays right at decode
 /// (one query at position t against cached keys) and under left padding.
@@ -82,6 +94,13 @@ struct AttentionParams {
   /// Sliding window W (keys per query, the query's own included); 0 = no window. Must be >= 0.
   /// Key tiles outside every query's window are skipped: the cost grows with W, not k_len.
   std::int64_t sliding_window = 0;
+  /// Chunked attention C (Llama-4's attention_chunk_size on its RoPE layers); 0 = none. Query
+  /// and key must also share a chunk of absolute positions: floor(pos_q / C) == floor(pos_k / C),
+  /// so the first query of each chunk sees only itself (causal). Positions, not slots: under
+  /// left padding the chunks start at the sequence's first token, as HF's chunked_overlay
+  /// (slot - left_padding) and vLLM's chunked local attention have them. Key tiles of other
+  /// chunks are skipped: the cost grows with C, not k_len. Must be >= 0.
+  std::int64_t attention_chunk_size = 0;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.
   int num_threads = 1;
@@ -182,6 +201,8 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
           "logit_softcap = ", params.logit_softcap, " must be finite and >= 0 (0 = none)");
   require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
           " must be >= 0 (0 = no window)");
+  require(params.attention_chunk_size >= 0, fn, "attention_chunk_size = ",
+          params.attention_chunk_size, " must be >= 0 (0 = no chunks)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
   if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
   if (!params.sink_logits.empty()) {

@@ -176,6 +176,7 @@ struct AttentionTileBuffers {
   Eigen::Index packed_keys = 0;
   attn_vector<Acc> m, l, alpha, q_rel, slope, first, limit;  // [slots][rows]
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
+  std::vector<std::int64_t> chunk;  // [slots][rows] floor(pos_q / chunk), -1: padding row
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
   /// in place and pass packs = false.
@@ -225,6 +226,7 @@ struct AttentionTileBuffers {
     for (auto* v : {&m, &l, &alpha, &q_rel, &slope, &first, &limit}) v->assign(ns * r, Acc(0));
     row_q.assign(ns * r, 0);
     row_h.assign(ns * r, 0);
+    chunk.assign(ns * r, -1);
   }
 };
 
@@ -251,6 +253,9 @@ struct AttentionProblem {
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
   Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
+  // Chunked attention (Llama-4 attention_chunk_size C): a query sees only keys whose absolute
+  // position lies in its own chunk floor(pos / C); 0 = none.
+  std::int64_t chunk = 0;
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
   const double* sinks = nullptr;           // [heads] sink logits (GPT-OSS), or null
@@ -271,6 +276,59 @@ struct AttentionProblem {
 
   Eigen::Index keys_of(Eigen::Index b) const {
     return seq_lens ? static_cast<Eigen::Index>(seq_lens[b]) : k_len;
+  }
+  /// Absolute positions: given, or query qi at keys_of(b) - q_len + qi and key j at j.
+  std::int64_t q_position(Eigen::Index b, Eigen::Index qi) const {
+    return q_pos ? q_pos[b * q_len + qi] : static_cast<std::int64_t>(keys_of(b) - q_len + qi);
+  }
+  std::int64_t k_position(Eigen::Index b, Eigen::Index j) const {
+    return k_pos ? k_pos[b * meta_batch_stride + j] : static_cast<std::int64_t>(j);
+  }
+  /// Chunks [lo, hi] of queries [qi0, qi0 + nq) of sequence b (chunked attention).
+  std::pair<std::int64_t, std::int64_t> query_chunks(Eigen::Index b, Eigen::Index qi0,
+                                                     Eigen::Index nq) const {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+    for (Eigen::Index qi = qi0; qi < qi0 + nq; ++qi) {
+      const std::int64_t c = q_position(b, qi) / chunk;
+      lo = std::min(lo, c);
+      hi = std::max(hi, c);
+    }
+    return {lo, hi};
+  }
+  /// True when key j's position lies in chunks [lo, hi].
+  bool key_in_chunks(Eigen::Index b, Eigen::Index j, std::int64_t lo, std::int64_t hi) const {
+    const std::int64_t pos = k_position(b, j);
+    return pos >= lo * chunk && pos / chunk <= hi;
+  }
+  /// Narrows keys [begin, end) to the smallest range holding every key of chunks [lo, hi]
+  /// (positions need not grow with the slot: explicit ones are scanned). Empty: begin >= end.
+  std::pair<Eigen::Index, Eigen::Index> chunk_keys(Eigen::Index b, std::int64_t lo,
+                                                   std::int64_t hi, Eigen::Index begin,
+                                                   Eigen::Index end) const {
+    if (!k_pos) {
+      const std::int64_t first = lo * chunk, last = (hi + 1) * chunk;  // <= 2^53 + chunk
+      return {std::max<Eigen::Index>(begin, static_cast<Eigen::Index>(std::min<std::int64_t>(first, end))),
+              std::min<Eigen::Index>(end, static_cast<Eigen::Index>(std::min<std::int64_t>(last, end)))};
+    }
+    Eigen::Index first = end, last = begin;
+    for (Eigen::Index j = begin; j < end; ++j) {
+      if (key_in_chunks(b, j, lo, hi)) {
+        first = std::min(first, j);
+        last = j + 1;
+      }
+    }
+    return {first, last};
+  }
+  /// Whether keys [j0, j0 + nk) and queries of chunks [lo, hi] mix chunks, i.e. the tile needs
+  /// the chunk mask (false without chunked attention).
+  bool chunk_cut(Eigen::Index b, Eigen::Index j0, Eigen::Index nk, std::int64_t lo,
+                 std::int64_t hi) const {
+    if (chunk == 0) return false;
+    if (lo != hi) return true;
+    for (Eigen::Index j = j0; j < j0 + nk; ++j) {
+      if (!key_in_chunks(b, j, lo, lo)) return true;
+    }
+    return false;
   }
   /// Row j (kv head 0) of sequence b in K, and in V.
   const TKV* k_row(Eigen::Index b, Eigen::Index j) const {
@@ -504,22 +562,28 @@ struct AttnLaneState {
   const Acc* slope;  // ALiBi slope, 0 when off or padding
   const Acc* first;  // first visible key index (sliding window)
   const Acc* limit;  // last visible key index (causal mask, sliding window)
+  const std::int64_t* chunk;  // floor(pos_q / chunk) (chunked attention), -1: padding lane
   Acc* m;            // running max
   Acc* l;            // running sum of exp
   Acc* alpha;        // out: exp(m_old - m_new) of this tile
 };
 
+/// Which masks cut one K tile: some key is padding, the tile crosses some lane's first or limit
+/// (range), or its keys and lanes mix chunks (chunked attention).
+struct AttnTileCuts {
+  bool padded = false, range = false, chunk = false;
+  bool any() const { return padded || range || chunk; }
+};
+
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
-/// P^T: the logit soft cap, ALiBi bias from absolute positions, key padding and the lanes'
-/// visible key ranges (-inf; only when range_cut, i.e. the tile crosses some lane's first or
-/// limit), then the online softmax update of m and l; alpha receives the factor the caller
-/// rescales O by.
+/// P^T: the logit soft cap, ALiBi bias from absolute positions, key padding, the lanes'
+/// visible key ranges and chunks (-inf; only where `cuts` says the tile needs them), then the
+/// online softmax update of m and l; alpha receives the factor the caller rescales O by.
 template <typename Acc, typename TQ, typename TKV, typename TO>
-inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
-                              const std::int64_t* kpos, const std::uint8_t* kmask,
+inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
                               std::int64_t base, Eigen::Index j0, Eigen::Index nk,
-                              bool range_cut, bool masked, Acc* st, Eigen::Index rs,
-                              Eigen::Index lanes, const AttnLaneState<Acc>& ls) {
+                              AttnTileCuts cuts, Acc* st, Eigen::Index rs, Eigen::Index lanes,
+                              const AttnLaneState<Acc>& ls) {
   namespace ei = Eigen::internal;
   using P = attn_packet_t<Acc>;
   constexpr Eigen::Index L = kAttnLanes<Acc>;
@@ -534,10 +598,11 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
       row = (row * inv_cap).tanh() * cap;
     }
   }
+  const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
+  const bool masked = cuts.any();
   if (p.alibi) {
     for (Eigen::Index j = 0; j < nk; ++j) {
-      const std::int64_t kp = kpos ? kpos[j0 + j] : static_cast<std::int64_t>(j0 + j);
-      const P kr = ei::pset1<P>(static_cast<Acc>(kp - base));
+      const P kr = ei::pset1<P>(static_cast<Acc>(p.k_position(b, j0 + j) - base));
       Acc* srow = st + j * rs;
       for (Eigen::Index i = 0; i < lanes; i += L) {
         const P diff = ei::psub(kr, ei::ploadu<P>(ls.q_rel + i));  // pos_k - pos_q
@@ -552,12 +617,21 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p,
       Acc* srow = st + j * rs;
       if (kmask && kmask[j0 + j] == 0) {
         for (Eigen::Index i = 0; i < lanes; i += L) ei::pstoreu(srow + i, neg_inf);
-      } else if (range_cut) {
+        continue;
+      }
+      if (cuts.range) {
         const P jj = ei::pset1<P>(static_cast<Acc>(j0 + j));
         for (Eigen::Index i = 0; i < lanes; i += L) {
           const P visible = ei::pand(ei::pcmp_le(jj, ei::ploadu<P>(ls.limit + i)),
                                      ei::pcmp_le(ei::ploadu<P>(ls.first + i), jj));
           ei::pstoreu(srow + i, ei::pselect(visible, ei::ploadu<P>(srow + i), neg_inf));
+        }
+      }
+      if (cuts.chunk) {
+        // Chunk indices compared as integers: positions up to 2^53 are not exact in Acc.
+        const std::int64_t kc = p.k_position(b, j0 + j) / p.chunk;
+        for (Eigen::Index i = 0; i < lanes; ++i) {
+          if (ls.chunk[i] >= 0 && ls.chunk[i] != kc) srow[i] = -std::numeric_limits<Acc>::infinity();
         }
       }
     }
@@ -686,11 +760,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   const Eigen::Index vec_rows = (nrows + L - 1) / L * L;
   const Eigen::Index k_len = p.keys_of(b);
   const Eigen::Index offset = k_len - p.q_len;  // bottom-right alignment
-  const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
   const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
-  auto q_position = [&](Eigen::Index qi) -> std::int64_t {
-    return p.q_pos ? p.q_pos[b * p.q_len + qi] : static_cast<std::int64_t>(offset + qi);
-  };
+  auto q_position = [&](Eigen::Index qi) { return p.q_position(b, qi); };
   // ALiBi differences are formed relative to the tile's first query position so they stay
   // exact in Acc (|pos_q - pos_k| < 2^24 for float).
   const std::int64_t base = q_position(qi0);
@@ -725,6 +796,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       const auto [first, last] = p.visible_keys(b, qi);
       ws.first[at(r)] = real ? static_cast<Acc>(first) : Acc(0);
       ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
+      ws.chunk[at(r)] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
       // A sink starts the row's online softmax as an entry of logit sink_h and no value.
       const bool sink = real && p.sinks;
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
@@ -742,11 +814,19 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
   // ranges move forward row by row. Tiles stay on multiples of key_tile (the resident slots).
   const auto [row0_first, first_limit] = p.visible_keys(b, qi0);  // <= first_limit: every row
   const auto [last_first, last_limit] = p.visible_keys(b, qi0 + nq - 1);  // >= last_first: too
-  const Eigen::Index j_begin = row0_first / key_tile * key_tile;
+  Eigen::Index j_begin = row0_first / key_tile * key_tile;
   // Row r's window starts at window_low + r / group: unclipped, so that it never overshoots.
   const Eigen::Index window_low = p.window > 0 ? offset + qi0 - p.window + 1 : -(k_len + nq);
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
+  // Chunked attention: only the keys of the rows' chunks (cost grows with the chunk, not k_len).
+  std::pair<std::int64_t, std::int64_t> chunks{0, 0};
+  if (p.chunk > 0) {
+    chunks = p.query_chunks(b, qi0, nq);
+    const auto [lo, hi] = p.chunk_keys(b, chunks.first, chunks.second, j_begin, j_end);
+    j_begin = std::max(j_begin, lo / key_tile * key_tile);
+    j_end = std::min(j_end, hi);
+  }
 
   const Eigen::Index kstride = ns == 1 ? d : ns * d + kAttnRowPad;
   const Eigen::Index vstride = ns == 1 ? dv : ns * dv + kAttnRowPad;
@@ -787,8 +867,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
     const bool upper_cut = j0 + nk - 1 > first_limit;
-    const bool range_cut = upper_cut || j0 < last_first;
-    const bool masked = padded || range_cut;
+    const AttnTileCuts cuts{padded, upper_cut || j0 < last_first,
+                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second)};
     // K and V are packed (and converted), one contiguous run of ns * d elements per key row:
     // the micro-kernels pass over the tile once per row / column block, and unpacked rows
     // kv_heads * d apart would all share L1 sets.
@@ -816,10 +896,11 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     for (Eigen::Index s = 0; s < ns; ++s) {
       attn_qk<Acc>(ws.qt.data() + s * d * rs, rs, vec_rows, kt + s * d, kstride, d, keys, st);
       Acc* alpha = ws.alpha.data() + s * rs;
-      attn_softmax_tile(p, kpos, kmask, base, j0, nk, range_cut, masked, st, rs, vec_rows,
+      attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_rows,
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
-                         ws.first.data() + s * rs, ws.limit.data() + s * rs, ws.m.data() + s * rs,
-                         ws.l.data() + s * rs, alpha});
+                         ws.first.data() + s * rs, ws.limit.data() + s * rs,
+                         ws.chunk.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
+                         alpha});
       attn_pv<Acc>(st, rs, nrows, alpha, vt + s * dv, vstride, keys,
                    ws.o.data() + s * rs * dv, dv);
     }
@@ -1061,12 +1142,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index dv = kValuesLikeKeys ? d : p.dv;
   const Eigen::Index lanes = ns * R, vec_lanes = (lanes + L - 1) / L * L;
   const Eigen::Index k_len = p.keys_of(b);
-  const Eigen::Index offset = k_len - p.q_len;  // bottom-right alignment
-  const std::int64_t* kpos = p.k_pos ? p.k_pos + b * p.meta_batch_stride : nullptr;
   const std::uint8_t* kmask = p.key_mask ? p.key_mask + b * p.meta_batch_stride : nullptr;
-  auto q_position = [&](Eigen::Index qi) -> std::int64_t {
-    return p.q_pos ? p.q_pos[b * p.q_len + qi] : static_cast<std::int64_t>(offset + qi);
-  };
+  auto q_position = [&](Eigen::Index qi) { return p.q_position(b, qi); };
   const std::int64_t base = q_position(0);  // ALiBi differences stay exact relative to it
   Acc* qr = ws.qr.data();  // [lanes][d]
   Acc* o = ws.o.data();    // [lanes][dv]
@@ -1083,6 +1160,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const auto [first, last] = p.visible_keys(b, qi);
     ws.first[at] = real ? static_cast<Acc>(first) : Acc(0);
     ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
+    ws.chunk[at] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
     const bool sink = real && p.sinks;  // as in the prefill item
     ws.m[at] = sink ? static_cast<Acc>(p.sinks[h]) : -std::numeric_limits<Acc>::infinity();
     ws.l[at] = sink ? Acc(1) : Acc(0);
@@ -1096,10 +1174,15 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
 
   // Keys some query can see: from the first query's first to the last one's last.
-  const auto [j_begin, first_limit] = p.visible_keys(b, 0);          // keys <= first_limit: all
+  auto [j_begin, first_limit] = p.visible_keys(b, 0);                // keys <= first_limit: all
   const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
+  std::pair<std::int64_t, std::int64_t> chunks{0, 0};  // as in the prefill item
+  if (p.chunk > 0) {
+    chunks = p.query_chunks(b, 0, p.q_len);
+    std::tie(j_begin, j_end) = p.chunk_keys(b, chunks.first, chunks.second, j_begin, j_end);
+  }
   // K rows are kv_heads * d elements, V rows v_row_elems with heads vh apart; the item reads
   // ns slices of each (d / dv elements).
   const Eigen::Index k_row = p.kv_heads * d;
@@ -1154,7 +1237,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     if (kmask) {
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
-    const bool range_cut = j0 + nk - 1 > first_limit || j0 < last_first;
+    const AttnTileCuts cuts{padded, j0 + nk - 1 > first_limit || j0 < last_first,
+                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second)};
     // S^T: KJ key rows at a time, each walked once from its first kv head to its last
     // (stream_rows: one at a time).
     Eigen::Index j = 0;
@@ -1191,9 +1275,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       }
     }
     const Acc* alpha = ws.alpha.data();
-    attn_softmax_tile(p, kpos, kmask, base, j0, nk, range_cut, padded || range_cut, st, rs,
-                      vec_lanes, {ws.q_rel.data(), ws.slope.data(), ws.first.data(),
-                                  ws.limit.data(), ws.m.data(), ws.l.data(), ws.alpha.data()});
+    attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_lanes,
+                      {ws.q_rel.data(), ws.slope.data(), ws.first.data(), ws.limit.data(),
+                       ws.chunk.data(), ws.m.data(), ws.l.data(), ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {

@@ -86,6 +86,9 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
             const Eigen::Index ahead = i + offset - j;  // a - j
             visible = visible && ahead < params.sliding_window && -ahead < params.sliding_window;
           }
+          if (params.attention_chunk_size > 0) {
+            visible = visible && pq / params.attention_chunk_size == pk / params.attention_chunk_size;
+          }
           if (metadata.key_lengths && j >= (*metadata.key_lengths)(b)) visible = false;
           if (metadata.key_mask && (*metadata.key_mask)(b, j) == 0) visible = false;
           if (!params.alibi_slopes.empty()) {
