@@ -8,6 +8,7 @@
 #include "posenc/attention_mla.hpp"
 #include "posenc/attention_paged.hpp"
 #include "posenc/attention_rope.hpp"
+#include "posenc/attention_temperature.hpp"
 #include "posenc/attention_types.hpp"
 #include "posenc/attention_varlen.hpp"
 #include "posenc/diagnostics.hpp"

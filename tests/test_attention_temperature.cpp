@@ -1,0 +1,104 @@
+// Llama-4's attention temperature tuning on NoPE layers: q * (1 + attn_scale ln(1 +
+// floor((pos + 1) / floor_scale))). Expected values are that closed form in long double, and
+// the step positions worked out by hand (8191 = 8192 - 1 is the first position whose
+// (pos + 1) / 8192 reaches 1).
+
+#include <catch2/catch.hpp>
+
+#include <posenc/attention_temperature.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::AttentionTemperature;
+using posenc::PositionIdsView;
+using posenc::TensorView;
+
+namespace {
+
+long double closed_form(std::int64_t pos, long double floor_scale = 8192.0L,
+                        long double attn_scale = 0.1L) {
+  return 1.0L + attn_scale * std::log(1.0L + std::floor((static_cast<long double>(pos) + 1.0L) / floor_scale));
+}
+
+}  // namespace
+
+TEST_CASE("attention temperature: the steps of Llama-4's factor", "[attention][temperature]") {
+  using posenc::attention_temperature;
+  REQUIRE(attention_temperature(0) == 1.0);
+  REQUIRE(attention_temperature(8190) == 1.0);
+  // From 8191 on: 1 + 0.1 ln 2; from 16383 on: 1 + 0.1 ln 3.
+  const long double ln2 = std::log(2.0L), ln3 = std::log(3.0L);
+  REQUIRE(std::abs(attention_temperature(8191) - static_cast<double>(1.0L + 0.1L * ln2)) < 1e-15);
+  REQUIRE(std::abs(attention_temperature(16382) - static_cast<double>(1.0L + 0.1L * ln2)) < 1e-15);
+  REQUIRE(std::abs(attention_temperature(16383) - static_cast<double>(1.0L + 0.1L * ln3)) < 1e-15);
+  // A 10M-token context (Scout's advertised length): floor(10^7 / 8192) = 1220.
+  REQUIRE(std::abs(attention_temperature(9'999'999) -
+                   static_cast<double>(1.0L + 0.1L * std::log(1221.0L))) < 1e-15);
+  for (const std::int64_t pos : {std::int64_t{1}, std::int64_t{4095}, std::int64_t{131071},
+                                 std::int64_t{1} << 40, std::int64_t{1} << 53}) {
+    CAPTURE(pos);
+    REQUIRE(std::abs(attention_temperature(pos) - static_cast<double>(closed_form(pos))) < 1e-14);
+  }
+  const AttentionTemperature other{100.0, 0.25};
+  REQUIRE(std::abs(attention_temperature(1234, other) -
+                   static_cast<double>(closed_form(1234, 100.0L, 0.25L))) < 1e-15);
+}
+
+TEMPLATE_TEST_CASE("attention temperature: queries scaled per position in place",
+                   "[attention][temperature]", float, double, Eigen::half, Eigen::bfloat16) {
+  using T = TestType;
+  constexpr Eigen::Index batch = 2, seq = 5, heads = 3, d = 8;
+  const auto before = posenc_test::random_vector<T>(static_cast<std::size_t>(batch * seq * heads * d), 5);
+  auto q = before;
+  // Sequence 0 crosses the first step; sequence 1 sits in the millions (left padding would
+  // give it small repeated positions instead: any positions work).
+  const std::vector<std::int64_t> pos{8188, 8189, 8190, 8191, 8192, 0, 0, 1'000'000, 16383, 5'000'000};
+  posenc::apply_attention_temperature_inplace<T>(TensorView<T, 4>(q.data(), batch, seq, heads, d),
+                                                 PositionIdsView(pos.data(), batch, seq));
+  double tol = 2.0 * std::numeric_limits<float>::epsilon();
+  if constexpr (std::is_same_v<T, double>) tol = 1e-15;
+  if constexpr (std::is_same_v<T, Eigen::half>) tol = 1.0 / 1024;
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) tol = 1.0 / 128;
+  for (Eigen::Index r = 0; r < batch * seq; ++r) {
+    const long double t = closed_form(pos[static_cast<std::size_t>(r)]);
+    for (Eigen::Index i = 0; i < heads * d; ++i) {
+      const auto at = static_cast<std::size_t>(r * heads * d + i);
+      const long double want = static_cast<long double>(posenc::detail::to_double(before[at])) * t;
+      const double got = posenc::detail::to_double(q[at]);
+      CAPTURE(r, i, got, static_cast<double>(want));
+      REQUIRE(std::abs(got - static_cast<double>(want)) <= tol * std::abs(static_cast<double>(want)));
+      // Below the first step (and at positions 0) the query is left exactly as it was.
+      if (t == 1.0L) REQUIRE(got == posenc::detail::to_double(before[at]));
+    }
+  }
+}
+
+TEST_CASE("attention temperature: bad input is rejected before anything is written",
+          "[attention][temperature][errors]") {
+  std::vector<float> q(2 * 3 * 1 * 4, 1.5f);
+  const std::vector<std::int64_t> pos{1, 2, 9000, 3, -4, 20000};
+  const TensorView<float, 4> view(q.data(), 2, 3, 1, 4);
+  REQUIRE_THROWS_WITH(posenc::apply_attention_temperature_inplace<float>(
+                          view, PositionIdsView(pos.data(), 2, 3)),
+                      Contains("positions[1, 1] = -4 must be in [0, 2^53]"));
+  REQUIRE_THROWS_WITH(posenc::apply_attention_temperature_inplace<float>(
+                          view, PositionIdsView(pos.data(), 3, 2)),
+                      Contains("positions shape [3, 2] must be [batch, seq] = [2, 3]"));
+  const std::vector<std::int64_t> good{1, 2, 9000, 3, 4, 20000};
+  REQUIRE_THROWS_WITH(posenc::apply_attention_temperature_inplace<float>(
+                          view, PositionIdsView(good.data(), 2, 3), AttentionTemperature{0.0, 0.1}),
+                      Contains("floor_scale = 0 must be finite and > 0"));
+  REQUIRE_THROWS_WITH(posenc::apply_attention_temperature_inplace<float>(
+                          view, PositionIdsView(good.data(), 2, 3),
+                          AttentionTemperature{8192.0, std::numeric_limits<double>::quiet_NaN()}),
+                      Contains("attn_scale = nan must be finite"));
+  REQUIRE(std::all_of(q.begin(), q.end(), [](float e) { return e == 1.5f; }));
+  REQUIRE_THROWS_AS(posenc::attention_temperature(-1), std::invalid_argument);
+}
