@@ -832,3 +832,90 @@ TEST_CASE("hf_config: bad input throws invalid_argument naming the key and the f
                         Contains("no-such-model.json") && Contains("cannot open"));
   }
 }
+
+TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and temperature tuning",
+          "[hf_config][llama4]") {
+  // The text_config keys of meta-llama/Llama-4-Scout-17B-16E that concern positions, inside the
+  // multimodal wrapper. no_rope_layers is [] there: Llama4TextConfig fills it from
+  // no_rope_layer_interval (default 4), so layers 3, 7, ..., 47 (0-based) are NoPE.
+  const auto c = posenc::parse_hf_config(R"({
+      "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
+      "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
+                        "num_attention_heads": 16},
+      "text_config": {
+        "model_type": "llama4_text", "hidden_size": 5120, "head_dim": 128,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
+        "max_position_embeddings": 10485760, "rope_theta": 500000.0,
+        "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "attention_chunk_size": 8192, "no_rope_layers": [], "attn_temperature_tuning": 4,
+        "floor_scale": 8192, "attn_scale": 0.1, "use_qk_norm": true}})", "scout.json");
+  REQUIRE(c.model_type == "llama4_text");
+  // HF's Llama4 apply_rotary_emb multiplies view_as_complex pairs (2j, 2j + 1).
+  REQUIRE(c.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE(c.layout_reason.find("llama4_text") != std::string::npos);
+  REQUIRE(c.rope.scaling.type == posenc::RopeScalingType::kLlama3);
+  REQUIRE(c.rope.scaling.factor == 16.0);
+  REQUIRE(c.num_key_value_heads == 8);
+  REQUIRE(c.layer_uses_rope.size() == 48);
+  REQUIRE(c.layer_types.size() == 48);
+  for (std::size_t i = 0; i < 48; ++i) {
+    CAPTURE(i);
+    const bool nope = i % 4 == 3;
+    REQUIRE(c.layer_uses_rope[i] == !nope);
+    REQUIRE(c.layer_types[i] == (nope ? "full_attention" : "chunked_attention"));
+  }
+  REQUIRE(has_note(c, "every 4th layer applies no RoPE"));
+  REQUIRE(c.attention_chunk_size == 8192);
+  REQUIRE(c.attention_temperature);
+  REQUIRE(c.attention_temperature->floor_scale == 8192.0);
+  REQUIRE(c.attention_temperature->attn_scale == 0.1);
+
+  // Without the keys: transformers' defaults (chunks of 8192, tuning on) and the interval.
+  const auto bare = posenc::parse_hf_config(
+      R"({"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2,
+          "num_hidden_layers": 6, "no_rope_layer_interval": 3})");
+  REQUIRE(bare.layer_uses_rope == std::vector<bool>{true, true, false, true, true, false});
+  REQUIRE(bare.attention_chunk_size == 8192);
+  REQUIRE(has_note(bare, "attention_chunk_size absent"));
+  REQUIRE(bare.attention_temperature);
+  REQUIRE(bare.attention_temperature->attn_scale == 0.1);
+  // An explicit list wins; tuning off gives no temperature.
+  const auto listed = posenc::parse_hf_config(
+      R"({"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2,
+          "num_hidden_layers": 3, "no_rope_layers": [0, 1, 1], "attn_temperature_tuning": false,
+          "attention_chunk_size": 16})");
+  REQUIRE(listed.layer_uses_rope == std::vector<bool>{false, true, true});
+  REQUIRE(listed.layer_types ==
+          std::vector<std::string>{"full_attention", "chunked_attention", "chunked_attention"});
+  REQUIRE(!listed.attention_temperature);
+  REQUIRE(listed.attention_chunk_size == 16);
+  // SmolLM3 fills an absent list the same way; other families keep "every layer".
+  const auto smol = posenc::parse_hf_config(
+      R"({"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 2,
+          "num_hidden_layers": 8})");
+  REQUIRE(smol.layer_uses_rope ==
+          std::vector<bool>{true, true, true, false, true, true, true, false});
+  REQUIRE(smol.layer_types.empty());
+  REQUIRE(!smol.attention_temperature);
+  REQUIRE(smol.rope.layout == RopeLayout::kHalfSplit);
+  const auto llama = posenc::parse_hf_config(
+      R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2,
+          "num_hidden_layers": 8})");
+  REQUIRE(llama.layer_uses_rope.empty());
+  REQUIRE(llama.attention_chunk_size == 0);
+
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+                      "num_attention_heads": 2, "num_hidden_layers": 4,
+                      "no_rope_layer_interval": 0})", "l4.json"),
+                      Contains("l4.json: key \"no_rope_layer_interval\" = 0 must be in [1, "));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+                      "num_attention_heads": 2, "attention_chunk_size": -8})"),
+                      Contains("\"attention_chunk_size\" = -8 must be in [0, 2^53]"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+                      "num_attention_heads": 2, "floor_scale": 0})"),
+                      Contains("\"floor_scale\" = 0 must be > 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+                      "num_attention_heads": 2, "attn_temperature_tuning": "yes"})"),
+                      Contains("attn_temperature_tuning\" must be a bool or a number"));
+}

@@ -37,12 +37,20 @@
 ///              position_embedding_type = "alibi" (JAIS), model_type "bloom".
 ///   layout     caller's override, else the config key rope_interleave (DeepSeek-V3), else the
 ///              model family table below, else half-split (HF rotate_half).
+///   Llama-4    attention_chunk_size (its chunked_attention layers: AttentionParams::
+///              attention_chunk_size), no_rope_layers (empty or absent: every
+///              no_rope_layer_interval-th layer is NoPE, default 4, as Llama4TextConfig and
+///              SmolLM3Config fill it), layer_types by default chunked_attention on RoPE layers
+///              and full_attention on NoPE ones, attn_temperature_tuning / floor_scale /
+///              attn_scale (HfModelConfig::attention_temperature, for the NoPE layers' queries).
 ///
 /// Pair layout by family, for weights as stored in HF checkpoints (posenc::RopeLayout):
 ///
 ///   interleaved (2j, 2j+1)  gptj, codegen (rotate_every_two); cohere, cohere2 (repeat_interleave
 ///                           cos/sin); glm, glm4, chatglm (interleaved on the rotated half);
-///                           deepseek_v2, deepseek_v3 (view_as_complex / rope_interleave = true)
+///                           deepseek_v2, deepseek_v3 (view_as_complex / rope_interleave = true);
+///                           llama4, llama4_text (view_as_complex: HF keeps Meta's pair order;
+///                           vLLM and SGLang permute q_proj / k_proj at load and rotate NeoX-style)
 ///   half-split (j, j + r/2) everything else: llama, mistral, qwen2/3, phi, phi3, gemma*,
 ///                           gpt_neox, falcon, stablelm, starcoder2, olmo, ... (HF rotate_half)
 ///
@@ -71,6 +79,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/alibi.hpp"
+#include "posenc/attention_temperature.hpp"
 #include "posenc/attention_types.hpp"
 #include "posenc/error.hpp"
 #include "posenc/mrope.hpp"
@@ -170,6 +179,13 @@ struct HfModelConfig {
   std::int64_t max_window_layers = -1;
   /// Gemma-2's attn_logit_softcapping (0 = none): AttentionParams::logit_softcap.
   double attn_logit_softcapping = 0.0;
+  /// Llama-4's attention_chunk_size (0 = none): AttentionParams::attention_chunk_size on the
+  /// layers whose layer_types entry is "chunked_attention".
+  std::int64_t attention_chunk_size = 0;
+  /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale):
+  /// apply_attention_temperature_inplace on the queries of the NoPE layers
+  /// (layer_uses_rope[i] == false). Empty when the model does not tune.
+  std::optional<AttentionTemperature> attention_temperature;
 
   /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
   std::vector<double> alibi_slopes;
@@ -305,7 +321,8 @@ inline std::string hf_lower_alnum(std::string_view s) {
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
   static constexpr std::string_view kInterleaved[] = {
-      "gptj", "codegen", "cohere2", "cohere", "glm4", "glm", "chatglm", "deepseekv2", "deepseekv3"};
+      "gptj",       "codegen",    "cohere2", "cohere", "glm4",       "glm",
+      "chatglm",    "deepseekv2", "deepseekv3", "llama4text", "llama4"};
   const std::string n = hf_lower_alnum(name);
   for (std::string_view fam : kInterleaved) {
     if (n == fam) return true;
@@ -818,6 +835,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.sliding_window = *sw;
     }
   }
+  if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
+    if (*ch < 0 || *ch > detail::kHfMaxPosition) {
+      r.fail(path("attention_chunk_size"), "= ", *ch, " must be in [0, 2^53]");
+    }
+    out.attention_chunk_size = *ch;
+  }
   if (auto mw = r.integer(c, "max_window_layers", path("max_window_layers"))) {
     if (*mw < 0 || *mw > detail::kHfMaxLayers) {
       r.fail(path("max_window_layers"), "= ", *mw, " must be in [0, ", detail::kHfMaxLayers, "]");
@@ -1051,8 +1074,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                           "th layer full attention)");
     }
   }
-  if (const json* nr = HfConfigReader::find(c, "no_rope_layers")) {
-    if (!nr->is_array()) r.fail(path("no_rope_layers"), "must be a list of 0/1");
+  const std::string family = detail::hf_lower_alnum(out.model_type);
+  const bool llama4 = family == "llama4" || family == "llama4text";
+  const json* nr = HfConfigReader::find(c, "no_rope_layers");
+  if (nr && !nr->is_array()) r.fail(path("no_rope_layers"), "must be a list of 0/1");
+  const auto interval = r.integer(c, "no_rope_layer_interval", path("no_rope_layer_interval"));
+  if (nr && !nr->empty()) {
     if (static_cast<std::int64_t>(nr->size()) > detail::kHfMaxLayers) {
       r.fail(path("no_rope_layers"), "has ", nr->size(), " entries, more than ",
              detail::kHfMaxLayers);
@@ -1070,12 +1097,70 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.notes.push_back("no_rope_layers: " + std::to_string(nope) + " of " +
                         std::to_string(nr->size()) +
                         " layers apply no RoPE (NoPE; 1 = RoPE, as Llama-4 / SmolLM3 read it)");
-  } else if (detail::hf_lower_alnum(out.model_type) == "cohere2" && !out.layer_types.empty()) {
+  } else if (family == "cohere2" && !out.layer_types.empty()) {
     // HF Cohere2Attention applies RoPE only when the layer has a sliding window.
     for (const auto& t : out.layer_types) out.layer_uses_rope.push_back(t != "full_attention");
     out.notes.push_back("cohere2: full_attention layers apply no RoPE (NoPE)");
+  } else if (llama4 || family == "smollm3" || interval) {
+    // Llama4TextConfig / SmolLM3Config: no_rope_layers absent or [] (Llama-4 Scout ships [])
+    // means every no_rope_layer_interval-th layer is NoPE: uses_rope = (i + 1) % n != 0.
+    const std::int64_t every = interval.value_or(4);
+    if (every < 1 || every > detail::kHfMaxLayers) {
+      r.fail(path("no_rope_layer_interval"), "= ", every, " must be in [1, ",
+             detail::kHfMaxLayers, "]");
+    }
+    if (out.num_hidden_layers > 0) {
+      for (Eigen::Index i = 0; i < out.num_hidden_layers; ++i) {
+        out.layer_uses_rope.push_back((i + 1) % every != 0);
+      }
+      out.notes.push_back("no_rope_layers " + std::string(nr ? "[]" : "absent") +
+                          ": every " + std::to_string(every) +
+                          "th layer applies no RoPE (no_rope_layer_interval, as transformers "
+                          "fills it)");
+    } else {
+      out.notes.push_back("no_rope_layer_interval = " + std::to_string(every) +
+                          " not applied: num_hidden_layers is absent");
+    }
   }
-  if (detail::hf_lower_alnum(out.model_type) == "llama" && !options.layout) {
+  if (llama4) {
+    // Llama4TextConfig: layer_types default to chunked attention on the RoPE layers, full
+    // attention on the NoPE ones; attention_chunk_size defaults to 8192.
+    if (out.layer_types.empty() && !out.layer_uses_rope.empty()) {
+      for (const bool rope : out.layer_uses_rope) {
+        out.layer_types.push_back(rope ? "chunked_attention" : "full_attention");
+      }
+      out.notes.push_back("llama4: layer_types chunked_attention on RoPE layers, "
+                          "full_attention on NoPE layers (transformers' default)");
+    }
+    if (out.attention_chunk_size == 0 && !HfConfigReader::find(c, "attention_chunk_size")) {
+      out.attention_chunk_size = 8192;
+      out.notes.push_back("llama4: attention_chunk_size absent, transformers' default 8192");
+    }
+  }
+  // Llama-4's attention temperature tuning (on by default in Llama4TextConfig; configs write
+  // true or a number, read as a flag as transformers does).
+  bool tuning = llama4;
+  if (const json* at = HfConfigReader::find(c, "attn_temperature_tuning")) {
+    if (at->is_boolean()) {
+      tuning = at->get<bool>();
+    } else if (at->is_number()) {
+      tuning = at->get<double>() != 0.0;
+    } else {
+      r.fail(path("attn_temperature_tuning"), "must be a bool or a number, got ", at->type_name());
+    }
+  }
+  if (tuning) {
+    AttentionTemperature t;
+    if (auto fs = r.number(c, "floor_scale", path("floor_scale"))) t.floor_scale = *fs;
+    if (auto as = r.number(c, "attn_scale", path("attn_scale"))) t.attn_scale = *as;
+    if (!(t.floor_scale > 0.0)) r.fail(path("floor_scale"), "= ", t.floor_scale, " must be > 0");
+    out.attention_temperature = t;
+    std::ostringstream note;
+    note << "attention temperature tuning on the NoPE layers' queries: floor_scale "
+         << t.floor_scale << ", attn_scale " << t.attn_scale;
+    out.notes.push_back(note.str());
+  }
+  if (family == "llama" && !options.layout) {
     out.notes.push_back("llama: half-split matches HF checkpoints (Q/K permuted at conversion); "
                         "Meta's original or GGUF weights need layout interleaved");
   }

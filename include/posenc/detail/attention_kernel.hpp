@@ -1174,9 +1174,9 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
 
   // Keys some query can see: from the first query's first to the last one's last.
-  auto [j_begin, first_limit] = p.visible_keys(b, 0);                // keys <= first_limit: all
+  const auto [row0_first, first_limit] = p.visible_keys(b, 0);         // keys <= first_limit: all
   const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
-  Eigen::Index j_end = last_limit + 1;
+  Eigen::Index j_begin = row0_first, j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   std::pair<std::int64_t, std::int64_t> chunks{0, 0};  // as in the prefill item
   if (p.chunk > 0) {
