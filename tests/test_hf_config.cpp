@@ -841,7 +841,8 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   const auto c = posenc::parse_hf_config(R"({
       "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
       "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
-                        "num_attention_heads": 16},
+                        "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+                        "rope_theta": 10000},
       "text_config": {
         "model_type": "llama4_text", "hidden_size": 5120, "head_dim": 128,
         "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
@@ -870,6 +871,12 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(c.attention_temperature);
   REQUIRE(c.attention_temperature->floor_scale == 8192.0);
   REQUIRE(c.attention_temperature->attn_scale == 0.1);
+  // The vision tower: 1408 / 16 = 88-wide heads, 336 / 14 = 24 patches a side.
+  REQUIRE(c.vision_rope);
+  REQUIRE(c.vision_rope->llama4);
+  REQUIRE(c.vision_rope->head_dim == 88);
+  REQUIRE(c.vision_rope->grid_side == 24);
+  REQUIRE(c.vision_rope->theta == 10000.0);
 
   // Without the keys: transformers' defaults (chunks of 8192, tuning on) and the interval.
   const auto bare = posenc::parse_hf_config(
@@ -905,6 +912,11 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(llama.layer_uses_rope.empty());
   REQUIRE(llama.attention_chunk_size == 0);
 
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4",
+                      "text_config": {"model_type": "llama4_text", "hidden_size": 64,
+                                      "num_attention_heads": 2},
+                      "vision_config": {"hidden_size": 64, "num_attention_heads": 0}})"),
+                      Contains("\"vision_config.num_attention_heads\" = 0 must be in [1, "));
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
                       "num_attention_heads": 2, "num_hidden_layers": 4,
                       "no_rope_layer_interval": 0})", "l4.json"),

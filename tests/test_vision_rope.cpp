@@ -176,3 +176,64 @@ TEMPLATE_TEST_CASE("vision rope: Pixtral's 2-D RoPE (parity-split frequencies, r
     }
   }
 }
+
+TEMPLATE_TEST_CASE("vision rope: Llama-4's 2-D RoPE (interleaved pairs, 1-based column then row, "
+                   "class token unturned) against Llama4VisionRotaryEmbedding in long double",
+                   "[rope][vision][llama4]", float, Eigen::bfloat16) {
+  // An image of 3 x 4 patches (HF builds a square idx x idx grid; the rule is the same) and
+  // its class token, 2 heads of 24, theta 10000. HF: freq_dim = head_dim / 2,
+  // rope_freq = theta^(-arange(0, freq_dim, 2)[: freq_dim / 2] / freq_dim); freqs_x =
+  // (x + 1) rope_freq, freqs_y = (y + 1) rope_freq, each repeat_interleave(2); cat(x, y)[::2]
+  // gives pair angles [(x + 1) f_0 .. (x + 1) f_5, (y + 1) f_0 .. (y + 1) f_5]; the class token
+  // (img_idx -2) gets 0; complex multiply of (x_2j, x_2j+1).
+  const long D = 24, H = 2, GH = 3, GW = 4, N = GH * GW + 1;
+  const auto plan = posenc::vision_rope_2d_llama4(D);
+  REQUIRE(plan.layout == posenc::RopeLayout::kInterleaved);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * (N + 2)), -7);
+  const posenc::TensorView<std::int64_t, 3> pview(pos.data(), 3, 1, N + 2);
+  REQUIRE(posenc::vision_rope_2d_positions_llama4(GH, GW, pview, 0, 1) == N);
+  REQUIRE(pos[0] == -7);  // columns outside [first, first + N) untouched
+  REQUIRE(pos[static_cast<std::size_t>(N + 1)] == -7);
+  for (long stream = 0; stream < 3; ++stream) {  // the neighbours: tokens at position 0
+    pos[static_cast<std::size_t>(stream * (N + 2))] = 0;
+    pos[static_cast<std::size_t>(stream * (N + 2) + N + 1)] = 0;
+  }
+
+  const long double freq_dim = D / 2;
+  std::vector<long double> f;
+  for (long k = 0; k < D / 2; k += 2) f.push_back(1.0L / std::pow(10000.0L, static_cast<long double>(k) / freq_dim));
+  const auto x0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>((N + 2) * H * D), 35);
+  auto x = x0;
+  posenc::apply_mrope_inplace<TestType>(
+      posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), 1, N + 2, H, D)),
+      posenc::MRopePositionsView(pos.data(), 3, 1, N + 2), plan.freqs, plan.layout,
+      plan.sections);
+  const double tol = std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2;
+  for (long s = 1; s <= N; ++s) {
+    const long n = s - 1;  // HF's img_idx; the class token is the last one
+    const bool cls = n == GH * GW;
+    const long double px = cls ? 0.0L : static_cast<long double>(n % GW + 1);
+    const long double py = cls ? 0.0L : static_cast<long double>(n / GW + 1);
+    for (long h = 0; h < H; ++h) {
+      const auto row = static_cast<std::size_t>((s * H + h) * D);
+      for (long j = 0; j < D / 2; ++j) {
+        CAPTURE(s, h, j);
+        const std::size_t jj = static_cast<std::size_t>(j % (D / 4));
+        const long double angle = (j < D / 4 ? px : py) * f[jj];
+        const long double re = posenc::detail::to_double(x0[row + static_cast<std::size_t>(2 * j)]);
+        const long double im = posenc::detail::to_double(x0[row + static_cast<std::size_t>(2 * j + 1)]);
+        REQUIRE_THAT(posenc::detail::to_double(x[row + static_cast<std::size_t>(2 * j)]),
+                     Catch::Matchers::WithinAbs(static_cast<double>(re * std::cos(angle) - im * std::sin(angle)), tol));
+        REQUIRE_THAT(posenc::detail::to_double(x[row + static_cast<std::size_t>(2 * j + 1)]),
+                     Catch::Matchers::WithinAbs(static_cast<double>(re * std::sin(angle) + im * std::cos(angle)), tol));
+      }
+    }
+  }
+  std::vector<std::int64_t> small(3 * 4, -1);
+  const posenc::TensorView<std::int64_t, 3> sview(small.data(), 3, 1, 4);
+  REQUIRE_THROWS_WITH(posenc::vision_rope_2d_positions_llama4(2, 2, sview),
+                      Contains("first = 0 + 5 tokens must fit in seq = 4"));
+  REQUIRE_THROWS_WITH(posenc::vision_rope_2d_positions_llama4(0, 2, sview),
+                      Contains("grid (h, w) = (0, 2) must be >= 1"));
+  for (auto v : small) REQUIRE(v == -1);
+}

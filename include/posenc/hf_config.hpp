@@ -142,11 +142,16 @@ struct HfModelConfig {
   /// The vision tower's 2-D RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V, root model_type of
   /// those families): heads of vision_config embed_dim (Qwen2-VL) or hidden_size over
   /// num_heads, patches merged spatial_merge_size x spatial_merge_size; for vision_rope_2d /
-  /// vision_rope_2d_positions. Empty for other models.
+  /// vision_rope_2d_positions. Llama-4 (root model_type llama4): heads of hidden_size over
+  /// num_attention_heads, vision_config rope_theta, a square grid of image_size / patch_size
+  /// patches a side; for vision_rope_2d_llama4 / vision_rope_2d_positions_llama4.
+  /// Empty for other models.
   struct VisionRope {
     Eigen::Index head_dim = 0;
     Eigen::Index spatial_merge_size = 1;
-    double theta = 10000.0;  ///< VisionRotaryEmbedding's default; no config key sets it
+    double theta = 10000.0;  ///< VisionRotaryEmbedding's default; Llama-4: vision rope_theta
+    bool llama4 = false;     ///< Llama-4's interleaved, 1-based geometry (vision_rope.hpp)
+    Eigen::Index grid_side = 0;  ///< Llama-4: patches per side (0 = not fixed by the config)
   };
   std::optional<VisionRope> vision_rope;
 
@@ -657,6 +662,40 @@ inline void hf_check_rope(const HfConfigReader& r, const RopeParams& p, const st
   }
 }
 
+/// Llama-4's vision tower (Llama4VisionConfig: hidden_size 768, num_attention_heads 12,
+/// image_size 448, patch_size 14, rope_theta 10000 by default; Scout: 1408 / 16, 336 / 14).
+inline void hf_read_llama4_vision_rope(const HfConfigReader& r, const nlohmann::json& vc,
+                                       HfModelConfig& out) {
+  const auto read = [&](std::string_view key, std::int64_t fallback, std::int64_t limit) {
+    const std::string where = "vision_config." + std::string(key);
+    const std::int64_t v = r.integer(vc, key, where).value_or(fallback);
+    if (v <= 0 || v > limit) r.fail(where, "= ", v, " must be in [1, ", limit, "]");
+    return v;
+  };
+  const std::int64_t width = read("hidden_size", 768, kHfMaxDim);
+  const std::int64_t heads = read("num_attention_heads", 12, kHfMaxHeads);
+  const std::int64_t image = read("image_size", 448, kHfMaxDim);
+  const std::int64_t patch = read("patch_size", 14, kHfMaxDim);
+  const double theta = r.number(vc, "rope_theta", "vision_config.rope_theta").value_or(10000.0);
+  if (!(theta > 1.0)) r.fail("vision_config.rope_theta", "= ", theta, " must be > 1");
+  const std::int64_t head_dim = width / heads;
+  if (head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
+    out.notes.push_back("vision_config: heads of " + std::to_string(head_dim) +
+                        " are not a multiple of 4 up to " + std::to_string(kMaxRotaryDim) +
+                        "; the vision RoPE is not read");
+    return;
+  }
+  HfModelConfig::VisionRope v;
+  v.head_dim = static_cast<Eigen::Index>(head_dim);
+  v.theta = theta;
+  v.llama4 = true;
+  v.grid_side = static_cast<Eigen::Index>(image / patch);
+  out.vision_rope = v;
+  out.notes.push_back("vision_config: Llama-4 2-D RoPE on heads of " + std::to_string(head_dim) +
+                      ", " + std::to_string(v.grid_side) + " x " + std::to_string(v.grid_side) +
+                      " patches + class token (vision_rope_2d_llama4)");
+}
+
 /// The vision tower's 2-D RoPE of the Qwen-VL / GLM-4V families (HfModelConfig::vision_rope):
 /// only for those root model_types, since other vision_configs (CLIP, SigLIP, Pixtral) rotate
 /// differently or not at all.
@@ -668,6 +707,10 @@ inline void hf_read_vision_rope(const HfConfigReader& r, const nlohmann::json& r
   const nlohmann::json* vc = HfConfigReader::find(root, "vision_config");
   if (!type || !vc || !vc->is_object()) return;
   const std::string family = hf_lower_alnum(*type);
+  if (family == "llama4") {
+    hf_read_llama4_vision_rope(r, *vc, out);
+    return;
+  }
   if (std::find(std::begin(kFamilies), std::end(kFamilies), family) == std::end(kFamilies)) return;
   const auto heads = r.integer(*vc, "num_heads", "vision_config.num_heads");
   std::string width_key = "vision_config.embed_dim";  // Qwen2-VL; hidden_size is the merger's

@@ -29,6 +29,18 @@
 /// g_k = theta^(-2k / head_dim), k in [0, head_dim / 2), the h pairs take g_0, g_2, g_4, ..
 /// and the w pairs g_1, g_3, g_5, .. (freqs[::2], freqs[1::2]); patches in row-major order
 /// (vision_rope_2d_positions with spatial_merge_size 1). vision_rope_2d_pixtral() returns it.
+///
+/// Llama-4's vision encoder (HF Llama4VisionRotaryEmbedding + vision_apply_rotary_emb) takes the
+/// Qwen-VL frequencies above but turns *interleaved* pairs (2j, 2j + 1; view_as_complex), counts
+/// from 1 and puts the column first: pairs [0, q) turn by column + 1, pairs [q, 2q) by row + 1,
+/// so no patch sits at the identity; the class token, appended after the patches, does not turn
+/// (its angles are masked to 0). vision_rope_2d_llama4() is that plan (layout kInterleaved) and
+/// vision_rope_2d_positions_llama4() writes (0, column + 1, row + 1) for the row-major patches,
+/// then (0, 0, 0) for the class token:
+///
+///   grid 2 x 3 + CLS   token  0  1  2  3  4  5  6
+///                      h      1  2  3  1  2  3  0     (stream h drives pairs [0, q): columns)
+///                      w      1  1  1  2  2  2  0     (stream w drives pairs [q, 2q): rows)
 
 #include <cmath>
 #include <cstdint>
@@ -45,6 +57,9 @@ namespace posenc {
 struct VisionRope2D {
   RopeFrequencies freqs;   ///< rotary_dim = head_dim, inv_freq [head_dim / 2] = [f, f]
   MRopeSections sections;  ///< (0, head_dim / 4, head_dim / 4), contiguous
+  /// The pair layout the encoder rotates: half-split (HF rotate_half: Qwen-VL, GLM-4V,
+  /// Pixtral), interleaved for Llama-4.
+  RopeLayout layout = RopeLayout::kHalfSplit;
 };
 
 /// \brief The 2-D vision RoPE plan for heads of head_dim (HF: hidden_size // num_heads of the
@@ -88,6 +103,48 @@ inline VisionRope2D vision_rope_2d_pixtral(Eigen::Index head_dim, double theta =
     plan.freqs.inv_freq[static_cast<std::size_t>(q + i)] = g(2 * i + 1);
   }
   return plan;
+}
+
+/// \brief Llama-4's 2-D vision RoPE plan (file comment): heads of head_dim (vision_config
+/// hidden_size // num_attention_heads: 1408 / 16 = 88) and rope_theta (10000).
+/// Throws std::invalid_argument as vision_rope_2d.
+inline VisionRope2D vision_rope_2d_llama4(Eigen::Index head_dim, double theta = 10000.0) {
+  VisionRope2D plan = vision_rope_2d(head_dim, theta);
+  plan.layout = RopeLayout::kInterleaved;
+  return plan;
+}
+
+/// \brief Writes Llama-4's positions for one image of grid_h x grid_w patches (HF:
+/// image_size // patch_size on each side) and its class token: (0, column + 1, row + 1) for the
+/// patches in row-major order, then (0, 0, 0), to out[:, b, first .. first + grid_h grid_w + 1).
+/// Returns the number of tokens written.
+/// Throws std::invalid_argument (a grid dimension < 1, out not [3, batch, seq], b or first out
+/// of range, the tokens past the end of the row) before writing anything.
+inline Eigen::Index vision_rope_2d_positions_llama4(Eigen::Index grid_h, Eigen::Index grid_w,
+                                                    TensorView<std::int64_t, 3> out,
+                                                    Eigen::Index b = 0, Eigen::Index first = 0) {
+  constexpr std::string_view fn = "vision_rope_2d_positions_llama4";
+  detail::require(grid_h >= 1 && grid_w >= 1, fn, "grid (h, w) = (", grid_h, ", ", grid_w,
+                  ") must be >= 1 in both dimensions");
+  detail::require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ",
+                  out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
+  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
+                  out.dimension(1), ")");
+  const double tokens = static_cast<double>(grid_h) * static_cast<double>(grid_w) + 1.0;
+  detail::require(first >= 0 && first <= out.dimension(2) &&
+                      tokens <= static_cast<double>(out.dimension(2) - first),
+                  fn, "first = ", first, " + ", tokens, " tokens must fit in seq = ",
+                  out.dimension(2));
+  Eigen::Index col = first;
+  for (Eigen::Index r = 0; r < grid_h; ++r) {
+    for (Eigen::Index c = 0; c < grid_w; ++c, ++col) {
+      out(0, b, col) = 0;
+      out(1, b, col) = c + 1;
+      out(2, b, col) = r + 1;
+    }
+  }
+  out(0, b, col) = out(1, b, col) = out(2, b, col) = 0;  // the class token
+  return col + 1 - first;
 }
 
 /// \brief Writes the (0, h, w) positions of one image (grid_t = 1) or video's patches, in the
