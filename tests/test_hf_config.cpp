@@ -867,6 +867,11 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
     REQUIRE(c.layer_types[i] == (nope ? "full_attention" : "chunked_attention"));
   }
   REQUIRE(has_note(c, "every 4th layer applies no RoPE"));
+  // Per layer: chunks on the RoPE layers, full attention on the NoPE ones.
+  REQUIRE(posenc::hf_attention_params(c, 0).attention_chunk_size == 8192);
+  REQUIRE(posenc::hf_attention_params(c, 3).attention_chunk_size == 0);
+  REQUIRE(posenc::hf_attention_params(c, 46).attention_chunk_size == 8192);
+  REQUIRE(posenc::hf_attention_params(c, 47).attention_chunk_size == 0);
   REQUIRE(c.attention_chunk_size == 8192);
   REQUIRE(c.attention_temperature);
   REQUIRE(c.attention_temperature->floor_scale == 8192.0);
