@@ -163,3 +163,11 @@ posenc_rope_inspect_test("malformed JSON is rejected"
 posenc_rope_inspect_test("usage error"
   ARGS --length RC 2
   EXPECT "usage: rope-inspect")
+
+# Llama-4 Scout (tests/fuzz/corpus/llama4-scout.json: its text_config's position keys): every
+# RoPE layer attends within chunks of 8192 = L0, so at 2^20 tokens no pair sees an angle beyond
+# training; 48 - 48 / 4 = 36 chunked layers; NoPE temperature 1 + 0.1 ln(1 + 128) = 1.48598.
+posenc_rope_inspect_test("Llama-4 chunked RoPE layers judged at the chunk"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/llama4-scout.json" --length 1048576
+  EXPECT "chunked attention    8192 on 36 of 48 layers" "layout               interleaved"
+         "0 of 64 pairs reach angles never seen" "1.48598 at the target's last position")

@@ -431,6 +431,16 @@ int main(int argc, char** argv) {
   }
   const bool all_slide = c.num_hidden_layers > 0 &&
                          static_cast<Eigen::Index>(sliding_layers.size()) == c.num_hidden_layers;
+  // Llama-4: every layer that rotates attends within chunks of attention_chunk_size, so no
+  // RoPE layer sees a distance of C or more, whatever the context (its NoPE layers see all).
+  std::vector<Eigen::Index> chunked_layers;
+  bool rope_layers_chunked = c.attention_chunk_size > 0 && !c.layer_types.empty();
+  for (std::size_t i = 0; i < c.layer_types.size(); ++i) {
+    const bool rope = c.layer_uses_rope.empty() || c.layer_uses_rope[i];
+    const bool chunked = c.layer_types[i] == "chunked_attention";
+    if (chunked) chunked_layers.push_back(static_cast<Eigen::Index>(i));
+    if (rope && !chunked) rope_layers_chunked = false;
+  }
 
   std::vector<posenc::RopeLengthReport> reports;
   if (c.scheme == posenc::HfPositionScheme::kRope) {
@@ -440,8 +450,17 @@ int main(int argc, char** argv) {
       // whose layers alternate (Gemma-2) keeps one report for both kinds, without the window.
       const bool windowed =
           lr.layer_type == "sliding_attention" || (lr.layer_type == "all" && all_slide);
-      reports.push_back(
-          posenc::analyze_rope_length(lr.params, length, windowed ? c.sliding_window : 0));
+      const bool chunked = lr.layer_type == "chunked_attention" ||
+                           (lr.layer_type == "all" && rope_layers_chunked);
+      reports.push_back(posenc::analyze_rope_length(
+          lr.params, length,
+          chunked ? c.attention_chunk_size : windowed ? c.sliding_window : 0));
+      if (chunked && c.attention_chunk_size < length) {
+        reports.back().warnings.push_back(
+            "its RoPE layers attend within chunks of attention_chunk_size = " +
+            std::to_string(c.attention_chunk_size) + " (Llama-4); its NoPE layers see every "
+            "distance without rotating");
+      }
       if (!windowed && lr.layer_type == "all" && c.sliding_window > 0 &&
           c.sliding_window < length) {
         reports.back().warnings.push_back(
@@ -477,6 +496,12 @@ int main(int argc, char** argv) {
     j["layer_uses_rope"] = c.layer_uses_rope;
     j["sliding_window"] = c.sliding_window;
     j["sliding_layers"] = sliding_layers;
+    j["attention_chunk_size"] = c.attention_chunk_size;
+    j["chunked_layers"] = chunked_layers;
+    if (c.attention_temperature) {
+      j["attention_temperature"] = {{"floor_scale", c.attention_temperature->floor_scale},
+                                    {"attn_scale", c.attention_temperature->attn_scale}};
+    }
     j["attn_logit_softcapping"] = c.attn_logit_softcapping;
     nlohmann::json layers = nlohmann::json::array();
     for (std::size_t i = 0; i < reports.size(); ++i) {
@@ -524,6 +549,17 @@ int main(int argc, char** argv) {
     if (!sliding_layers.empty()) {
       std::cout << "sliding window       " << c.sliding_window << " on " << sliding_layers.size()
                 << " of " << c.num_hidden_layers << " layers\n";
+    }
+    if (!chunked_layers.empty()) {
+      std::cout << "chunked attention    " << c.attention_chunk_size << " on "
+                << chunked_layers.size() << " of " << c.layer_types.size() << " layers\n";
+    }
+    if (c.attention_temperature) {
+      std::cout << "query temperature    1 + " << num(c.attention_temperature->attn_scale)
+                << " ln(1 + floor((pos + 1) / " << num(c.attention_temperature->floor_scale)
+                << ")) on the NoPE layers, " << num(posenc::attention_temperature(
+                                                        length - 1, *c.attention_temperature))
+                << " at the target's last position\n";
     }
     if (c.attn_logit_softcapping > 0) {
       std::cout << "logit soft cap       " << num(c.attn_logit_softcapping) << "\n";

@@ -107,7 +107,8 @@ struct RopeLengthReport {
 /// \brief Analyses params at target_length (a sequence length, >= 1).
 /// RoPE scores depend on q-k distances only, so a pair's angles at the target are
 /// (target - 1) w_after, compared with (L0 - 1) w_before seen in pre-training; a sliding-window
-/// layer (window > 0: distances < window) caps the distance at window - 1.
+/// layer (window > 0: distances < window) caps the distance at window - 1, and so does a
+/// chunked-attention layer (Llama-4) with window = attention_chunk_size.
 /// Throws std::invalid_argument for invalid params, target_length < 1 or window < 0.
 inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64_t target_length,
                                             std::int64_t window = 0) {
@@ -179,7 +180,7 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
          rep.accepted_length, ": the config does not accept it (HF still computes the angles)");
   }
   if (window > 0 && window < target_length) {
-    warn("sliding window ", window, ": q-k distances stay below ", window,
+    warn("sliding window ", window, " (or attention chunk): q-k distances stay below ", window,
          ", so this layer's angles are judged at distance ", max_distance, ", not ",
          target_length - 1);
   }
