@@ -425,23 +425,34 @@ TEST_CASE("chunked attention: prefill then decode through the caches equals one 
 
 TEST_CASE("chunked attention: a paged pool decodes within the chunk",
           "[attention][chunked][paged]") {
-  constexpr Eigen::Index H = 4, KH = 2, d = 32, n = 90;
+  // A prompt of 50 tokens, then 40 decode steps, against one full forward. The sliding-window
+  // pool with W = C gives back the pages no chunk can reach any more.
+  constexpr Eigen::Index H = 4, KH = 2, d = 32, n = 90, prompt = 50;
   constexpr std::int64_t chunk = 40;
   const Shape full{1, n, n, H, KH, d};
   const Problem<float> x(full, 51);
   const auto want = expected(full, x.q, x.k, x.v, {}, {chunk, 0, true});
-  posenc::PagedKvCache<float> pool(16, 8, KH, d);
-  const auto seq = pool.add_sequence();
-  pool.append(seq, ConstTensorView<float, 3>(x.k.data(), n, KH, d),
-              ConstTensorView<float, 3>(x.v.data(), n, KH, d));
   AttentionParams params;
   params.attention_chunk_size = chunk;
-  std::vector<float> out(static_cast<std::size_t>(H * d));
-  const std::vector<posenc::PagedKvCache<float>::SequenceId> seqs{seq};
-  pool.attend(seqs, ConstTensorView<float, 4>(x.q.data() + (n - 1) * H * d, 1, 1, H, d),
-              TensorView<float, 4>(out.data(), 1, 1, H, d), params);
-  const std::vector<long double> last(want.end() - H * d, want.end());
-  require_close(out, last);
+  for (const std::int64_t window : {std::int64_t{0}, chunk}) {
+    CAPTURE(window);
+    posenc::PagedKvCache<float> pool(window > 0 ? 7 : 12, 8, KH, d, window);
+    const auto seq = pool.add_sequence();
+    const std::vector<posenc::PagedKvCache<float>::SequenceId> seqs{seq};
+    std::vector<float> got(static_cast<std::size_t>((n - prompt + 1) * H * d));
+    const auto step = [&](Eigen::Index t0, Eigen::Index len) {
+      pool.append(seq, ConstTensorView<float, 3>(x.k.data() + t0 * KH * d, len, KH, d),
+                  ConstTensorView<float, 3>(x.v.data() + t0 * KH * d, len, KH, d));
+      const Eigen::Index last = t0 + len - 1;  // attend the chunk's last token only
+      pool.attend(seqs, ConstTensorView<float, 4>(x.q.data() + last * H * d, 1, 1, H, d),
+                  TensorView<float, 4>(got.data() + (last - prompt + 1) * H * d, 1, 1, H, d),
+                  params);
+    };
+    step(0, prompt);
+    for (Eigen::Index t = prompt; t < n; ++t) step(t, 1);
+    const std::vector<long double> rows(want.begin() + (prompt - 1) * H * d, want.end());
+    require_close(got, rows);
+  }
 }
 
 TEST_CASE("chunked attention: a negative chunk is rejected before anything is written",
