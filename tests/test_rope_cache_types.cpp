@@ -164,3 +164,36 @@ TEST_CASE("rope cache types: bfloat16 activations with a bfloat16 cache (vLLM's 
     }
   }
 }
+
+TEST_CASE("rope cache types: several caches in one call (multi-LoRA) as one stacked cache with "
+          "row offsets", "[rope][cache]") {
+  // FlashInfer / vLLM's older `offsets`: each request reads its own cache (e.g. a LoRA with
+  // another scaling). Stacked as [A; B], a token of B passes position + rows(A): the cached
+  // calls read row = position and nothing else of it.
+  const Eigen::Index S = 5, H = 3, D = 16, rows = 40;
+  auto stacked = cache_rows<float>(rows, D, 1.0L);
+  const auto b = cache_rows<float>(rows, D, 0.5L);  // another amplitude: B's rows are not A's
+  stacked.insert(stacked.end(), b.begin(), b.end());
+  const std::vector<std::int64_t> pos{3, 4, 5, 7, 8};
+  const std::vector<bool> of_b{false, false, false, true, true};
+  std::vector<std::int64_t> rows_read(pos);
+  for (std::size_t t = 0; t < pos.size(); ++t) rows_read[t] += of_b[t] ? rows : 0;
+  const auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 17);
+  auto y = x;
+  posenc::apply_rope_inplace_cached<float>(
+      posenc::rope_heads<float>(TensorView<float, 4>(y.data(), 1, S, H, D)),
+      posenc::RopePositions::from_ids(posenc::PositionIdsView(rows_read.data(), 1, S)),
+      ConstTensorView<float, 2>(stacked.data(), 2 * rows, D), RopeLayout::kInterleaved);
+  for (Eigen::Index s = 0; s < S; ++s) {
+    const auto& cache = of_b[static_cast<std::size_t>(s)] ? b : stacked;  // B's own rows, or A's
+    const float* row = cache.data() + pos[static_cast<std::size_t>(s)] * D;
+    for (Eigen::Index h = 0; h < H; ++h) {
+      const auto want = rotated(x.data() + (s * H + h) * D, D, row, row + D / 2, D, 0,
+                                RopeLayout::kInterleaved);
+      for (Eigen::Index i = 0; i < D; ++i) {
+        CHECK(std::abs(y[static_cast<std::size_t>((s * H + h) * D + i)] -
+                       want[static_cast<std::size_t>(i)]) <= 1e-6L);
+      }
+    }
+  }
+}
