@@ -936,3 +936,13 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
                       "num_attention_heads": 2, "attn_temperature_tuning": "yes"})"),
                       Contains("attn_temperature_tuning\" must be a bool or a number"));
 }
+
+TEST_CASE("hf_config: a yarn extrapolation_factor is noted, not applied (transformers ignores it)",
+          "[hf_config][yarn]") {
+  const auto c = posenc::parse_hf_config(
+      R"({"hidden_size": 64, "num_attention_heads": 2, "max_position_embeddings": 8192,
+          "rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048,
+                           "extrapolation_factor": 0.5}})");
+  REQUIRE(c.rope.scaling.extrapolation_factor == 1.0);
+  REQUIRE(has_note(c, "rope_scaling.extrapolation_factor: vLLM applies it, transformers does not"));
+}

@@ -275,6 +275,42 @@ TEST_CASE("rope scaling: YaRN with truncate = false keeps the fractional correct
   require_matches_reference(p);
 }
 
+TEST_CASE("rope scaling: YaRN with vLLM's extrapolation_factor (ggml ext_factor)", "[rope][scaling][yarn]") {
+  // vLLM YaRNScalingRotaryEmbedding: mask_j = (1 - ramp_j) e; inv_j = th_j / s (1 - mask_j) +
+  // th_j mask_j. e = 1 is HF's plan, e = 0 interpolates every pair (th / s).
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.theta = 10000.0;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 8.0;
+  p.scaling.original_max_position_embeddings = 2048;
+  const auto hf = posenc::compute_rope_frequencies(p);
+  const auto corr = [](long double r) { return 64.0L * std::log(2048.0L / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L)); };
+  const long double lo = std::floor(corr(32.0L)), hi = std::ceil(corr(1.0L));
+  for (const long double e : {0.0L, 0.25L, 1.0L}) {
+    CAPTURE(static_cast<double>(e));
+    p.scaling.extrapolation_factor = static_cast<double>(e);
+    const auto f = posenc::compute_rope_frequencies(p);
+    for (int j = 0; j < 32; ++j) {
+      CAPTURE(j);
+      long double ramp = (j - lo) / (hi - lo);
+      ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);
+      const long double th = theta_j(10000.0L, j, 64), mask = (1.0L - ramp) * e;
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(th / 8.0L * (1.0L - mask) + th * mask), 1e-14));
+      if (e == 0.0L) REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)], WithinRel(static_cast<double>(th / 8.0L), 1e-15));
+      if (e == 1.0L) REQUIRE(f.inv_freq[static_cast<std::size_t>(j)] == hf.inv_freq[static_cast<std::size_t>(j)]);
+    }
+    // The attention factor stays g(s, 1), as in vLLM.
+    CHECK_THAT(f.attention_factor, WithinRel(static_cast<double>(0.1L * std::log(8.0L) + 1.0L), 1e-15));
+    require_matches_reference(p);
+  }
+  for (const double bad : {-0.5, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    p.scaling.extrapolation_factor = bad;
+    REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("extrapolation_factor = ") && Contains("must be in [0, 1]"));
+  }
+}
+
 TEST_CASE("rope scaling: YaRN clamps the range to [0, d - 1] and guards a degenerate range", "[rope][scaling][yarn]") {
   // d = 8, theta = 10, L0 = 636: corr(32) ~ 2.0 and corr(1) ~ 8.0, whose ceil 9 is clamped to
   // d - 1 = 7 (HF), not to d/2 - 1 = 3. The last pair (j = 3) is then only partly interpolated.

@@ -624,6 +624,10 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
       break;
   }
   hf_note_unread_keys(*dict, dpath, to_string(sc.type), known, notes);
+  if (sc.type == RopeScalingType::kYarn && HfConfigReader::find(*dict, "extrapolation_factor")) {
+    notes.push_back(dpath + ".extrapolation_factor: vLLM applies it, transformers does not; set "
+                    "RopeScaling::extrapolation_factor to follow vLLM");
+  }
   return p;
 }
 

@@ -14,7 +14,8 @@
 ///   yarn      corr(r) = d ln(L0 / (2 pi r)) / (2 ln b);  lo = corr(beta_fast), hi = corr(beta_slow)
 ///             (floor/ceil when truncate), lo = max(lo, 0), hi = min(hi, d - 1), hi += 0.001 if
 ///             lo == hi;  ramp_j = clamp((j - lo)/(hi - lo), 0, 1)
-///             inv_j = (th_j / s) ramp_j + th_j (1 - ramp_j)       (Peng et al. 2023, §3.2)
+///             inv_j = (th_j / s) (1 - m_j) + th_j m_j,  m_j = (1 - ramp_j) e  (Peng et al. 2023,
+///             §3.2; e = extrapolation_factor, 1 unless set: vLLM / ggml ext_factor)
 ///             attention_factor = given, else g(s, mscale)/g(s, mscale_all_dim) when both are
 ///             non-zero, else g(s, 1);  g(s, m) = 0.1 m ln s + 1 (1 when s <= 1)
 ///             softmax_scale_multiplier = g(s, mscale_all_dim)^2 when mscale_all_dim != 0
@@ -151,6 +152,8 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
               " must be finite and > 0");
       require(std::isfinite(sc.mscale) && std::isfinite(sc.mscale_all_dim), fn, "mscale = ",
               sc.mscale, " and mscale_all_dim = ", sc.mscale_all_dim, " must be finite");
+      require(sc.extrapolation_factor >= 0.0 && sc.extrapolation_factor <= 1.0, fn,
+              "extrapolation_factor = ", sc.extrapolation_factor, " must be in [0, 1]");
       break;
     case RopeScalingType::kLlama3:
       require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
@@ -271,8 +274,10 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       fill_geometric(f.inv_freq, p.theta, d);
       for (std::size_t j = 0; j < f.inv_freq.size(); ++j) {
         const double ramp = std::clamp((static_cast<double>(j) - lo) / (hi - lo), 0.0, 1.0);
+        // HF's inv_freq_extrapolation_factor (1 - ramp), scaled by vLLM's extrapolation_factor.
+        const double mix = (1.0 - ramp) * sc.extrapolation_factor;
         const double th = f.inv_freq[j];
-        f.inv_freq[j] = th / s * ramp + th * (1.0 - ramp);
+        f.inv_freq[j] = th / s * (1.0 - mix) + th * mix;
       }
       if (sc.attention_factor) {
         f.attention_factor = *sc.attention_factor;

@@ -105,6 +105,12 @@ struct RopeScaling {
   double mscale_all_dim = 0.0;
   /// floor/ceil the correction range (HF default true; gpt-oss sets false).
   bool truncate = true;
+  /// vLLM's extrapolation_factor / ggml's ext_factor e in [0, 1]: pair j keeps the share
+  /// (1 - ramp_j) e of its original frequency, the rest interpolated. 1 = the paper and HF
+  /// (transformers has no such key); 0 = every pair interpolated (th / s, as linear). The
+  /// attention factor does not depend on it, as in vLLM; ggml also drops its g(s) when
+  /// ext_factor = 0 (set attention_factor = 1 to match that).
+  double extrapolation_factor = 1.0;
 
   // --- vllm_ntk ----------------------------------------------------------------------------
   /// vLLM's `mixed_b`: frequency j divided by exp(a (j+1)^mixed_b), a = ln s / (d/2)^mixed_b.

@@ -81,7 +81,9 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         if (lo == hi) hi += 0.001L;
         long double ramp = (static_cast<long double>(j) - lo) / (hi - lo);
         ramp = ramp < 0.0L ? 0.0L : (ramp > 1.0L ? 1.0L : ramp);
-        const long double extrapolation_weight = 1.0L - ramp;
+        // vLLM's extrapolation_factor scales the extrapolated share (1 by default: HF).
+        const long double extrapolation_weight =
+            (1.0L - ramp) * static_cast<long double>(p.scaling.extrapolation_factor);
         w = (base / s) * (1.0L - extrapolation_weight) + base * extrapolation_weight;
         break;
       }
