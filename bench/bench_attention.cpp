@@ -146,43 +146,39 @@ BENCHMARK(BM_Attention_CausalPrefill)
     ->Args({32, 128, 2048, 0, 1, 0})->Args({32, 128, 2048, 1, 1, 0})
     ->Args({8, 128, 2048, 0, 1, 0})->Args({8, 128, 2048, 1, 1, 0})
     ->Unit(benchmark::kMillisecond);
-// Sliding-window causal prefill (Mistral-7B's shape: GQA 32/8, d = 128, window 4096 of a 32768
-// context; here 512 of 4096, the same 1 : 8). The flops count only visible pairs, sum over queries
-// of min(i + 1, W), so the rate compares with the dense GEMM's: key tiles outside every row's
-// window must cost nothing.
-void BM_Attention_SlidingWindowPrefill(benchmark::State& state) {
-  const Eigen::Index kv_heads = 8, heads = 32, d = 128, n = state.range(0), w = state.range(1);
+// Causal prefill with a mask that hides most keys, GQA 32/8, d = 128: a sliding window
+// (Mistral-7B: window 4096 of a 32768 context; here 512 of 4096, the same 1 : 8) or chunks
+// (Llama-4's RoPE layers: attention_chunk_size 8192; here 1024 in 4096 tokens). The flops count
+// only visible pairs, sum over queries i of min(i + 1, W, (i mod C) + 1), so the rate compares
+// with the dense GEMM's: key tiles no row can see must cost nothing.
+void BM_Attention_MaskedPrefill(benchmark::State& state) {
+  const Eigen::Index kv_heads = 8, heads = 32, d = 128, n = state.range(0);
   posenc::AttentionParams params;
-  params.sliding_window = w;
+  params.sliding_window = state.range(1);
+  params.attention_chunk_size = state.range(2);
   time_prefill(state, n, heads, kv_heads, d, params, 3);
   double pairs = 0.0;
-  for (Eigen::Index i = 0; i < n; ++i) pairs += static_cast<double>(std::min(i + 1, w));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    Eigen::Index seen = i + 1;
+    if (params.sliding_window > 0) seen = std::min<Eigen::Index>(seen, params.sliding_window);
+    if (params.attention_chunk_size > 0) {
+      seen = std::min<Eigen::Index>(seen, i % params.attention_chunk_size + 1);
+    }
+    pairs += static_cast<double>(seen);
+  }
   const double flops = 2.0 * 2.0 * pairs * double(d) * double(heads);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(posenc_bench::ratio_label("gemm_qk/" + shape_id(d, 2048), 0.75, "GFLOP/s"));
 }
-BENCHMARK(BM_Attention_SlidingWindowPrefill)
-    ->ArgNames({"n", "window"})
-    ->Args({4096, 512})
+BENCHMARK(BM_Attention_MaskedPrefill)
+    ->Name("BM_Attention_SlidingWindowPrefill")
+    ->ArgNames({"n", "window", "chunk"})
+    ->Args({4096, 512, 0})
     ->Unit(benchmark::kMillisecond);
-
-// Chunked causal prefill (Llama-4's RoPE layers: GQA 40/8, d = 128, attention_chunk_size 8192;
-// here 32/8 and chunks of 1024 in 4096 tokens). The flops count only visible pairs, sum over
-// queries of (i mod C) + 1: key tiles of other chunks must cost nothing.
-void BM_Attention_ChunkedPrefill(benchmark::State& state) {
-  const Eigen::Index kv_heads = 8, heads = 32, d = 128, n = state.range(0), c = state.range(1);
-  posenc::AttentionParams params;
-  params.attention_chunk_size = c;
-  time_prefill(state, n, heads, kv_heads, d, params, 3);
-  double pairs = 0.0;
-  for (Eigen::Index i = 0; i < n; ++i) pairs += static_cast<double>(i % c + 1);
-  const double flops = 2.0 * 2.0 * pairs * double(d) * double(heads);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(posenc_bench::ratio_label("gemm_qk/" + shape_id(d, 2048), 0.75, "GFLOP/s"));
-}
-BENCHMARK(BM_Attention_ChunkedPrefill)
-    ->ArgNames({"n", "chunk"})
-    ->Args({4096, 1024})
+BENCHMARK(BM_Attention_MaskedPrefill)
+    ->Name("BM_Attention_ChunkedPrefill")
+    ->ArgNames({"n", "window", "chunk"})
+    ->Args({4096, 0, 1024})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Attention_CausalPrefill)

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/attention_shape.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
@@ -32,14 +33,7 @@ using posenc::MaskMode;
 
 namespace {
 
-/// The sizes of one attention problem; prints as its constructor call in Catch's CAPTURE.
-struct Shape {
-  Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
-};
-std::ostream& operator<<(std::ostream& os, const Shape& s) {
-  return os << "Shape{" << s.batch << ", " << s.q_len << ", " << s.k_len << ", " << s.heads
-            << ", " << s.kv_heads << ", " << s.d << "}";
-}
+using posenc_test::Shape;
 
 /// Q [batch, q_len, heads, d], K/V [batch, k_len, kv_heads, d] filled from splitmix64.
 template <typename T>

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/attention_shape.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
@@ -36,13 +37,7 @@ using posenc::detail::to_double;
 
 namespace {
 
-struct Shape {
-  Eigen::Index batch, q_len, k_len, heads, kv_heads, d;
-};
-std::ostream& operator<<(std::ostream& os, const Shape& s) {
-  return os << "Shape{" << s.batch << ", " << s.q_len << ", " << s.k_len << ", " << s.heads
-            << ", " << s.kv_heads << ", " << s.d << "}";
-}
+using posenc_test::Shape;
 
 /// Positions and padding of one problem: [batch, q_len] / [batch, k_len]; empty = defaults
 /// (query i at k_len - q_len + i, key j at j, every key valid).

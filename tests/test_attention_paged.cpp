@@ -155,7 +155,7 @@ TEST_CASE("attention paged: each sequence equals the reference on its keys laid 
   const auto [heads, kv_heads, q_len] = GENERATE(std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{8, 2, 1},
                                                  std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{8, 2, 7},
                                                  std::tuple<Eigen::Index, Eigen::Index, Eigen::Index>{4, 4, 1});
-  const int variant = GENERATE(0, 1, 2, 3, 4);  // plain, ALiBi, window 50 + sinks, bidirectional, soft cap
+  const int variant = GENERATE(0, 1, 2, 3, 4, 5);  // plain, ALiBi, window 50 + sinks, bidirectional, soft cap, chunks
   const int threads = GENERATE(1, 2);
   CAPTURE(page_size, heads, kv_heads, q_len, variant, threads);
   const PagedBatch<float> x(lens, kv_heads, page_size);

@@ -67,7 +67,7 @@ TEST_CASE("attention varlen: each packed sequence equals the reference on that s
   // sequence with more queries than keys (rows without keys), and queries with no key at all.
   const std::vector<std::int64_t> q_lens = {37, 0, 130, 1, 6, 3}, k_lens = {37, 9, 300, 77, 4, 0};
   const Packed x(q_lens, k_lens);
-  const int variant = GENERATE(0, 1, 2, 3);  // plain causal, ALiBi, window 50 + sinks, bidirectional
+  const int variant = GENERATE(0, 1, 2, 3, 5);  // plain causal, ALiBi, window 50 + sinks, bidirectional, chunks
   const int threads = GENERATE(1, 2);
   CAPTURE(variant, threads);
   const AttentionParams params = posenc_test::attention_variant(variant, H, threads);

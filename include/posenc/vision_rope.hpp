@@ -53,6 +53,23 @@
 
 namespace posenc {
 
+namespace detail {
+
+/// out must be [3, batch, seq] with row b and `tokens` columns from `first` inside it (counted
+/// in double: a grid's product may exceed Eigen::Index).
+inline void validate_vision_positions_out(std::string_view fn, TensorView<std::int64_t, 3> out,
+                                          Eigen::Index b, Eigen::Index first, double tokens) {
+  require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ", out.dimension(1),
+          ", ", out.dimension(2), "] must be [3, batch, seq]");
+  require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
+          out.dimension(1), ")");
+  require(first >= 0 && first <= out.dimension(2) &&
+              tokens <= static_cast<double>(out.dimension(2) - first),
+          fn, "first = ", first, " + ", tokens, " tokens must fit in seq = ", out.dimension(2));
+}
+
+}  // namespace detail
+
 /// The vision encoder's rotation as an M-RoPE plan (see the file comment).
 struct VisionRope2D {
   RopeFrequencies freqs;   ///< rotary_dim = head_dim, inv_freq [head_dim / 2] = [f, f]
@@ -126,15 +143,8 @@ inline Eigen::Index vision_rope_2d_positions_llama4(Eigen::Index grid_h, Eigen::
   constexpr std::string_view fn = "vision_rope_2d_positions_llama4";
   detail::require(grid_h >= 1 && grid_w >= 1, fn, "grid (h, w) = (", grid_h, ", ", grid_w,
                   ") must be >= 1 in both dimensions");
-  detail::require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ",
-                  out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
-  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
-                  out.dimension(1), ")");
-  const double tokens = static_cast<double>(grid_h) * static_cast<double>(grid_w) + 1.0;
-  detail::require(first >= 0 && first <= out.dimension(2) &&
-                      tokens <= static_cast<double>(out.dimension(2) - first),
-                  fn, "first = ", first, " + ", tokens, " tokens must fit in seq = ",
-                  out.dimension(2));
+  detail::validate_vision_positions_out(
+      fn, out, b, first, static_cast<double>(grid_h) * static_cast<double>(grid_w) + 1.0);
   Eigen::Index col = first;
   for (Eigen::Index r = 0; r < grid_h; ++r) {
     for (Eigen::Index c = 0; c < grid_w; ++c, ++col) {
@@ -164,16 +174,10 @@ inline Eigen::Index vision_rope_2d_positions(Eigen::Index grid_t, Eigen::Index g
                   ", ", grid_h, ", ", grid_w, ") must be >= 1 in every dimension");
   detail::require(m >= 1 && grid_h % m == 0 && grid_w % m == 0, fn, "spatial_merge_size = ", m,
                   " must be >= 1 and divide grid_h = ", grid_h, " and grid_w = ", grid_w);
-  detail::require(out.dimension(0) == 3, fn, "out shape [", out.dimension(0), ", ",
-                  out.dimension(1), ", ", out.dimension(2), "] must be [3, batch, seq]");
-  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
-                  out.dimension(1), ")");
-  const double tokens = static_cast<double>(grid_t) * static_cast<double>(grid_h) *
-                        static_cast<double>(grid_w);
-  detail::require(first >= 0 && first <= out.dimension(2) &&
-                      tokens <= static_cast<double>(out.dimension(2) - first),
-                  fn, "first = ", first, " + ", tokens, " tokens must fit in seq = ",
-                  out.dimension(2));
+  detail::validate_vision_positions_out(fn, out, b, first,
+                                        static_cast<double>(grid_t) *
+                                            static_cast<double>(grid_h) *
+                                            static_cast<double>(grid_w));
   Eigen::Index col = first;
   for (Eigen::Index t = 0; t < grid_t; ++t) {
     for (Eigen::Index wh = 0; wh < grid_h / m; ++wh) {

@@ -7,7 +7,8 @@
 
 namespace posenc_test {
 
-/// 0 plain causal, 1 ALiBi, 2 window 50 + a sink logit per head, 3 bidirectional, 4 soft cap 5.
+/// 0 plain causal, 1 ALiBi, 2 window 50 + a sink logit per head, 3 bidirectional, 4 soft cap 5,
+/// 5 chunks of 40 (Llama-4) + ALiBi.
 inline posenc::AttentionParams attention_variant(int variant, Eigen::Index heads, int threads) {
   posenc::AttentionParams params;
   params.num_threads = threads;
@@ -18,6 +19,10 @@ inline posenc::AttentionParams attention_variant(int variant, Eigen::Index heads
   }
   if (variant == 3) params.mask = posenc::MaskMode::kBidirectional;
   if (variant == 4) params.logit_softcap = 5.0;
+  if (variant == 5) {
+    params.attention_chunk_size = 40;
+    params.alibi_slopes = posenc::alibi_slopes(heads);
+  }
   return params;
 }
 
