@@ -872,6 +872,9 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(posenc::hf_attention_params(c, 3).attention_chunk_size == 0);
   REQUIRE(posenc::hf_attention_params(c, 46).attention_chunk_size == 8192);
   REQUIRE(posenc::hf_attention_params(c, 47).attention_chunk_size == 0);
+  REQUIRE(!posenc::hf_attention_params(c, 46).query_temperature);
+  REQUIRE(posenc::hf_attention_params(c, 47).query_temperature);
+  REQUIRE(posenc::hf_attention_params(c, 47).query_temperature->floor_scale == 8192.0);
   REQUIRE(c.attention_chunk_size == 8192);
   REQUIRE(c.attention_temperature);
   REQUIRE(c.attention_temperature->floor_scale == 8192.0);

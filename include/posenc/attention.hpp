@@ -97,6 +97,7 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.window = static_cast<Eigen::Index>(
       std::min<std::int64_t>(params.sliding_window, static_cast<std::int64_t>(p.k_len + p.q_len)));
   p.chunk = params.attention_chunk_size;
+  p.temperature = params.query_temperature ? &*params.query_temperature : nullptr;
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();

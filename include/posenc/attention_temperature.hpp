@@ -16,7 +16,9 @@
 ///
 /// Scaling q is the same as scaling the logits of its row, so it composes with any
 /// AttentionParams (the scale, ALiBi, masks): apply it to the NoPE layers' queries before
-/// attention() or KvCache::attend.
+/// attention() or KvCache::attend — or set AttentionParams::query_temperature, which folds
+/// t(pos_q) into the softmax scale inside every attention call (no pass over q, no rounding of
+/// the scaled q to a 16-bit type; struct AttentionTemperature lives in attention_types.hpp).
 
 #include <cmath>
 #include <cstdint>
@@ -28,27 +30,6 @@
 #include "posenc/tensor.hpp"
 
 namespace posenc {
-
-/// Parameters of t(pos) (config.json: floor_scale, attn_scale); the defaults are Llama-4's.
-struct AttentionTemperature {
-  double floor_scale = 8192.0;  ///< positions per step of the floor; finite, > 0
-  double attn_scale = 0.1;      ///< slope of the log; finite
-};
-
-namespace detail {
-
-inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
-  require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",
-          t.floor_scale, " must be finite and > 0");
-  require(std::isfinite(t.attn_scale), fn, "attn_scale = ", t.attn_scale, " must be finite");
-}
-
-inline double temperature_at(std::int64_t position, const AttentionTemperature& t) {
-  return 1.0 + t.attn_scale *
-                   std::log1p(std::floor((static_cast<double>(position) + 1.0) / t.floor_scale));
-}
-
-}  // namespace detail
 
 /// \brief t(position), the factor a query at `position` is multiplied by (see the file comment).
 /// Throws std::invalid_argument for a position outside [0, 2^53] or invalid parameters.

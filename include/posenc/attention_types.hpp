@@ -71,6 +71,14 @@ constexpr std::string_view to_string(MaskMode mode) noexcept {
   return "unknown";
 }
 
+/// Llama-4's attention temperature t(pos) = 1 + attn_scale ln(1 + floor((pos + 1) /
+/// floor_scale)) for the queries of its NoPE layers (attention_temperature.hpp); the defaults
+/// are Llama-4's config values.
+struct AttentionTemperature {
+  double floor_scale = 8192.0;  ///< positions per step of the floor; finite, > 0
+  double attn_scale = 0.1;      ///< slope of the log; finite
+};
+
 /// Per-model attention configuration (plan once, reuse across layers and steps).
 struct AttentionParams {
   MaskMode mask = MaskMode::kCausal;
@@ -101,6 +109,9 @@ struct AttentionParams {
   /// (slot - left_padding) and vLLM's chunked local attention have them. Key tiles of other
   /// chunks are skipped: the cost grows with C, not k_len. Must be >= 0.
   std::int64_t attention_chunk_size = 0;
+  /// Llama-4's NoPE layers: each query row's logits also multiplied by t(pos_q) (the query
+  /// temperature, AttentionTemperature), folded into the scale when Q is loaded. Empty = none.
+  std::optional<AttentionTemperature> query_temperature;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.
   int num_threads = 1;
@@ -120,6 +131,18 @@ struct AttentionMetadata {
 };
 
 namespace detail {
+
+inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
+  require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",
+          t.floor_scale, " must be finite and > 0");
+  require(std::isfinite(t.attn_scale), fn, "attn_scale = ", t.attn_scale, " must be finite");
+}
+
+/// t(position) in double (validated parameters, position in [0, 2^53]).
+inline double temperature_at(std::int64_t position, const AttentionTemperature& t) {
+  return 1.0 + t.attn_scale *
+                   std::log1p(std::floor((static_cast<double>(position) + 1.0) / t.floor_scale));
+}
 
 /// Largest position posenc accepts (double counts exactly up to 2^53).
 inline constexpr std::int64_t kMaxAttentionPosition = std::int64_t{1} << 53;
@@ -201,6 +224,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
           "logit_softcap = ", params.logit_softcap, " must be finite and >= 0 (0 = none)");
   require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
           " must be >= 0 (0 = no window)");
+  if (params.query_temperature) validate_temperature(fn, *params.query_temperature);
   require(params.attention_chunk_size >= 0, fn, "attention_chunk_size = ",
           params.attention_chunk_size, " must be >= 0 (0 = no chunks)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");

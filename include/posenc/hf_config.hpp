@@ -1399,8 +1399,9 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
 }
 
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
-/// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window and on
-/// "chunked_attention" layers (Llama-4) its attention_chunk_size; causal mask,
+/// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
+/// "chunked_attention" layers (Llama-4) its attention_chunk_size and on NoPE layers its query
+/// temperature (Llama-4's attn_temperature_tuning); causal mask,
 /// one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
 /// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
@@ -1410,6 +1411,10 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   const bool chunked = layer < static_cast<Eigen::Index>(c.layer_types.size()) &&
                        c.layer_types[static_cast<std::size_t>(layer)] == "chunked_attention";
   p.attention_chunk_size = chunked ? c.attention_chunk_size : 0;
+  // ... and its NoPE layers scale their queries (attn_temperature_tuning).
+  const bool nope = layer < static_cast<Eigen::Index>(c.layer_uses_rope.size()) &&
+                    !c.layer_uses_rope[static_cast<std::size_t>(layer)];
+  if (nope && c.attention_temperature) p.query_temperature = c.attention_temperature;
   if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
   if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
   p.logit_softcap = c.attn_logit_softcapping;

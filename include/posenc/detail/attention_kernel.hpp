@@ -41,6 +41,7 @@
 #include <immintrin.h>
 #endif
 
+#include "posenc/attention_types.hpp"
 #include "posenc/detail/cache_line_vector.hpp"
 #include "posenc/detail/numeric.hpp"
 
@@ -256,6 +257,8 @@ struct AttentionProblem {
   // Chunked attention (Llama-4 attention_chunk_size C): a query sees only keys whose absolute
   // position lies in its own chunk floor(pos / C); 0 = none.
   std::int64_t chunk = 0;
+  // Llama-4's query temperature (NoPE layers): row i's scale times t(pos_q); null = none.
+  const AttentionTemperature* temperature = nullptr;
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
   const double* sinks = nullptr;           // [heads] sink logits (GPT-OSS), or null
@@ -283,6 +286,12 @@ struct AttentionProblem {
   }
   std::int64_t k_position(Eigen::Index b, Eigen::Index j) const {
     return k_pos ? k_pos[b * meta_batch_stride + j] : static_cast<std::int64_t>(j);
+  }
+  /// The factor query qi of sequence b is loaded with: the scale, times its temperature.
+  Acc q_scale(Eigen::Index b, Eigen::Index qi) const {
+    return temperature ? static_cast<Acc>(static_cast<double>(scale) *
+                                          temperature_at(q_position(b, qi), *temperature))
+                       : scale;
   }
   /// Chunks [lo, hi] of queries [qi0, qi0 + nq) of sequence b (chunked attention).
   std::pair<std::int64_t, std::int64_t> query_chunks(Eigen::Index b, Eigen::Index qi0,
@@ -802,8 +811,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
       ws.l[at(r)] = sink ? Acc(1) : Acc(0);
       const TQ* qrow = q_row(qi, h);
+      const Acc qs = p.q_scale(b, qi);
       for (Eigen::Index c = 0; c < d; ++c) {
-        qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * p.scale : Acc(0);
+        qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * qs : Acc(0);
       }
       Acc* o = ws.o.data() + (s * rs + r) * dv;
       std::fill(o, o + dv, Acc(0));
@@ -1166,7 +1176,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.l[at] = sink ? Acc(1) : Acc(0);
     if (!real) continue;
     const TQ* qrow = p.q + ((b * p.q_len + qi) * p.heads + h) * d;
-    for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * p.scale;
+    const Acc qs = p.q_scale(b, qi);
+    for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * qs;
     std::fill(o + lane * dv, o + (lane + 1) * dv, Acc(0));
   }
   Acc* st = ws.st.data();

@@ -67,6 +67,13 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
       }
       // S[i, j] = scale * sum_c Q[i, c] K[j, c]
       Matrix s = scale * (qh * kh.transpose());
+      if (params.query_temperature) {  // Llama-4's NoPE layers: row i times t(pos_q)
+        for (Eigen::Index i = 0; i < q_len; ++i) {
+          const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
+                                                           : static_cast<std::int64_t>(offset + i);
+          s.row(i) *= detail::temperature_at(pq, *params.query_temperature);
+        }
+      }
       if (params.logit_softcap > 0.0) {
         const double c = params.logit_softcap;
         s = s.unaryExpr([c](double x) { return c * std::tanh(x / c); });

@@ -1,5 +1,6 @@
-// Chunked attention (Llama-4's attention_chunk_size on its RoPE layers): a query sees only the
-// keys of its own chunk floor(pos / C) of absolute positions, on top of the causal mask.
+// Llama-4's attention: chunked attention (attention_chunk_size on its RoPE layers: a query sees
+// only the keys of its own chunk floor(pos / C) of absolute positions, on top of the causal
+// mask) and the query temperature of its NoPE layers (AttentionParams::query_temperature).
 //
 // Expected values: softmax(scale q.k - slope (pos_q - pos_k) | visible) v written out below in
 // long double, with the visibility rule spelled out per (query, key) from the positions —
@@ -11,6 +12,7 @@
 
 #include <posenc/attention.hpp>
 #include <posenc/attention_paged.hpp>
+#include <posenc/attention_temperature.hpp>
 #include <posenc/attention_varlen.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/paged_kv_cache.hpp>
@@ -52,6 +54,9 @@ struct Rule {
   std::int64_t chunk = 0;
   std::int64_t window = 0;
   bool causal = true;
+  /// Query temperature (Llama-4 NoPE layers): logits of a query at p times
+  /// 1 + attn_scale ln(1 + floor((p + 1) / floor_scale)); floor_scale 0 = none.
+  long double floor_scale = 0.0L, attn_scale = 0.0L;
 };
 
 template <typename T>
@@ -82,6 +87,10 @@ std::vector<long double> expected(const Shape& s, const std::vector<T>& q, const
                    to_double(k[at(((b * s.k_len + j) * s.kv_heads + g) * s.d + c)]);
           }
           long double logit = scale * dot;
+          if (rule.floor_scale > 0.0L) {
+            logit *= 1.0L + rule.attn_scale *
+                                std::log(1.0L + std::floor((pq + 1.0L) / rule.floor_scale));
+          }
           if (!slopes.empty()) logit -= slopes[at(h)] * static_cast<long double>(pq - pk);
           w[at(j)] = visible ? logit : -std::numeric_limits<long double>::infinity();
           mx = std::max(mx, w[at(j)]);
@@ -464,4 +473,110 @@ TEST_CASE("chunked attention: a negative chunk is rejected before anything is wr
                                                TensorView<float, 4>(out.data(), 1, 4, 2, 8), params),
                       Contains("attention_chunk_size = -1 must be >= 0"));
   REQUIRE(std::all_of(out.begin(), out.end(), [](float e) { return e == -3.0f; }));
+}
+
+TEST_CASE("query temperature: fused and reference paths scale each row's logits by t(pos_q)",
+          "[attention][temperature]") {
+  // floor_scale 16, attn_scale 0.3: the factor steps at positions 15, 31, 47, ... so short
+  // problems cross several steps (Llama-4: 8192 and 0.1).
+  const posenc::AttentionTemperature t{16.0, 0.3};
+  struct Case {
+    Shape s;
+    std::int64_t chunk;
+    int threads;
+  };
+  const Case cases[] = {{{1, 200, 200, 8, 2, 32}, 0, 1}, {{2, 1, 300, 8, 2, 64}, 0, 1},
+                        {{1, 3, 129, 4, 4, 32}, 0, 1},   {{1, 150, 150, 4, 1, 32}, 50, 2}};
+  for (const Case& c : cases) {
+    CAPTURE(c.s, c.chunk, c.threads);
+    const Problem<float> x(c.s, 71);
+    AttentionParams params;
+    params.query_temperature = t;
+    params.attention_chunk_size = c.chunk;
+    params.num_threads = c.threads;
+    Rule rule{c.chunk, 0, true, 16.0L, 0.3L};
+    const auto want = expected(c.s, x.q, x.k, x.v, {}, rule);
+    require_close(x.run(params), want);
+    std::vector<float> ref(x.q.size());
+    posenc::reference::attention<float>(
+        x.qv(), x.kv(), x.vv(),
+        TensorView<float, 4>(ref.data(), c.s.batch, c.s.q_len, c.s.heads, c.s.d), params);
+    require_close(ref, want);
+    // The same as scaling q first (apply_attention_temperature_inplace), within float rounding.
+    Problem<float> scaled = x;
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(c.s.batch * c.s.q_len));
+    for (Eigen::Index b = 0; b < c.s.batch; ++b)
+      for (Eigen::Index i = 0; i < c.s.q_len; ++i)
+        pos[static_cast<std::size_t>(b * c.s.q_len + i)] = c.s.k_len - c.s.q_len + i;
+    posenc::apply_attention_temperature_inplace<float>(
+        TensorView<float, 4>(scaled.q.data(), c.s.batch, c.s.q_len, c.s.heads, c.s.d),
+        PositionIdsView(pos.data(), c.s.batch, c.s.q_len), t);
+    AttentionParams plain = params;
+    plain.query_temperature.reset();
+    require_close(scaled.run(plain), want);
+  }
+}
+
+TEST_CASE("query temperature: KvCache decode from stored positions equals one forward",
+          "[attention][temperature][kv_cache]") {
+  // A NoPE layer: no RoPE, full causal attention, the temperature from each query's position
+  // (stored in the cache), left padding included: sequence 1 starts 6 slots late.
+  constexpr Eigen::Index B = 2, H = 4, KH = 2, d = 32, n = 40, pad = 6;
+  const Shape full{B, n, n, H, KH, d};
+  const Problem<float> x(full, 81);
+  Layout lay;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    for (Eigen::Index t = 0; t < n; ++t) {
+      const Eigen::Index p = b == 0 ? t : std::max<Eigen::Index>(t - pad, 0);
+      lay.q_pos.push_back(p);
+      lay.key_valid.push_back(b == 0 || t >= pad ? 1 : 0);
+    }
+  }
+  lay.k_pos = lay.q_pos;
+  const auto want = expected(full, x.q, x.k, x.v, lay, {0, 0, true, 8.0L, 0.1L});
+  AttentionParams params;
+  params.query_temperature = posenc::AttentionTemperature{8.0, 0.1};
+  posenc::KvCache<float> cache(B, n, KH, d);
+  std::vector<float> got(x.q.size());
+  for (Eigen::Index t = 0; t < n; ++t) {
+    std::vector<float> k(static_cast<std::size_t>(B * KH * d)), v(k.size()), q(static_cast<std::size_t>(B * H * d));
+    std::vector<std::int64_t> pos(B);
+    std::vector<std::uint8_t> valid(B);
+    for (Eigen::Index b = 0; b < B; ++b) {
+      std::copy_n(x.k.begin() + (b * n + t) * KH * d, KH * d, k.begin() + b * KH * d);
+      std::copy_n(x.v.begin() + (b * n + t) * KH * d, KH * d, v.begin() + b * KH * d);
+      std::copy_n(x.q.begin() + (b * n + t) * H * d, H * d, q.begin() + b * H * d);
+      pos[static_cast<std::size_t>(b)] = lay.q_pos[static_cast<std::size_t>(b * n + t)];
+      valid[static_cast<std::size_t>(b)] = lay.key_valid[static_cast<std::size_t>(b * n + t)];
+    }
+    cache.append(ConstTensorView<float, 4>(k.data(), B, 1, KH, d),
+                 ConstTensorView<float, 4>(v.data(), B, 1, KH, d), PositionIdsView(pos.data(), B, 1),
+                 ConstTensorView<std::uint8_t, 2>(valid.data(), B, 1));
+    std::vector<float> o(q.size());
+    cache.attend(ConstTensorView<float, 4>(q.data(), B, 1, H, d), TensorView<float, 4>(o.data(), B, 1, H, d),
+                 params);
+    for (Eigen::Index b = 0; b < B; ++b) {
+      std::copy_n(o.begin() + b * H * d, H * d, got.begin() + (b * n + t) * H * d);
+    }
+  }
+  // Padding rows of sequence 1 see no valid key in the cache (0) but one in the forward (the
+  // padding query's own slot is masked there too): compare the real rows only.
+  for (Eigen::Index b = 0; b < B; ++b) {
+    for (Eigen::Index t = b == 0 ? 0 : pad; t < n; ++t) {
+      CAPTURE(b, t);
+      const auto first = static_cast<std::size_t>((b * n + t) * H * d);
+      const std::vector<float> row(got.begin() + static_cast<std::ptrdiff_t>(first),
+                                   got.begin() + static_cast<std::ptrdiff_t>(first + H * d));
+      require_close(row, std::vector<long double>(want.begin() + static_cast<std::ptrdiff_t>(first),
+                                                  want.begin() + static_cast<std::ptrdiff_t>(first + H * d)));
+    }
+  }
+  std::vector<float> out(static_cast<std::size_t>(B * H * d), -2.0f);
+  AttentionParams bad;
+  bad.query_temperature = posenc::AttentionTemperature{0.0, 0.1};
+  const std::vector<float> q(out.size(), 0.25f);
+  REQUIRE_THROWS_WITH(cache.attend(ConstTensorView<float, 4>(q.data(), B, 1, H, d),
+                                   TensorView<float, 4>(out.data(), B, 1, H, d), bad),
+                      Contains("floor_scale = 0 must be finite and > 0"));
+  REQUIRE(std::all_of(out.begin(), out.end(), [](float e) { return e == -2.0f; }));
 }
