@@ -6,7 +6,8 @@
 //                does not move them (HF's chunked_overlay subtracts the padding; its legacy
 //                version cut on slots and did).
 //   NoPE layers: full causal attention with no RoPE; each query is multiplied by
-//                t(p) = 1 + 0.1 ln(1 + floor((p + 1) / 8192))   (attention temperature tuning).
+//                t(p) = 1 + 0.1 ln(1 + floor((p + 1) / 8192))   (attention temperature tuning;
+//                AttentionParams::query_temperature, or apply_attention_temperature_inplace).
 //
 // As in attention_sliding_window: with every key 0 the scores are 0, so a query's weights are
 // uniform over the keys it may see, and with V rows e_j the output row is the weights.
@@ -17,6 +18,7 @@
 // expect: 2 padding slots, last token (position 3): 0.000 0.000 0.000 0.000 0.000 1.000
 // expect: rolling cache of W = 3 slots, token 4: 0.000 0.000 0.000 0.500 0.500 0.000
 // expect: t(8190) = 1.000000, t(8191) = 1.069315, t(16383) = 1.109861
+// expect: NoPE query, scores [1, 0], at position 8190: 0.7311 0.2689; at 8191: 0.7445 0.2555
 
 #include <posenc/attention.hpp>
 #include <posenc/attention_temperature.hpp>
@@ -84,5 +86,27 @@ int main() {
   std::printf("t(8190) = %.6f, t(8191) = %.6f, t(16383) = %.6f\n",
               posenc::attention_temperature(8190), posenc::attention_temperature(8191),
               posenc::attention_temperature(16383));
+
+  // A NoPE layer with AttentionParams::query_temperature: q = e0 against k = [e0, 0] gives
+  // scores [1, 0]; at 8191 they become [t, 0], t = 1.0693147, so the weights move from
+  // 1 / (1 + e^-1) = 0.7311 to 1 / (1 + e^-t) = 0.7445 (V rows e_j: the output is the weights).
+  std::vector<float> q2 = {1, 0}, k2 = {1, 0, 0, 0}, v2 = {1, 0, 0, 1}, o2(2);
+  posenc::AttentionParams nope;
+  nope.scale = 1.0;
+  nope.query_temperature = posenc::AttentionTemperature{};  // Llama-4: 8192, 0.1
+  std::printf("NoPE query, scores [1, 0],");
+  for (const std::int64_t p : {std::int64_t{8190}, std::int64_t{8191}}) {
+    const std::int64_t key_positions[2] = {p - 1, p};
+    posenc::AttentionMetadata at;
+    at.query_positions.emplace(&p, 1, 1);
+    at.key_positions.emplace(key_positions, 1, 2);
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q2.data(), 1, 1, 1, 2),
+                             posenc::ConstTensorView<float, 4>(k2.data(), 1, 2, 1, 2),
+                             posenc::ConstTensorView<float, 4>(v2.data(), 1, 2, 1, 2),
+                             posenc::TensorView<float, 4>(o2.data(), 1, 1, 1, 2), nope, at);
+    std::printf(p == 8190 ? " at position %ld: %.4f %.4f" : "; at %ld: %.4f %.4f",
+                static_cast<long>(p), static_cast<double>(o2[0]), static_cast<double>(o2[1]));
+  }
+  std::printf("\n");
   return 0;
 }
