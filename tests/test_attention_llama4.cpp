@@ -13,6 +13,8 @@
 #include <posenc/attention.hpp>
 #include <posenc/attention_paged.hpp>
 #include <posenc/attention_temperature.hpp>
+#include <posenc/diagnostics.hpp>
+#include <posenc/rope_frequencies.hpp>
 #include <posenc/attention_varlen.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/paged_kv_cache.hpp>
@@ -579,4 +581,43 @@ TEST_CASE("query temperature: KvCache decode from stored positions equals one fo
                                    TensorView<float, 4>(out.data(), B, 1, H, d), bad),
                       Contains("floor_scale = 0 must be finite and > 0"));
   REQUIRE(std::all_of(out.begin(), out.end(), [](float e) { return e == -2.0f; }));
+}
+
+TEST_CASE("llama-4 layers: prefill equals token-by-token decode for a chunked RoPE layer and a "
+          "NoPE layer with temperature, left padding included", "[attention][chunked][temperature]") {
+  // The seed's check ("先固定一个很短的确定性输入，比对完整前向与逐 token KV-Cache 解码") on both
+  // layer kinds: Llama-4's RoPE (llama3 with low_freq_factor == high_freq_factor, interleaved
+  // pairs) with chunks of 16, and its NoPE layer with the temperature stepping every 8.
+  constexpr Eigen::Index B = 2, n = 45, H = 8, KH = 2, d = 32;
+  const Shape s{B, n, n, H, KH, d};
+  const Problem<float> x(s, 91);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(B * n));
+  std::vector<std::uint8_t> valid(pos.size(), 1);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    pos[static_cast<std::size_t>(t)] = t;
+    pos[static_cast<std::size_t>(n + t)] = std::max<Eigen::Index>(t - 5, 0);
+    if (t < 5) valid[static_cast<std::size_t>(n + t)] = 0;
+  }
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.theta = 500000.0;
+  rp.scaling.type = posenc::RopeScalingType::kLlama3;
+  rp.scaling.factor = 16.0;
+  rp.scaling.low_freq_factor = rp.scaling.high_freq_factor = 1.0;
+  rp.scaling.original_max_position_embeddings = 64;
+  const auto rope = posenc::compute_rope_frequencies(rp);
+  AttentionParams chunked;
+  chunked.attention_chunk_size = 16;
+  AttentionParams nope;
+  nope.query_temperature = posenc::AttentionTemperature{8.0, 0.1};
+  for (const bool rope_layer : {true, false}) {
+    CAPTURE(rope_layer);
+    const auto rep = posenc::check_prefill_vs_decode<float>(
+        x.qv(), x.kv(), x.vv(), rope_layer ? chunked : nope,
+        rope_layer ? std::optional<posenc::RopeFrequencies>(rope) : std::nullopt,
+        posenc::RopeLayout::kInterleaved, PositionIdsView(pos.data(), B, n),
+        ConstTensorView<std::uint8_t, 2>(valid.data(), B, n));
+    CAPTURE(rep.worst, rep.worst_step);
+    REQUIRE(rep.worst < 2e-6);
+  }
 }
