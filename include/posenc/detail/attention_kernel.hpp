@@ -314,10 +314,10 @@ struct AttentionProblem {
   std::pair<Eigen::Index, Eigen::Index> chunk_keys(Eigen::Index b, std::int64_t lo,
                                                    std::int64_t hi, Eigen::Index begin,
                                                    Eigen::Index end) const {
-    if (!k_pos) {
+    if (!k_pos) {  // key j at position j: chunks [lo, hi] are keys [lo C, (hi + 1) C)
       const std::int64_t first = lo * chunk, last = (hi + 1) * chunk;  // <= 2^53 + chunk
-      return {std::max<Eigen::Index>(begin, static_cast<Eigen::Index>(std::min<std::int64_t>(first, end))),
-              std::min<Eigen::Index>(end, static_cast<Eigen::Index>(std::min<std::int64_t>(last, end)))};
+      return {static_cast<Eigen::Index>(std::max<std::int64_t>(begin, first)),
+              static_cast<Eigen::Index>(std::min<std::int64_t>(end, last))};
     }
     Eigen::Index first = end, last = begin;
     for (Eigen::Index j = begin; j < end; ++j) {
