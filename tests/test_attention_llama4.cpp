@@ -146,6 +146,17 @@ struct Problem {
   }
 };
 
+/// The fused path (attention) and the reference path both equal `want`.
+void require_fused_and_reference(const Problem<float>& x, const AttentionParams& params,
+                                 const std::vector<long double>& want) {
+  require_close(x.run(params), want);
+  std::vector<float> ref(x.q.size());
+  posenc::reference::attention<float>(
+      x.qv(), x.kv(), x.vv(),
+      TensorView<float, 4>(ref.data(), x.s.batch, x.s.q_len, x.s.heads, x.s.d), params);
+  require_close(ref, want);
+}
+
 }  // namespace
 
 TEST_CASE("chunked attention: the weights are the chunked causal pattern",
@@ -201,13 +212,8 @@ TEST_CASE("chunked attention: fused and reference paths against long double",
       for (Eigen::Index h = 0; h < c.s.heads; ++h) slopes.push_back(0.05 * static_cast<double>(h + 1));
       params.alibi_slopes = slopes;
     }
-    const auto want = expected(c.s, x.q, x.k, x.v, {}, {c.chunk, c.window, true}, slopes);
-    require_close(x.run(params), want);
-    std::vector<float> ref(x.q.size());
-    posenc::reference::attention<float>(
-        x.qv(), x.kv(), x.vv(),
-        TensorView<float, 4>(ref.data(), c.s.batch, c.s.q_len, c.s.heads, c.s.d), params);
-    require_close(ref, want);
+    require_fused_and_reference(
+        x, params, expected(c.s, x.q, x.k, x.v, {}, {c.chunk, c.window, true}, slopes));
   }
 }
 
@@ -498,12 +504,7 @@ TEST_CASE("query temperature: fused and reference paths scale each row's logits 
     params.num_threads = c.threads;
     Rule rule{c.chunk, 0, true, 16.0L, 0.3L};
     const auto want = expected(c.s, x.q, x.k, x.v, {}, rule);
-    require_close(x.run(params), want);
-    std::vector<float> ref(x.q.size());
-    posenc::reference::attention<float>(
-        x.qv(), x.kv(), x.vv(),
-        TensorView<float, 4>(ref.data(), c.s.batch, c.s.q_len, c.s.heads, c.s.d), params);
-    require_close(ref, want);
+    require_fused_and_reference(x, params, want);
     // The same as scaling q first (apply_attention_temperature_inplace), within float rounding.
     Problem<float> scaled = x;
     std::vector<std::int64_t> pos(static_cast<std::size_t>(c.s.batch * c.s.q_len));
