@@ -187,9 +187,10 @@ struct HfModelConfig {
   /// Llama-4's attention_chunk_size (0 = none): AttentionParams::attention_chunk_size on the
   /// layers whose layer_types entry is "chunked_attention".
   std::int64_t attention_chunk_size = 0;
-  /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale):
-  /// apply_attention_temperature_inplace on the queries of the NoPE layers
-  /// (layer_uses_rope[i] == false). Empty when the model does not tune.
+  /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale)
+  /// for the queries of the NoPE layers (layer_uses_rope[i] == false): hf_attention_params sets
+  /// it as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
+  /// Empty when the model does not tune.
   std::optional<AttentionTemperature> attention_temperature;
 
   /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
