@@ -24,3 +24,4 @@
 #include "posenc/tensor.hpp"
 #include "posenc/version.hpp"
 #include "posenc/vision_rope.hpp"
+#include "posenc/xpos.hpp"
