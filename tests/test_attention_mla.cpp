@@ -614,14 +614,17 @@ TEST_CASE("attention mla: attention_paged_latent over scrambled bfloat16 pages o
   }
   const auto q = MlaProblem<float>::draw(2 * H * d, 70, 2.0);
   std::vector<float> out(static_cast<std::size_t>(2 * H * dv), -7.0f);
+  const auto run = [&](const AttentionParams& params) {
+    posenc::attention_paged_latent<float, Eigen::bfloat16>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, H, d),
+        ConstTensorView<Eigen::bfloat16, 4>(pool.data(), num_pages, page, 1, d),
+        ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
+        ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+        TensorView<float, 4>(out.data(), 2, 1, H, dv), params);
+  };
   AttentionParams params;
   params.scale = static_cast<double>(scale);
-  posenc::attention_paged_latent<float, Eigen::bfloat16>(
-      ConstTensorView<float, 4>(q.data(), 2, 1, H, d),
-      ConstTensorView<Eigen::bfloat16, 4>(pool.data(), num_pages, page, 1, d),
-      ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
-      ConstTensorView<std::int64_t, 1>(lens.data(), 2),
-      TensorView<float, 4>(out.data(), 2, 1, H, dv), params);
+  run(params);
   for (std::size_t sq = 0; sq < 2; ++sq) {
     CAPTURE(sq);
     const std::vector<float> qs(q.begin() + static_cast<std::ptrdiff_t>(sq * H * d),
@@ -631,16 +634,7 @@ TEST_CASE("attention mla: attention_paged_latent over scrambled bfloat16 pages o
     require_close(os, expected_attention(MlaShape{1, 1, lens[sq], H, 1, d, dv}, qs, rows[sq],
                                          latent_values(rows[sq], d, dv), {}, {}, scale));
   }
-  AttentionParams no_scale;
-  const auto unscaled = [&] {
-    posenc::attention_paged_latent<float, Eigen::bfloat16>(
-        ConstTensorView<float, 4>(q.data(), 2, 1, H, d),
-        ConstTensorView<Eigen::bfloat16, 4>(pool.data(), num_pages, page, 1, d),
-        ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
-        ConstTensorView<std::int64_t, 1>(lens.data(), 2),
-        TensorView<float, 4>(out.data(), 2, 1, H, dv), no_scale);
-  };
-  REQUIRE_THROWS_WITH(unscaled(), Contains("params.scale must be set"));
+  REQUIRE_THROWS_WITH(run(AttentionParams{}), Contains("params.scale must be set"));
 }
 
 TEST_CASE("attention mla: a latent PagedKvCache with RoPE on k_pe — a fork's decode equals the "

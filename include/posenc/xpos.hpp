@@ -85,7 +85,7 @@ void fill_xpos_cos_sin_caches(const RopeFrequencies& freqs, const XposParams& xp
     for (Eigen::Index j = 0; j < half; ++j) {
       const double angle = static_cast<double>(p) * freqs.inv_freq[static_cast<std::size_t>(j)];
       const double c = std::cos(angle), s = std::sin(angle);
-      const double up = a * std::pow(zeta(j), power), down = a * std::pow(zeta(j), -power);
+      const double scale = std::pow(zeta(j), power), up = a * scale, down = a / scale;
       qr[j] = detail::from_value<T>(up * c);
       qr[half + j] = detail::from_value<T>(up * s);
       kr[j] = detail::from_value<T>(down * c);

@@ -50,6 +50,10 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
   const bool causal = params.mask == MaskMode::kCausal;
   const Eigen::Index offset = k_len - q_len;
   const double neg_inf = -std::numeric_limits<double>::infinity();
+  const auto query_position = [&](Eigen::Index b, Eigen::Index i) -> std::int64_t {
+    return metadata.query_positions ? (*metadata.query_positions)(b, i)
+                                    : static_cast<std::int64_t>(offset + i);
+  };
 
   // The contractions are 2-D, so they are Eigen matrix products (GEMM). (The Tensor module's
   // contract() computes the same, but GCC 12 reports a false -Warray-bounds inside its
@@ -69,9 +73,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
       Matrix s = scale * (qh * kh.transpose());
       if (params.query_temperature) {  // Llama-4's NoPE layers: row i times t(pos_q)
         for (Eigen::Index i = 0; i < q_len; ++i) {
-          const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
-                                                           : static_cast<std::int64_t>(offset + i);
-          s.row(i) *= detail::temperature_at(pq, *params.query_temperature);
+          s.row(i) *= detail::temperature_at(query_position(b, i), *params.query_temperature);
         }
       }
       if (params.logit_softcap > 0.0) {
@@ -79,8 +81,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
         s = s.unaryExpr([c](double x) { return c * std::tanh(x / c); });
       }
       for (Eigen::Index i = 0; i < q_len; ++i) {
-        const std::int64_t pq = metadata.query_positions ? (*metadata.query_positions)(b, i)
-                                                         : static_cast<std::int64_t>(offset + i);
+        const std::int64_t pq = query_position(b, i);
         // An attention sink is one more softmax entry, with no value row.
         const bool sink = !params.sink_logits.empty();
         const double sink_logit = sink ? params.sink_logits[static_cast<std::size_t>(h)] : 0.0;
