@@ -12,6 +12,7 @@
 #include "posenc/attention_types.hpp"
 #include "posenc/attention_varlen.hpp"
 #include "posenc/diagnostics.hpp"
+#include "posenc/dual_chunk_attention.hpp"
 #include "posenc/error.hpp"
 #include "posenc/kv_cache.hpp"
 #include "posenc/learned.hpp"

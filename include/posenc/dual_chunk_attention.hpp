@@ -1,0 +1,443 @@
+#pragma once
+/// \file posenc/dual_chunk_attention.hpp
+/// Dual Chunk Attention (DCA; An et al. 2024, "Training-Free Long-Context Scaling of Large
+/// Language Models", §3), as Qwen2.5-7B/14B-Instruct-1M's `dual_chunk_attention_config`
+/// configures it and vLLM runs it (DualChunkRotaryEmbedding and the dense path of the
+/// DUAL_CHUNK_FLASH_ATTN backend; the MInference sparse path is not here).
+///
+/// Positions are cut into chunks of chunk_len = chunk_size - local_size. Keys are rotated at
+/// their place in their chunk, p_k mod chunk_len; a query at p is rotated one of three ways,
+/// by the chunk of the key it meets (c = chunk_len, S = chunk_size):
+///
+///   key in                  query rotated at            rotated distance
+///   the query's chunk       p mod c                     p - p_k             (< c)
+///   the chunk before it     min(p mod c + c, S)         p - p_k, capped at S
+///   any earlier chunk       min(2c - 1, S)              S - (p_k mod c)     (in (S - c, S])
+///
+/// (the three query tables of vLLM: q, qc clamped at S, and qc's last row), so no rotated
+/// distance exceeds S, the context the model was trained for, at any length. One softmax runs
+/// over every key the causal mask shows: the three parts are attended separately and merged by
+/// their log-sum-exps (attention_merge.hpp), which is the same softmax.
+///
+/// Length scaling (original_max_position_embeddings = L0 > 0): s(L) = max(1, 0.1 ln(L / L0) + 1).
+/// vLLM multiplies each key by s of the sequence length when the key is written (a prompt's
+/// keys by s(prompt length), a decode step's key by s(length after the step)) and the queries
+/// by s of the current length, so the logits past L0 grow by about s^2. Here the keys' factor is
+/// dual_chunk_rotate_keys_inplace's seq_len and the queries' is s(last query position + 1) of
+/// each sequence, taken by dual_chunk_attention itself.
+///
+/// Flow per layer: rotate the new keys with dual_chunk_rotate_keys_inplace (they are then what
+/// vLLM stores), keep them (a KvCache without a RoPE plan, or your own buffer), and attend with
+/// the unrotated queries: dual_chunk_attention (tensors) or dual_chunk_attend (a KvCache). The
+/// rotated queries are staged in float (double for double storage), not rounded to a 16-bit
+/// storage type first as vLLM does.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "posenc/attention.hpp"
+#include "posenc/attention_merge.hpp"
+#include "posenc/attention_rope.hpp"
+#include "posenc/attention_types.hpp"
+#include "posenc/detail/numeric.hpp"
+#include "posenc/error.hpp"
+#include "posenc/kv_cache.hpp"
+#include "posenc/rope.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/tensor.hpp"
+
+namespace posenc {
+
+/// Qwen2.5-1M's `dual_chunk_attention_config` (the defaults are vLLM's when a key is absent;
+/// Qwen2.5-7B-Instruct-1M: chunk_size 262144, local_size 8192, L0 262144).
+struct DualChunkParams {
+  std::int64_t chunk_size = 8192;  ///< S: the largest rotated distance; > local_size, <= 2^53
+  std::int64_t local_size = 1024;  ///< chunk_len = chunk_size - local_size; >= 0
+  /// L0 of the length scaling s(L) = max(1, 0.1 ln(L / L0) + 1); 0 = no scaling. >= 0.
+  std::int64_t original_max_position_embeddings = 0;
+};
+
+/// Which query rotation meets a key: the key in the query's own chunk, the chunk before it, or
+/// an earlier one.
+enum class DualChunkPart : std::uint8_t { kIntra = 0, kSuccessive = 1, kInter = 2 };
+
+/// The RoPE frequencies (the model's plain rope_theta plan), the pair layout and the chunking:
+/// plan once per model.
+struct DualChunkPlan {
+  RopeFrequencies freqs;
+  RopeLayout layout = RopeLayout::kHalfSplit;
+  DualChunkParams chunks;
+};
+
+/// Reusable buffers of the DCA calls (rotated queries, the parts' outputs and log-sum-exps, the
+/// mapped positions and a key mask) plus the fused kernel's tiles: grows to the largest call,
+/// then stays, so the hot path allocates nothing. One call at a time per workspace.
+class DualChunkWorkspace {
+ public:
+  AttentionWorkspace& kernel() noexcept { return kernel_; }
+  /// which: 0 rotated queries, 1 and 2 the two parts' outputs, 3 and 4 their log-sum-exps.
+  template <typename Acc>
+  std::vector<Acc>& staging(int which, std::size_t n) {
+    auto& v = [&]() -> std::vector<Acc>& {
+      if constexpr (std::is_same_v<Acc, double>) {
+        return d_[which];
+      } else {
+        return f_[which];
+      }
+    }();
+    if (v.size() < n) v.resize(n);
+    return v;
+  }
+  std::vector<std::int64_t>& positions(std::size_t n) {
+    if (positions_.size() < n) positions_.resize(n);
+    return positions_;
+  }
+  std::vector<std::uint8_t>& key_mask(std::size_t n) {
+    if (key_mask_.size() < n) key_mask_.resize(n);
+    return key_mask_;
+  }
+
+ private:
+  AttentionWorkspace kernel_;
+  std::vector<float> f_[5];
+  std::vector<double> d_[5];
+  std::vector<std::int64_t> positions_;
+  std::vector<std::uint8_t> key_mask_;
+};
+
+namespace detail {
+
+inline void validate_dual_chunk(std::string_view fn, const DualChunkParams& p) {
+  require(p.local_size >= 0, fn, "local_size = ", p.local_size, " must be >= 0");
+  require(p.chunk_size > p.local_size && p.chunk_size <= kMaxAttentionPosition, fn,
+          "chunk_size = ", p.chunk_size, " must be > local_size (", p.local_size,
+          ") and <= 2^53");
+  require(p.original_max_position_embeddings >= 0, fn, "original_max_position_embeddings = ",
+          p.original_max_position_embeddings, " must be >= 0 (0 = no length scaling)");
+}
+
+inline std::int64_t dual_chunk_len(const DualChunkParams& p) {
+  return p.chunk_size - p.local_size;
+}
+
+/// The query position of a part (validated params, position >= 0).
+inline std::int64_t dual_chunk_query_at(std::int64_t position, DualChunkPart part,
+                                        const DualChunkParams& p) {
+  const std::int64_t c = dual_chunk_len(p);
+  switch (part) {
+    case DualChunkPart::kIntra: return position % c;
+    case DualChunkPart::kSuccessive: return std::min(position % c + c, p.chunk_size);
+    case DualChunkPart::kInter: break;
+  }
+  return std::min(2 * c - 1, p.chunk_size);
+}
+
+inline double dual_chunk_scale_at(std::int64_t seq_len, const DualChunkParams& p) {
+  if (p.original_max_position_embeddings == 0) return 1.0;
+  const double s = 0.1 * std::log(static_cast<double>(seq_len) /
+                                  static_cast<double>(p.original_max_position_embeddings)) +
+                   1.0;
+  return std::max(1.0, s);
+}
+
+/// The attention features DCA composes with: a causal mask, a scale, a soft cap, threads.
+inline void validate_dual_chunk_attention(std::string_view fn, const DualChunkPlan& plan,
+                                          const AttentionParams& params, Eigen::Index d) {
+  validate_dual_chunk(fn, plan.chunks);
+  validate_attention_rope(fn, plan.freqs, plan.layout, d);
+  require(params.mask == MaskMode::kCausal, fn, "params.mask = ", to_string(params.mask),
+          " must be causal (dual chunk attention is defined for decoders)");
+  require(params.alibi_slopes.empty() && params.sink_logits.empty(), fn,
+          "params.alibi_slopes (", params.alibi_slopes.size(), ") and params.sink_logits (",
+          params.sink_logits.size(), ") must be empty: dual chunk attention is a RoPE scheme");
+  require(params.sliding_window == 0 && params.attention_chunk_size == 0 &&
+              !params.query_temperature,
+          fn, "params.sliding_window = ", params.sliding_window, ", attention_chunk_size = ",
+          params.attention_chunk_size,
+          " and query_temperature must be unset: dual chunk attention sets its own chunks");
+}
+
+/// The queries' positions and the keys' positions and padding of one sequence.
+struct DualChunkRow {
+  const std::int64_t* q_pos;  ///< [q_len], or null: k_len - q_len + i
+  const std::int64_t* k_pos;  ///< [k_len], or null: j
+  const std::uint8_t* k_mask;  ///< [k_len], or null: every key valid
+  std::int64_t k_valid_len;    ///< keys j >= k_valid_len are padding
+};
+
+/// Validated inputs, q_len <= k_len: each query i is key slot k_len - q_len + i. Queries are
+/// taken in groups of one chunk whose earlier-chunk keys are the same for every member (a group
+/// ends where a query's own slot holds a key of an earlier chunk), so each group attends
+/// its intra part with the kernel's chunk mask and its two cross parts as plain bidirectional
+/// attention over the slots of those keys.
+template <typename T>
+void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
+                    const AttentionKvRows<T>& kv, const DualChunkRow& row,
+                    const DualChunkPlan& plan, const AttentionParams& params,
+                    DualChunkWorkspace& ws) {
+  using Acc = compute_t<T>;
+  const Eigen::Index k_len = kv.k_len, d = kv.d, dv = kv.dv, shift = k_len - q_len;
+  const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
+  const std::int64_t c = dual_chunk_len(plan.chunks);
+  const auto qpos = [&](Eigen::Index i) { return row.q_pos ? row.q_pos[i] : shift + i; };
+  const auto kpos = [&](Eigen::Index j) { return row.k_pos ? row.k_pos[j] : std::int64_t{j}; };
+  const auto valid = [&](Eigen::Index j) {
+    return j < row.k_valid_len && (!row.k_mask || row.k_mask[j] != 0);
+  };
+
+  std::int64_t last = 0;
+  for (Eigen::Index i = 0; i < q_len; ++i) last = std::max(last, qpos(i));
+  // vLLM: softmax_scale * s(L) in prefill, q * s(L) in decode; an explicit scale keeps s(L).
+  const double length_scale = dual_chunk_scale_at(last + 1, plan.chunks);
+  const double multiplier = plan.freqs.softmax_scale_multiplier * length_scale;
+  AttentionParams intra = params;
+  intra.attention_chunk_size = c;
+  if (params.scale) intra.scale = *params.scale * length_scale;
+  AttentionParams cross = intra;
+  cross.mask = MaskMode::kBidirectional;
+  cross.attention_chunk_size = 0;
+
+  const auto n = static_cast<std::size_t>(q_len);
+  auto& qs = ws.staging<Acc>(0, n * static_cast<std::size_t>(heads * d));
+  auto& out_a = ws.staging<Acc>(1, n * static_cast<std::size_t>(heads * dv));
+  auto& out_b = ws.staging<Acc>(2, n * static_cast<std::size_t>(heads * dv));
+  auto& lse_a = ws.staging<Acc>(3, n * static_cast<std::size_t>(heads));
+  auto& lse_b = ws.staging<Acc>(4, n * static_cast<std::size_t>(heads));
+  auto& rot_pos = ws.positions(n);
+  auto& mask = ws.key_mask(static_cast<std::size_t>(k_len));
+
+  Eigen::Index i0 = 0;
+  while (i0 < q_len) {
+    const std::int64_t chunk = qpos(i0) / c;
+    Eigen::Index i1 = i0 + 1;
+    while (i1 < q_len && qpos(i1) / c == chunk &&
+           !(valid(shift + i1) && kpos(shift + i1) / c < chunk)) {
+      ++i1;
+    }
+    const Eigen::Index g = i1 - i0;
+    const TensorView<Acc, 4> qg(qs.data(), 1, g, heads, d);
+    const auto rotate = [&](DualChunkPart part) {
+      const T* src = q + i0 * heads * d;
+      for (Eigen::Index e = 0; e < g * heads * d; ++e) qs[static_cast<std::size_t>(e)] = to_compute(src[e]);
+      for (Eigen::Index i = 0; i < g; ++i) {
+        rot_pos[static_cast<std::size_t>(i)] = dual_chunk_query_at(qpos(i0 + i), part, plan.chunks);
+      }
+      apply_rope_inplace<Acc>(qg, PositionIdsView(rot_pos.data(), 1, g), plan.freqs, plan.layout);
+    };
+
+    // Intra: causal within the chunk of positions, over the slots up to the group's last query.
+    rotate(DualChunkPart::kIntra);
+    const Eigen::Index intra_len = shift + i1;
+    const std::int64_t intra_valid = std::min<std::int64_t>(row.k_valid_len, intra_len);
+    const AttentionKvRows<T> intra_kv{kv.k, kv.v, intra_len, kv.kv_heads, d, dv, 0, 0,
+                                      kv.v_row_elems, kv.v_head_elems};
+    const AttentionMetaRows intra_meta{row.q_pos ? row.q_pos + i0 : nullptr, row.k_pos,
+                                       &intra_valid, row.k_mask, intra_len};
+    run_fused_attention(qs.data(), out_a.data(), 1, g, heads, intra_kv, intra, intra_meta,
+                        ws.kernel(), multiplier, lse_a.data());
+
+    // Successive and inter: every key of those chunks the group's first query sees.
+    const Eigen::Index seen = shift + i0 + 1;
+    for (const DualChunkPart part : {DualChunkPart::kSuccessive, DualChunkPart::kInter}) {
+      Eigen::Index lo = seen, hi = 0;
+      for (Eigen::Index j = 0; j < seen; ++j) {
+        const std::int64_t kc = kpos(j) / c;
+        const bool in = valid(j) && (part == DualChunkPart::kSuccessive ? kc + 1 == chunk
+                                                                         : kc + 1 < chunk);
+        mask[static_cast<std::size_t>(j)] = in ? 1 : 0;
+        if (in) {
+          lo = std::min(lo, j);
+          hi = j + 1;
+        }
+      }
+      if (hi == 0) continue;
+      rotate(part);
+      const AttentionKvRows<T> part_kv{kv.k + lo * kv.kv_heads * d, kv.v + lo * v_row, hi - lo,
+                                       kv.kv_heads, d, dv, 0, 0, kv.v_row_elems, kv.v_head_elems};
+      const AttentionMetaRows part_meta{nullptr, nullptr, nullptr, mask.data() + lo, hi - lo};
+      run_fused_attention(qs.data(), out_b.data(), 1, g, heads, part_kv, cross, part_meta,
+                          ws.kernel(), multiplier, lse_b.data());
+      merge_attention_state_inplace<Acc>(TensorView<Acc, 4>(out_a.data(), 1, g, heads, dv),
+                                         TensorView<Acc, 3>(lse_a.data(), 1, g, heads),
+                                         ConstTensorView<Acc, 4>(out_b.data(), 1, g, heads, dv),
+                                         ConstTensorView<Acc, 3>(lse_b.data(), 1, g, heads));
+    }
+    T* dst = out + i0 * heads * dv;
+    for (Eigen::Index e = 0; e < g * heads * dv; ++e) {
+      dst[e] = from_value<T>(out_a[static_cast<std::size_t>(e)]);
+    }
+    i0 = i1;
+  }
+}
+
+}  // namespace detail
+
+/// \brief The position a key is rotated at: position mod chunk_len.
+/// Throws std::invalid_argument for bad params or a position outside [0, 2^53].
+inline std::int64_t dual_chunk_key_position(std::int64_t position, const DualChunkParams& params) {
+  constexpr std::string_view fn = "dual_chunk_key_position";
+  detail::validate_dual_chunk(fn, params);
+  detail::require(position >= 0 && position <= detail::kMaxAttentionPosition, fn, "position = ",
+                  position, " must be in [0, 2^53]");
+  return position % detail::dual_chunk_len(params);
+}
+
+/// \brief The position a query at `position` is rotated at to meet the keys of `part` (the
+/// table in the file comment). Throws std::invalid_argument as dual_chunk_key_position.
+inline std::int64_t dual_chunk_query_position(std::int64_t position, DualChunkPart part,
+                                              const DualChunkParams& params) {
+  constexpr std::string_view fn = "dual_chunk_query_position";
+  detail::validate_dual_chunk(fn, params);
+  detail::require(position >= 0 && position <= detail::kMaxAttentionPosition, fn, "position = ",
+                  position, " must be in [0, 2^53]");
+  detail::require(part == DualChunkPart::kIntra || part == DualChunkPart::kSuccessive ||
+                      part == DualChunkPart::kInter,
+                  fn, "part = ", static_cast<int>(part), " is not a DualChunkPart");
+  return detail::dual_chunk_query_at(position, part, params);
+}
+
+/// \brief vLLM's length scaling s(L) = max(1, 0.1 ln(L / L0) + 1) for a sequence of seq_len
+/// tokens (1 when original_max_position_embeddings is 0). Throws std::invalid_argument for bad
+/// params or seq_len < 1.
+inline double dual_chunk_scaling_factor(std::int64_t seq_len, const DualChunkParams& params) {
+  constexpr std::string_view fn = "dual_chunk_scaling_factor";
+  detail::validate_dual_chunk(fn, params);
+  detail::require(seq_len >= 1, fn, "seq_len = ", seq_len, " must be >= 1");
+  return detail::dual_chunk_scale_at(seq_len, params);
+}
+
+/// \brief Turns new keys into what DCA keeps: each rotated at its position mod chunk_len, then
+/// (with L0 > 0) multiplied by s(seq_len), the sequence length after these keys are added, and
+/// rounded to T (vLLM rotates, then scales the rotated key in its dtype).
+/// k: [batch, n, kv_heads, head_dim] in place; position_ids: [batch, n] in [0, 2^53];
+/// seq_len: >= 1 when original_max_position_embeddings > 0 (otherwise unused).
+/// Throws std::invalid_argument (params, plan, shapes, positions, seq_len) before writing.
+template <typename T>
+void dual_chunk_rotate_keys_inplace(TensorView<T, 4> k, PositionIdsView position_ids,
+                                    const DualChunkPlan& plan, std::int64_t seq_len = 0,
+                                    DualChunkWorkspace* workspace = nullptr) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "dual_chunk_rotate_keys_inplace";
+  detail::validate_dual_chunk(fn, plan.chunks);
+  detail::validate_attention_rope(fn, plan.freqs, plan.layout, k.dimension(3));
+  const Eigen::Index batch = k.dimension(0), n = k.dimension(1);
+  detail::validate_positions(fn, "position_ids", position_ids, batch, n, "n");
+  const bool scaled = plan.chunks.original_max_position_embeddings > 0;
+  detail::require(!scaled || seq_len >= 1, fn, "seq_len = ", seq_len,
+                  " must be >= 1 when original_max_position_embeddings (",
+                  plan.chunks.original_max_position_embeddings, ") > 0");
+
+  DualChunkWorkspace local;
+  DualChunkWorkspace& ws = workspace ? *workspace : local;
+  auto& mapped = ws.positions(static_cast<std::size_t>(batch * n));
+  const std::int64_t c = detail::dual_chunk_len(plan.chunks);
+  for (Eigen::Index e = 0; e < batch * n; ++e) {
+    mapped[static_cast<std::size_t>(e)] = position_ids.data()[e] % c;
+  }
+  apply_rope_inplace<T>(k, PositionIdsView(mapped.data(), batch, n), plan.freqs, plan.layout);
+  if (!scaled) return;
+  using Acc = detail::compute_t<T>;
+  const auto s = static_cast<Acc>(detail::dual_chunk_scale_at(seq_len, plan.chunks));
+  if (s == Acc(1)) return;
+  for (Eigen::Index e = 0; e < k.size(); ++e) {
+    k.data()[e] = detail::from_value<T>(detail::to_compute(k.data()[e]) * s);
+  }
+}
+
+/// \brief Dual chunk attention over keys from dual_chunk_rotate_keys_inplace:
+/// out = softmax over the causally visible keys of (scale s(L) q_part . k), q_part the query
+/// rotated for the key's chunk (file comment), times V.
+/// q: [batch, q_len, heads, head_dim], unrotated; k: [batch, k_len, kv_heads, head_dim], rotated
+/// by dual_chunk_rotate_keys_inplace; v: [batch, k_len, kv_heads, v_head_dim]; out: [batch,
+/// q_len, heads, v_head_dim]; q_len <= k_len (the queries' own keys are the last q_len).
+/// Chunks follow the metadata's positions (defaults k_len - q_len + i and j), so left padding
+/// does not move them; key padding as in attention(). L = the last query position + 1 of each
+/// sequence. params: causal; scale, logit_softcap and num_threads apply; ALiBi, sinks, windows,
+/// chunks and temperatures are rejected.
+/// Throws std::invalid_argument (as attention(), plus the plan, params and q_len) before
+/// writing anything.
+template <typename T>
+void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
+                          ConstTensorView<T, 4> v, TensorView<T, 4> out, const DualChunkPlan& plan,
+                          const AttentionParams& params = {},
+                          const AttentionMetadata& metadata = {},
+                          DualChunkWorkspace* workspace = nullptr) {
+  static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
+                                              "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "dual_chunk_attention";
+  detail::validate_attention(fn, q, k, v, out, params, metadata);
+  detail::validate_dual_chunk_attention(fn, plan, params, q.dimension(3));
+  const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
+                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2),
+                     dv = v.dimension(3);
+  detail::require(q_len <= k_len, fn, "q_len = ", q_len, " must be <= k_len = ", k_len,
+                  " (the queries' own keys are the last q_len)");
+
+  DualChunkWorkspace local;
+  DualChunkWorkspace& ws = workspace ? *workspace : local;
+  const auto row_of = [&](const auto& view, Eigen::Index b, Eigen::Index len) {
+    return view ? view->data() + b * len : nullptr;
+  };
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    const detail::AttentionKvRows<T> kv{k.data() + b * k_len * kv_heads * d,
+                                        v.data() + b * k_len * kv_heads * dv,
+                                        k_len, kv_heads, d, dv, 0, 0};
+    const detail::DualChunkRow row{
+        row_of(metadata.query_positions, b, q_len), row_of(metadata.key_positions, b, k_len),
+        row_of(metadata.key_mask, b, k_len),
+        metadata.key_lengths ? (*metadata.key_lengths)(b) : std::int64_t{k_len}};
+    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
+                           q_len, heads, kv, row, plan, params, ws);
+  }
+}
+
+/// \brief dual_chunk_attention of the last q_len appended tokens against a KvCache holding keys
+/// from dual_chunk_rotate_keys_inplace (a cache without a RoPE plan of its own, keeping every
+/// token): query positions and key positions / padding are the cache's stored ones.
+/// q: [batch, q_len, heads, head_dim] unrotated, out: [batch, q_len, heads, v_head_dim],
+/// 1 <= q_len <= size(). Throws std::invalid_argument (a cache with RoPE set, a rolling or
+/// latent cache, shapes, params) before writing anything.
+template <typename T>
+void dual_chunk_attend(const KvCache<T>& cache, ConstTensorView<T, 4> q, TensorView<T, 4> out,
+                       const DualChunkPlan& plan, const AttentionParams& params = {},
+                       DualChunkWorkspace* workspace = nullptr) {
+  constexpr std::string_view fn = "dual_chunk_attend";
+  detail::require(!cache.has_rope() && cache.sliding_window() == 0 && !cache.is_latent(), fn,
+                  "the cache must keep every token's own key and value, rotated by "
+                  "dual_chunk_rotate_keys_inplace: no RoPE plan of its own (has_rope = ",
+                  cache.has_rope(), "), no rolling window (", cache.sliding_window(),
+                  "), not latent");
+  const Eigen::Index q_len = q.dimension(1), size = cache.size(), batch = cache.batch(),
+                     max_len = cache.max_len(), kv_heads = cache.kv_heads(),
+                     d = cache.head_dim(), dv = cache.v_head_dim();
+  detail::require(q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
+                  " must equal the cache's batch (", batch, ")");
+  detail::require(q_len >= 1 && q_len <= size, fn, "q_len = ", q_len, " must be in [1, size = ",
+                  size, "]: append the new tokens' keys and values first");
+  const ConstTensorView<T, 4> k_shape(cache.keys().data(), batch, size, kv_heads, d);
+  const ConstTensorView<T, 4> v_shape(cache.values().data(), batch, size, kv_heads, dv);
+  detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
+  detail::validate_dual_chunk_attention(fn, plan, params, d);
+
+  DualChunkWorkspace local;
+  DualChunkWorkspace& ws = workspace ? *workspace : local;
+  const Eigen::Index heads = q.dimension(2);
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    const Eigen::Index slot0 = b * max_len;
+    const detail::AttentionKvRows<T> kv{cache.keys().data() + slot0 * kv_heads * d,
+                                        cache.values().data() + slot0 * kv_heads * dv,
+                                        size, kv_heads, d, dv, 0, 0};
+    const detail::DualChunkRow row{cache.positions().data() + slot0 + size - q_len,
+                                   cache.positions().data() + slot0,
+                                   cache.valid().data() + slot0, std::int64_t{size}};
+    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
+                           q_len, heads, kv, row, plan, params, ws);
+  }
+}
+
+}  // namespace posenc
