@@ -949,3 +949,44 @@ TEST_CASE("hf_config: a yarn extrapolation_factor is noted, not applied (transfo
   REQUIRE(c.rope.scaling.extrapolation_factor == 1.0);
   REQUIRE(has_note(c, "rope_scaling.extrapolation_factor: vLLM applies it, transformers does not"));
 }
+
+TEST_CASE("hf_config: Qwen2.5-1M's dual_chunk_attention_config", "[hf_config][dual_chunk]") {
+  // Qwen2.5-7B-Instruct-1M's position keys (its sparse_attention_config abridged to one layer).
+  const std::string head = R"({"model_type": "qwen2", "hidden_size": 3584,
+      "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
+      "max_position_embeddings": 1010000, "rope_theta": 10000000.0)";
+  const auto c = posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+      "chunk_size": 262144, "local_size": 8192, "original_max_position_embeddings": 262144,
+      "sparse_attention_enabled": true,
+      "sparse_attention_config": [{"0": ["vertical_and_slash", 1000, 6096, 0.5]}]}})");
+  REQUIRE(c.dual_chunk.has_value());
+  CHECK(c.dual_chunk->chunk_size == 262144);
+  CHECK(c.dual_chunk->local_size == 8192);
+  CHECK(c.dual_chunk->original_max_position_embeddings == 262144);
+  CHECK(has_note(c, "transformers ignores it"));
+  CHECK(has_note(c, "sparse (MInference) prefill keys are not applied"));
+  // The RoPE itself is the plain rope_theta one (128-wide heads, theta 1e7).
+  CHECK(c.rope.head_dim == 128);
+  CHECK(c.rope.theta == 1e7);
+  CHECK(c.rope.scaling.type == posenc::RopeScalingType::kDefault);
+
+  // Absent keys take vLLM's defaults; no key, no DCA.
+  const auto bare = posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {}})");
+  REQUIRE(bare.dual_chunk.has_value());
+  CHECK(bare.dual_chunk->chunk_size == 8192);
+  CHECK(bare.dual_chunk->local_size == 1024);
+  CHECK(bare.dual_chunk->original_max_position_embeddings == 0);
+  CHECK_FALSE(posenc::parse_hf_config(head + "}").dual_chunk.has_value());
+
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+      "chunk_size": 4096, "local_size": 4096}})"),
+                      Contains("dual_chunk_attention_config.chunk_size") && Contains("4096"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+      "local_size": -3}})"),
+                      Contains("dual_chunk_attention_config.local_size"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": 5})"),
+                      Contains("dual_chunk_attention_config\" must be an object"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+      "original_max_position_embeddings": "long"}})"),
+                      Contains("original_max_position_embeddings"));
+}

@@ -171,3 +171,12 @@ posenc_rope_inspect_test("Llama-4 chunked RoPE layers judged at the chunk"
   ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/llama4-scout.json" --length 1048576
   EXPECT "chunked attention    8192 on 36 of 48 layers" "layout               interleaved"
          "0 of 64 pairs reach angles never seen" "1.48598 at the target's last position")
+
+# Qwen2.5-7B-Instruct-1M (tests/fuzz/corpus/qwen2.5-1m-dca.json): vLLM runs it with dual chunk
+# attention, so no rotated distance exceeds chunk_size = 262144; at 2^20 tokens the length
+# scale is 1 + 0.1 ln(2^20 / 262144) = 1 + 0.1 ln 4 = 1.13863.
+posenc_rope_inspect_test("Qwen2.5-1M judged under dual chunk attention"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/qwen2.5-1m-dca.json" --length 1048576
+  EXPECT "dual chunk attention chunk_size 262144, local_size 8192 (vLLM); length scale 1.13863"
+         "rotates no distance beyond chunk_size = 262144"
+         "sparse (MInference) prefill keys are not applied")

@@ -452,9 +452,18 @@ int main(int argc, char** argv) {
           lr.layer_type == "sliding_attention" || (lr.layer_type == "all" && all_slide);
       const bool chunked = lr.layer_type == "chunked_attention" ||
                            (lr.layer_type == "all" && rope_layers_chunked);
+      // Dual chunk attention (vLLM, Qwen2.5-1M) rotates no distance beyond chunk_size.
+      const std::int64_t dca_window = c.dual_chunk ? c.dual_chunk->chunk_size + 1 : 0;
       reports.push_back(posenc::analyze_rope_length(
           lr.params, length,
-          chunked ? c.attention_chunk_size : windowed ? c.sliding_window : 0));
+          chunked ? c.attention_chunk_size
+                  : windowed ? c.sliding_window : dca_window));
+      if (c.dual_chunk && !chunked && !windowed && c.dual_chunk->chunk_size < length) {
+        reports.back().warnings.push_back(
+            "judged as vLLM runs it: dual chunk attention rotates no distance beyond "
+            "chunk_size = " + std::to_string(c.dual_chunk->chunk_size) +
+            "; transformers ignores dual_chunk_attention_config and rotates every distance");
+      }
       if (chunked && c.attention_chunk_size < length) {
         reports.back().warnings.push_back(
             "its RoPE layers attend within chunks of attention_chunk_size = " +
@@ -503,6 +512,13 @@ int main(int argc, char** argv) {
                                     {"attn_scale", c.attention_temperature->attn_scale}};
     }
     j["attn_logit_softcapping"] = c.attn_logit_softcapping;
+    if (c.dual_chunk) {
+      j["dual_chunk_attention"] = {
+          {"chunk_size", c.dual_chunk->chunk_size},
+          {"local_size", c.dual_chunk->local_size},
+          {"original_max_position_embeddings", c.dual_chunk->original_max_position_embeddings},
+          {"length_scale_at_target", posenc::dual_chunk_scaling_factor(length, *c.dual_chunk)}};
+    }
     nlohmann::json layers = nlohmann::json::array();
     for (std::size_t i = 0; i < reports.size(); ++i) {
       layers.push_back(layer_json(c, c.layer_ropes[i], reports[i]));
@@ -560,6 +576,12 @@ int main(int argc, char** argv) {
                 << ")) on the NoPE layers, " << num(posenc::attention_temperature(
                                                         length - 1, *c.attention_temperature))
                 << " at the target's last position\n";
+    }
+    if (c.dual_chunk) {
+      std::cout << "dual chunk attention chunk_size " << c.dual_chunk->chunk_size << ", local_size "
+                << c.dual_chunk->local_size << " (vLLM); length scale "
+                << num(posenc::dual_chunk_scaling_factor(length, *c.dual_chunk))
+                << " on keys and queries at the target\n";
     }
     if (c.attn_logit_softcapping > 0) {
       std::cout << "logit soft cap       " << num(c.attn_logit_softcapping) << "\n";

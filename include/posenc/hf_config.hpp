@@ -43,6 +43,8 @@
 ///              SmolLM3Config fill it), layer_types by default chunked_attention on RoPE layers
 ///              and full_attention on NoPE ones, attn_temperature_tuning / floor_scale /
 ///              attn_scale (HfModelConfig::attention_temperature, for the NoPE layers' queries).
+///   DCA        dual_chunk_attention_config (Qwen2.5-1M; HfModelConfig::dual_chunk for
+///              dual_chunk_attention: vLLM's reading, transformers ignores the key).
 ///
 /// Pair layout by family, for weights as stored in HF checkpoints (posenc::RopeLayout):
 ///
@@ -81,6 +83,7 @@
 #include "posenc/alibi.hpp"
 #include "posenc/attention_temperature.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/rope_frequencies.hpp"
@@ -192,6 +195,11 @@ struct HfModelConfig {
   /// it as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
   /// Empty when the model does not tune.
   std::optional<AttentionTemperature> attention_temperature;
+  /// Qwen2.5-1M's dual_chunk_attention_config (chunk_size, local_size,
+  /// original_max_position_embeddings; absent keys take vLLM's defaults 8192, 1024, 0): vLLM
+  /// runs every layer as dual chunk attention (dual_chunk_attention.hpp); transformers ignores
+  /// the key and runs plain RoPE. Empty when the config has none.
+  std::optional<DualChunkParams> dual_chunk;
 
   /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
   std::vector<double> alibi_slopes;
@@ -888,6 +896,37 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("attention_chunk_size"), "= ", *ch, " must be in [0, 2^53]");
     }
     out.attention_chunk_size = *ch;
+  }
+  if (const json* dca = HfConfigReader::find(c, "dual_chunk_attention_config")) {
+    const std::string key = path("dual_chunk_attention_config");
+    if (!dca->is_object()) r.fail(key, "must be an object, got ", dca->type_name());
+    DualChunkParams p;
+    const auto field = [&](const char* name, std::int64_t& into) {
+      if (auto v = r.integer(*dca, name, key + "." + name)) into = *v;
+    };
+    field("chunk_size", p.chunk_size);
+    field("local_size", p.local_size);
+    field("original_max_position_embeddings", p.original_max_position_embeddings);
+    if (p.local_size < 0) r.fail(key + ".local_size", "= ", p.local_size, " must be >= 0");
+    if (p.chunk_size <= p.local_size || p.chunk_size > detail::kHfMaxPosition) {
+      r.fail(key + ".chunk_size", "= ", p.chunk_size, " must be > local_size (", p.local_size,
+             ") and <= 2^53");
+    }
+    if (p.original_max_position_embeddings < 0 ||
+        p.original_max_position_embeddings > detail::kHfMaxPosition) {
+      r.fail(key + ".original_max_position_embeddings", "= ",
+             p.original_max_position_embeddings, " must be in [0, 2^53]");
+    }
+    out.dual_chunk = p;
+    out.notes.push_back("dual_chunk_attention_config: vLLM runs dual chunk attention (chunk_size " +
+                        std::to_string(p.chunk_size) + ", local_size " +
+                        std::to_string(p.local_size) +
+                        "); transformers ignores it and runs plain RoPE");
+    if (HfConfigReader::find(*dca, "sparse_attention_config") ||
+        HfConfigReader::find(*dca, "sparse_attention_enabled")) {
+      out.notes.push_back("dual_chunk_attention_config: the sparse (MInference) prefill keys are "
+                          "not applied; posenc's dual chunk attention is dense");
+    }
   }
   if (auto mw = r.integer(c, "max_window_layers", path("max_window_layers"))) {
     if (*mw < 0 || *mw > detail::kHfMaxLayers) {
