@@ -14,6 +14,7 @@
 #include <posenc/attention.hpp>
 #include <posenc/attention_merge.hpp>
 #include <posenc/attention_paged.hpp>
+#include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
 
 #include <sys/resource.h>
@@ -422,6 +423,63 @@ void BM_Attention_CascadeDecode(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * batch);  // tokens
 }
 BENCHMARK(BM_Attention_CascadeDecode)->ArgName("prefix")->Arg(4096)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Dual chunk attention (dual_chunk_attention.hpp; Qwen2.5-1M as vLLM runs it) against plain
+// causal attention over the same keys, GQA 32/8, d = 128, float, 4096 keys in chunks of
+// chunk_len 1024 (chunk_size 1536, local_size 512), so every part runs: the query's own chunk,
+// the one before, two earlier ones. n = 1: one decode step through dual_chunk_attend vs
+// KvCache::attend on the same cache; n = 4096: the prefill through dual_chunk_attention vs
+// attention(). paired_vs_plain = best plain time / best DCA time, timed back to back; no floor
+// (DCA rotates each query three times and runs three attentions merged by their lse).
+void BM_Attention_DualChunk(benchmark::State& state) {
+  const Eigen::Index n = state.range(0), ctx = 4096, heads = 32, kv_heads = 8, d = 128;
+  posenc::RopeParams rp;
+  rp.head_dim = d;
+  rp.theta = 1e7;  // Qwen2.5-1M's rope_theta
+  posenc::DualChunkPlan plan;
+  plan.freqs = posenc::compute_rope_frequencies(rp);
+  plan.chunks = {1536, 512, 0};
+  auto k = filled(static_cast<std::size_t>(ctx * kv_heads * d), 6);
+  const auto v = filled(k.size(), 8);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(ctx));
+  std::iota(pos.begin(), pos.end(), std::int64_t{0});
+  posenc::DualChunkWorkspace ws;
+  posenc::dual_chunk_rotate_keys_inplace<float>(posenc::TensorView<float, 4>(k.data(), 1, ctx, kv_heads, d),
+                                                posenc::PositionIdsView(pos.data(), 1, ctx), plan, ctx, &ws);
+  const auto q = filled(static_cast<std::size_t>(n * heads * d), 7);
+  std::vector<float> out(q.size()), plain_out(q.size());
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, n, heads, d);
+  const posenc::ConstTensorView<float, 4> kv(k.data(), 1, ctx, kv_heads, d), vv(v.data(), 1, ctx, kv_heads, d);
+  posenc::KvCache<float> cache(1, ctx, kv_heads, d);
+  cache.append(kv, vv, posenc::PositionIdsView(pos.data(), 1, ctx));
+  posenc::AttentionWorkspace plain_ws;
+  const double paired = posenc_bench::run_paired(
+      state,
+      [&] {
+        const posenc::TensorView<float, 4> ov(out.data(), 1, n, heads, d);
+        if (n == 1) {
+          posenc::dual_chunk_attend<float>(cache, qv, ov, plan, {}, &ws);
+        } else {
+          posenc::dual_chunk_attention<float>(qv, kv, vv, ov, plan, {}, {}, &ws);
+        }
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        const posenc::TensorView<float, 4> ov(plain_out.data(), 1, n, heads, d);
+        if (n == 1) {
+          cache.attend(qv, ov);
+        } else {
+          posenc::attention<float>(qv, kv, vv, ov, {}, {}, &plain_ws);
+        }
+        benchmark::DoNotOptimize(plain_out.data());
+        benchmark::ClobberMemory();
+      });
+  state.counters["paired_vs_plain"] = paired;
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * n);  // tokens
+}
+BENCHMARK(BM_Attention_DualChunk)->ArgName("n")->Arg(1)->Arg(4096)->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 // Paged decode (attention_paged.hpp): one decode step of 8 sequences of 4096 keys each (GQA 32/8,

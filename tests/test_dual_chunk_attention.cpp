@@ -229,7 +229,11 @@ TEST_CASE("dual chunk attention: prefill over five chunks equals the long-double
         INFO("layout " << static_cast<int>(layout) << " rotary_dim " << rotary_dim << " kv_heads "
                        << kv_heads);
         const Inputs in = random_inputs(pb, 11 + static_cast<std::uint64_t>(rotary_dim + kv_heads));
-        require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 2e-6);
+        const auto want = reference(pb, in.q, in.k, in.v);
+        require_matches(run_posenc<float>(pb, in), want, 2e-6);
+        AttentionParams threads;
+        threads.num_threads = 2;
+        require_matches(run_posenc<float>(pb, in, threads), want, 2e-6);
       }
     }
   }

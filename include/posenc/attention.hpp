@@ -114,6 +114,8 @@ struct AttentionKvRows {
   const TKV* v;
   Eigen::Index k_len, kv_heads, d, dv, k_batch_stride, v_batch_stride;
   Eigen::Index v_row_elems = 0, v_head_elems = 0;
+  /// K + V bytes read by the caller's calls around this one (AttentionProblem::stream_bytes).
+  std::int64_t stream_bytes = 0;
 };
 
 /// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
@@ -152,6 +154,7 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.v_batch_stride = kv.v_batch_stride;
   p.v_row_elems = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
   p.v_head_elems = kv.v_head_elems > 0 ? kv.v_head_elems : kv.dv;
+  p.stream_bytes = kv.stream_bytes;
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = meta.query_positions;
   p.k_pos = meta.key_positions;

@@ -138,6 +138,9 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
   const Eigen::Index k_len = kv.k_len, d = kv.d, dv = kv.dv, shift = k_len - q_len;
   const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
   const std::int64_t c = dual_chunk_len(plan.chunks);
+  // The parts read the sequence's K + V once between them, from wherever the whole lives.
+  const std::int64_t stream_bytes =
+      k_len * (kv.kv_heads * d + v_row) * static_cast<std::int64_t>(sizeof(T));
   const auto qpos = [&](Eigen::Index i) { return row.q_pos ? row.q_pos[i] : shift + i; };
   const auto kpos = [&](Eigen::Index j) { return row.k_pos ? row.k_pos[j] : std::int64_t{j}; };
   const auto valid = [&](Eigen::Index j) {
@@ -189,16 +192,18 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
     const Eigen::Index intra_len = shift + i1;
     const std::int64_t intra_valid = std::min<std::int64_t>(row.k_valid_len, intra_len);
     const AttentionKvRows<T> intra_kv{kv.k, kv.v, intra_len, kv.kv_heads, d, dv, 0, 0,
-                                      kv.v_row_elems, kv.v_head_elems};
+                                      kv.v_row_elems, kv.v_head_elems, stream_bytes};
+    // Absent padding stays absent: the kernel's fast paths need no per-key test then.
     const AttentionMetaRows intra_meta{row.q_pos ? row.q_pos + i0 : nullptr, row.k_pos,
-                                       &intra_valid, row.k_mask, intra_len};
+                                       intra_valid < intra_len ? &intra_valid : nullptr,
+                                       row.k_mask, intra_len};
     run_fused_attention(qs.data(), out_a.data(), 1, g, heads, intra_kv, intra, intra_meta,
                         ws.kernel(), multiplier, lse_a.data());
 
     // Successive and inter: every key of those chunks the group's first query sees.
     const Eigen::Index seen = shift + i0 + 1;
     for (const DualChunkPart part : {DualChunkPart::kSuccessive, DualChunkPart::kInter}) {
-      Eigen::Index lo = seen, hi = 0;
+      Eigen::Index lo = seen, hi = 0, count = 0;
       for (Eigen::Index j = 0; j < seen; ++j) {
         const std::int64_t kc = kpos(j) / c;
         const bool in = valid(j) && (part == DualChunkPart::kSuccessive ? kc + 1 == chunk
@@ -207,13 +212,17 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
         if (in) {
           lo = std::min(lo, j);
           hi = j + 1;
+          ++count;
         }
       }
       if (hi == 0) continue;
+      // Contiguous keys (positions that grow with the slots) need no mask.
+      const std::uint8_t* part_mask = count == hi - lo ? nullptr : mask.data() + lo;
       rotate(part);
       const AttentionKvRows<T> part_kv{kv.k + lo * kv.kv_heads * d, kv.v + lo * v_row, hi - lo,
-                                       kv.kv_heads, d, dv, 0, 0, kv.v_row_elems, kv.v_head_elems};
-      const AttentionMetaRows part_meta{nullptr, nullptr, nullptr, mask.data() + lo, hi - lo};
+                                       kv.kv_heads, d, dv, 0, 0, kv.v_row_elems, kv.v_head_elems,
+                                       stream_bytes};
+      const AttentionMetaRows part_meta{nullptr, nullptr, nullptr, part_mask, hi - lo};
       run_fused_attention(qs.data(), out_b.data(), 1, g, heads, part_kv, cross, part_meta,
                           ws.kernel(), multiplier, lse_b.data());
       merge_attention_state_inplace<Acc>(TensorView<Acc, 4>(out_a.data(), 1, g, heads, dv),

@@ -250,6 +250,9 @@ struct AttentionProblem {
   Eigen::Index batch = 0, q_len = 0, k_len = 0, heads = 0, kv_heads = 0, d = 0, dv = 0;
   Eigen::Index k_batch_stride = 0, v_batch_stride = 0;
   Eigen::Index v_row_elems = 0, v_head_elems = 0;
+  // K + V bytes the caller reads around this call (one of several parts of a larger cache, as
+  // dual chunk attention's); decode sizes its memory requests by max(its own bytes, this).
+  std::int64_t stream_bytes = 0;
   Acc scale = Acc(1);
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
@@ -1204,7 +1207,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
   const Eigen::Index k_row_bytes = ns * k_slice_bytes;
   const Eigen::Index v_row_bytes = ((ns - 1) * vh + dv) * kElemBytes;
-  const Eigen::Index call_bytes = (j_end - j_begin) * (k_row_bytes + v_row_bytes);
+  const std::int64_t call_bytes =
+      std::max<std::int64_t>((j_end - j_begin) * (k_row_bytes + v_row_bytes), p.stream_bytes);
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
   // -> 4.79-5.43 ms with them. Larger than the L3, an item of whole rows (one thread per
