@@ -499,3 +499,91 @@ TEST_CASE("mrope: from a cos/sin cache on a partial, offset rotary slice", "[rop
   }
   REQUIRE(x != x0);
 }
+
+namespace {
+
+/// HF ERNIE-4.5-VL (Ernie4_5_VLTextRotaryEmbedding + apply_rotary_pos_emb) transcribed in long
+/// double for one token: inv_freq over head_dim, "pre-rotated" on the h / w dims
+/// (inv3d = cat(inv[:hw][0::2], inv[:hw][1::2]) then inv[hw:]), per-stream angles p[k] * inv3d,
+/// the split [h, w, t] taking (h from stream 1, w from stream 2, t from stream 0), stack(h, w)
+/// flattened, cat t, repeat_interleave(2), then q * cos + rotate_half_text(q) * sin.
+template <typename T>
+std::vector<long double> hf_ernie_rotate(const T* x, Eigen::Index d, long double theta,
+                                         const std::int64_t p[3], Eigen::Index sh, Eigen::Index sw,
+                                         Eigen::Index st) {
+  const Eigen::Index half = d / 2, hw = sh + sw;
+  std::vector<long double> inv(static_cast<std::size_t>(half)), inv3d(inv.size());
+  for (Eigen::Index j = 0; j < half; ++j) inv[static_cast<std::size_t>(j)] = 1.0L / std::pow(theta, static_cast<long double>(2 * j) / d);
+  for (Eigen::Index i = 0; i < hw / 2; ++i) {
+    inv3d[static_cast<std::size_t>(i)] = inv[static_cast<std::size_t>(2 * i)];
+    inv3d[static_cast<std::size_t>(hw / 2 + i)] = inv[static_cast<std::size_t>(2 * i + 1)];
+  }
+  for (Eigen::Index j = hw; j < half; ++j) inv3d[static_cast<std::size_t>(j)] = inv[static_cast<std::size_t>(j)];
+  const auto freq = [&](int stream, Eigen::Index col) { return static_cast<long double>(p[stream]) * inv3d[static_cast<std::size_t>(col)]; };
+  std::vector<long double> hwt;
+  for (Eigen::Index i = 0; i < sh; ++i) {
+    hwt.push_back(freq(1, i));       // freq_h: columns [0, sh) of stream 1
+    hwt.push_back(freq(2, sh + i));  // freq_w: columns [sh, sh + sw) of stream 2
+  }
+  for (Eigen::Index i = 0; i < st; ++i) hwt.push_back(freq(0, hw + i));  // freq_t: stream 0
+  std::vector<long double> y(static_cast<std::size_t>(d));
+  for (Eigen::Index i = 0; i < half; ++i) {
+    const long double a = hwt[static_cast<std::size_t>(i)];
+    const long double x1 = static_cast<long double>(posenc::detail::to_double(x[2 * i]));
+    const long double x2 = static_cast<long double>(posenc::detail::to_double(x[2 * i + 1]));
+    y[static_cast<std::size_t>(2 * i)] = x1 * std::cos(a) - x2 * std::sin(a);
+    y[static_cast<std::size_t>(2 * i + 1)] = x2 * std::cos(a) + x1 * std::sin(a);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("mrope: matches HF's ERNIE-4.5-VL algorithm (alternating h / w pairs)",
+                   "[rope][mrope][ernie]", float, double, Eigen::bfloat16) {
+  // ERNIE-4.5-VL-28B-A3B: head_dim 128, rope_theta 500000, mrope_section [h, w, t] = [22, 22, 20].
+  const Eigen::Index B = 1, S = 23, H = 3, D = 128;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.theta = 500000.0;
+  params.layout = posenc::RopeLayout::kInterleaved;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
+  for (Eigen::Index s = 0; s < S; ++s) {  // an image of 4 x 5 after 3 text tokens
+    const bool image = s >= 3;
+    const Eigen::Index i = s - 3;
+    pos[static_cast<std::size_t>(s)] = image ? 3 : s;
+    pos[static_cast<std::size_t>(S + s)] = image ? 3 + i / 5 : s;
+    pos[static_cast<std::size_t>(2 * S + s)] = image ? 3 + i % 5 : s;
+  }
+  posenc::MRopeSections sec;
+  sec.section = {20, 22, 22};  // posenc's order (t, h, w)
+  sec.layout = posenc::MRopeSectionLayout::kAlternatingHw;
+  const auto x0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * S * H * D), 3);
+  auto x = x0;
+  posenc::apply_mrope_inplace<TestType>(posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(x.data(), B, S, H, D)),
+                                        posenc::MRopePositionsView(pos.data(), 3, B, S), freqs,
+                                        posenc::RopeLayout::kInterleaved, sec);
+  const double tol = std::is_same_v<TestType, double> ? 1e-13 : (std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2);
+  for (Eigen::Index s = 0; s < S; ++s) {
+    const std::int64_t p[3] = {pos[static_cast<std::size_t>(s)], pos[static_cast<std::size_t>(S + s)],
+                               pos[static_cast<std::size_t>(2 * S + s)]};
+    for (Eigen::Index h = 0; h < H; ++h) {
+      const Eigen::Index row = (s * H + h) * D;
+      const auto expect = hf_ernie_rotate(x0.data() + row, D, 500000.0L, p, 22, 22, 20);
+      for (Eigen::Index i = 0; i < D; ++i) {
+        CAPTURE(s, h, i);
+        REQUIRE_THAT(posenc::detail::to_double(x[static_cast<std::size_t>(row + i)]),
+                     Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(i)]), tol));
+      }
+    }
+  }
+  // Unequal h and w sections cannot alternate.
+  sec.section = {20, 24, 20};
+  auto y = x0;
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<TestType>(posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(y.data(), B, S, H, D)),
+                                                            posenc::MRopePositionsView(pos.data(), 3, B, S), freqs,
+                                                            posenc::RopeLayout::kInterleaved, sec),
+                      Contains("as many h as w pairs"));
+  REQUIRE(y == x0);
+}

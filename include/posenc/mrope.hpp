@@ -10,8 +10,13 @@
 ///                 (HF Qwen2-VL apply_multimodal_rotary_pos_emb: cos.split(mrope_section * 2))
 ///   kInterleaved  pair j -> h if j % 3 == 1 and j < 3 s_h, -> w if j % 3 == 2 and j < 3 s_w,
 ///                 else t   (HF Qwen3-VL apply_interleaved_mrope, ggml IMROPE: "thwthw...ttt")
+///   kAlternatingHw pair j -> h if j < s_h + s_w and j even, -> w if odd, else t; s_h == s_w
+///                 (HF ERNIE-4.5-VL: its inv_freq "pre-rotated" on the h / w dims and its cos /
+///                 sin recomposed as stack(h, w) then t: "hwhw...ttt"; the config lists the
+///                 sections as [h, w, t], e.g. [22, 22, 20])
 /// The section layout is independent of the pair layout (RopeLayout): Qwen2/3-VL use
-/// half-split pairs with either section layout.
+/// half-split pairs with either section layout, ERNIE-4.5-VL interleaved pairs (its
+/// rotate_half_text turns (2j, 2j + 1)).
 ///
 /// Angles are formed per token in double and reduced exactly (no recurrence: the three
 /// streams jump independently), or read from a caller's float cos/sin cache (the *_cached
@@ -61,12 +66,14 @@ namespace posenc {
 enum class MRopeSectionLayout : std::uint8_t {
   kContiguous = 0,   ///< [ttt...hhh...www...]  Qwen2-VL, Qwen2.5-VL
   kInterleaved = 1,  ///< [thwthw...ttt]        Qwen3-VL
+  kAlternatingHw = 2,  ///< [hwhw...ttt]        ERNIE-4.5-VL
 };
 
 constexpr std::string_view to_string(MRopeSectionLayout layout) noexcept {
   switch (layout) {
     case MRopeSectionLayout::kContiguous: return "contiguous";
     case MRopeSectionLayout::kInterleaved: return "interleaved";
+    case MRopeSectionLayout::kAlternatingHw: return "alternating_hw";
   }
   return "unknown";
 }
@@ -90,9 +97,13 @@ inline void validate_mrope_sections(std::string_view fn, const MRopeSections& se
           fn, "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
           "] must be >= 0 and sum to rotary_dim / 2 = ", half);
   require(sec.layout == MRopeSectionLayout::kContiguous ||
-              sec.layout == MRopeSectionLayout::kInterleaved,
+              sec.layout == MRopeSectionLayout::kInterleaved ||
+              sec.layout == MRopeSectionLayout::kAlternatingHw,
           fn, "mrope section layout = ", static_cast<int>(sec.layout),
           " is not an MRopeSectionLayout");
+  require(sec.layout != MRopeSectionLayout::kAlternatingHw || sec.section[1] == sec.section[2],
+          fn, "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
+          "]: alternating h / w pairs need as many h as w pairs");
   if (sec.layout == MRopeSectionLayout::kInterleaved) {
     require(3 * sec.section[1] - 2 < half && 3 * sec.section[2] - 1 < half, fn,
             "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
@@ -103,6 +114,10 @@ inline void validate_mrope_sections(std::string_view fn, const MRopeSections& se
 
 /// Stream (0 = t, 1 = h, 2 = w) of pair j; sections validated.
 inline int mrope_stream(const MRopeSections& sec, Eigen::Index j) {
+  if (sec.layout == MRopeSectionLayout::kAlternatingHw) {
+    if (j < sec.section[1] + sec.section[2]) return j % 2 == 0 ? 1 : 2;
+    return 0;
+  }
   if (sec.layout == MRopeSectionLayout::kInterleaved) {
     if (j % 3 == 1 && j < 3 * sec.section[1]) return 1;
     if (j % 3 == 2 && j < 3 * sec.section[2]) return 2;
