@@ -990,3 +990,49 @@ TEST_CASE("hf_config: Qwen2.5-1M's dual_chunk_attention_config", "[hf_config][du
       "original_max_position_embeddings": "long"}})"),
                       Contains("original_max_position_embeddings"));
 }
+
+TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
+          "[hf_config][mrope][ernie]") {
+  // transformers 5 (rope_parameters with mrope_section listed as [h, w, t]).
+  const auto v5 = posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
+      "hidden_size": 2560, "num_attention_heads": 20, "num_key_value_heads": 4,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 500000,
+                          "mrope_section": [22, 22, 20]}})");
+  CHECK(v5.rope.layout == posenc::RopeLayout::kInterleaved);
+  CHECK(v5.rope.theta == 500000.0);
+  REQUIRE(v5.mrope.has_value());
+  CHECK(v5.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
+  CHECK(v5.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});  // (t, h, w)
+  // Unequal h / w from a config: named by key.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
+      "hidden_size": 2560, "num_attention_heads": 20,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 500000,
+                          "mrope_section": [24, 20, 20]}})"),
+                      Contains("mrope_section") && Contains("as many h as w pairs"));
+
+  // Baidu's original config: rope_3d + freq_allocation, top-level rope_theta.
+  const auto baidu = posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+      "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"], "hidden_size": 2560,
+      "num_attention_heads": 20, "rope_theta": 500000, "rope_3d": true,
+      "freq_allocation": 20})");
+  CHECK(baidu.rope.layout == posenc::RopeLayout::kInterleaved);
+  REQUIRE(baidu.mrope.has_value());
+  CHECK(baidu.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});
+  CHECK(baidu.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
+  CHECK(has_note(baidu, "freq_allocation = 20"));
+  // Older transformers: rope_scaling type "ernie_3d", no sections: the default [22, 22, 20].
+  const auto old = posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl",
+      "hidden_size": 2560, "num_attention_heads": 20, "rope_theta": 500000,
+      "rope_scaling": {"type": "ernie_3d"}})");
+  CHECK(old.rope.scaling.type == posenc::RopeScalingType::kDefault);
+  CHECK(has_note(old, "ernie_3d"));
+  REQUIRE(old.mrope.has_value());
+  CHECK(old.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+      "hidden_size": 2560, "num_attention_heads": 20, "freq_allocation": 21})"),
+                      Contains("freq_allocation") && Contains("= 21"));
+  // The text-only ERNIE-4.5 keeps the half-split default and no sections.
+  const auto text = posenc::parse_hf_config(R"({"model_type": "ernie4_5", "hidden_size": 1024,
+      "num_attention_heads": 16, "rope_theta": 500000})");
+  CHECK_FALSE(text.mrope.has_value());
+}

@@ -17,7 +17,8 @@
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
 ///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else 1.
 ///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
-///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE);
+///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE),
+///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5);
 ///              "ntk" (no transformers recipe) as vLLM reads it -> vllm_ntk (+ mixed_b);
 ///              "dynamic" with `alpha` (Hunyuan) -> static NTK with factor = alpha; longrope's
 ///              short_mscale / long_mscale (Phi-3.5-MoE). Each recipe parses only the keys it
@@ -140,7 +141,9 @@ struct HfModelConfig {
   /// Why rope.layout is what it is ("caller override", "rope_interleave = true", "family ...").
   std::string layout_reason;
   /// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: rope_scaling.mrope_section (+ mrope_interleaved), for
-  /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE.
+  /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE. ERNIE-4.5-VL: its
+  /// [h, w, t] mrope_section (or the older freq_allocation t pairs; transformers' default
+  /// [22, 22, 20] when neither is given), stored as (t, h, w) with kAlternatingHw.
   std::optional<MRopeSections> mrope;
   /// The vision tower's 2-D RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V, root model_type of
   /// those families): heads of vision_config embed_dim (Qwen2-VL) or hidden_size over
@@ -331,9 +334,17 @@ inline std::string hf_lower_alnum(std::string_view s) {
   return out;
 }
 
+/// ERNIE-4.5-VL ("ernie4_5_vl", "ernie4_5_moe_vl", "Ernie4_5_VLMoeForConditionalGeneration"):
+/// interleaved pairs (rotate_half_text) and alternating h / w M-RoPE sections.
+inline bool hf_family_is_ernie_vl(std::string_view name) {
+  const std::string n = hf_lower_alnum(name);
+  return n.compare(0, 7, "ernie45") == 0 && n.find("vl", 7) != std::string::npos;
+}
+
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
+  if (hf_family_is_ernie_vl(name)) return true;
   static constexpr std::string_view kInterleaved[] = {
       "gptj",       "codegen",    "cohere2", "cohere", "glm4",       "glm",
       "chatglm",    "deepseekv2", "deepseekv3", "llama4text", "llama4"};
@@ -366,6 +377,10 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
   } else if (name == "mrope") {
     notes.push_back(path + " = \"mrope\" (Qwen2-VL): transformers reads it as \"default\"; "
                            "the sections are in HfModelConfig::mrope");
+    name = "default";
+  } else if (name == "ernie_3d") {
+    notes.push_back(path + " = \"ernie_3d\" (ERNIE-4.5-VL before transformers 5): default "
+                           "frequencies; the 3-D sections are in HfModelConfig::mrope");
     name = "default";
   }
   if (name == "default") return RopeScalingType::kDefault;
@@ -1355,30 +1370,63 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   for (const auto& lr : out.layer_ropes) {
     if (lr.layer_type == "full_attention") out.rope = lr.params;
   }
-  // M-RoPE sections of the main RoPE (a flat rope_scaling / rope_parameters dict).
+  // M-RoPE sections of the main RoPE (a flat rope_scaling / rope_parameters dict). ERNIE-4.5-VL
+  // lists them as [h, w, t] and alternates h / w pairs; before transformers 5 its config gave
+  // only freq_allocation (the t pairs), the rest split evenly between h and w.
+  const bool ernie_vl = detail::hf_family_is_ernie_vl(out.model_type) ||
+                        std::any_of(out.architectures.begin(), out.architectures.end(),
+                                    [](const std::string& a) { return detail::hf_family_is_ernie_vl(a); });
+  const Eigen::Index mrope_half = resolved_rotary_dim(out.rope) / 2;
+  std::optional<MRopeSections> sections;
+  std::string skey = dpath + ".mrope_section";
   if (dict && !nested) {
-    const std::string skey = dpath + ".mrope_section";
     if (auto sec = r.number_list(*dict, "mrope_section", skey)) {
-      if (sec->size() != 3) r.fail(skey, "has ", sec->size(), " entries; it must have 3 (t, h, w)");
+      if (sec->size() != 3) {
+        r.fail(skey, "has ", sec->size(), " entries; it must have 3 (",
+               ernie_vl ? "h, w, t" : "t, h, w", ")");
+      }
       MRopeSections m;
       for (std::size_t i = 0; i < 3; ++i) {
         const double v = (*sec)[i];
         if (!(v >= 0.0 && v <= 1e6 && v == std::floor(v))) {
           r.fail(skey, "[", i, "] = ", v, " must be a whole number of pairs >= 0");
         }
-        m.section[i] = static_cast<Eigen::Index>(v);
+        m.section[ernie_vl ? (i + 1) % 3 : i] = static_cast<Eigen::Index>(v);
       }
       const std::string ikey = dpath + ".mrope_interleaved";
       if (auto il = r.boolean(*dict, "mrope_interleaved", ikey); il && *il) {
         m.layout = MRopeSectionLayout::kInterleaved;
       }
-      try {
-        detail::validate_mrope_sections("load_hf_config", m, resolved_rotary_dim(out.rope));
-      } catch (const std::invalid_argument& e) {
-        r.fail(skey, "does not fit the RoPE: ", e.what());
-      }
-      out.mrope = m;
+      if (ernie_vl) m.layout = MRopeSectionLayout::kAlternatingHw;
+      sections = m;
     }
+  }
+  if (ernie_vl && !sections) {
+    MRopeSections m;
+    m.layout = MRopeSectionLayout::kAlternatingHw;
+    if (auto fa = r.integer(c, "freq_allocation", path("freq_allocation"))) {
+      skey = path("freq_allocation");
+      if (*fa < 0 || *fa > mrope_half || (mrope_half - *fa) % 2 != 0) {
+        r.fail(skey, "= ", *fa, " must be in [0, rotary_dim / 2 = ", mrope_half,
+               "] and leave an even number of pairs for h and w");
+      }
+      m.section = {*fa, (mrope_half - *fa) / 2, (mrope_half - *fa) / 2};
+      out.notes.push_back("ERNIE-4.5-VL: freq_allocation = " + std::to_string(*fa) +
+                          " t pairs, the other pairs alternate h / w");
+    } else {
+      m.section = {20, 22, 22};
+      out.notes.push_back("ERNIE-4.5-VL: no mrope_section, transformers' default [h, w, t] = "
+                          "[22, 22, 20]");
+    }
+    sections = m;
+  }
+  if (sections) {
+    try {
+      detail::validate_mrope_sections("load_hf_config", *sections, resolved_rotary_dim(out.rope));
+    } catch (const std::invalid_argument& e) {
+      r.fail(skey, "does not fit the RoPE: ", e.what());
+    }
+    out.mrope = sections;
   }
   // The main plan's RoPE lengths win over the top-level ones for reporting L0.
   if (out.rope.scaling.original_max_position_embeddings > 0) {
