@@ -1031,8 +1031,13 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "hidden_size": 2560, "num_attention_heads": 20, "freq_allocation": 21})"),
                       Contains("freq_allocation") && Contains("= 21"));
-  // The text-only ERNIE-4.5 keeps the half-split default and no sections.
-  const auto text = posenc::parse_hf_config(R"({"model_type": "ernie4_5", "hidden_size": 1024,
-      "num_attention_heads": 16, "rope_theta": 500000})");
-  CHECK_FALSE(text.mrope.has_value());
+  // The text models rotate interleaved pairs too (HF Ernie4_5 apply_rotary_pos_emb: GLM's
+  // rotate_half on cos[..., :d/2].repeat_interleave(2)), with no sections.
+  for (const char* type : {"ernie4_5", "ernie4_5_moe"}) {
+    const auto text = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                              R"(", "hidden_size": 1024,
+        "num_attention_heads": 16, "rope_theta": 500000})");
+    CHECK(text.rope.layout == posenc::RopeLayout::kInterleaved);
+    CHECK_FALSE(text.mrope.has_value());
+  }
 }

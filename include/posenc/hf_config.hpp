@@ -53,7 +53,9 @@
 ///                           cos/sin); glm, glm4, chatglm (interleaved on the rotated half);
 ///                           deepseek_v2, deepseek_v3 (view_as_complex / rope_interleave = true);
 ///                           llama4, llama4_text (view_as_complex: HF keeps Meta's pair order;
-///                           vLLM and SGLang permute q_proj / k_proj at load and rotate NeoX-style)
+///                           vLLM and SGLang permute q_proj / k_proj at load and rotate NeoX-style);
+///                           ernie4_5, ernie4_5_moe, ernie4_5_vl (GLM's rotate_half on
+///                           repeat_interleave(2) cos / sin; ggml NORM)
 ///   half-split (j, j + r/2) everything else: llama, mistral, qwen2/3, phi, phi3, gemma*,
 ///                           gpt_neox, falcon, stablelm, starcoder2, olmo, ... (HF rotate_half)
 ///
@@ -344,7 +346,8 @@ inline bool hf_family_is_ernie_vl(std::string_view name) {
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
-  if (hf_family_is_ernie_vl(name)) return true;
+  // ERNIE-4.5 text, MoE and VL: GLM's rotate_half on repeat_interleave(2) cos / sin.
+  if (hf_lower_alnum(name).compare(0, 7, "ernie45") == 0) return true;
   static constexpr std::string_view kInterleaved[] = {
       "gptj",       "codegen",    "cohere2", "cohere", "glm4",       "glm",
       "chatglm",    "deepseekv2", "deepseekv3", "llama4text", "llama4"};
