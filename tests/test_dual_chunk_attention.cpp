@@ -47,6 +47,7 @@ struct Problem {
   /// [batch, q_len] / [batch, k_len]; empty = defaults (k_len - q_len + i, j, all valid).
   std::vector<std::int64_t> q_pos, k_pos;
   std::vector<std::uint8_t> key_valid;
+  std::vector<std::int64_t> key_lengths;  ///< [batch] right padding; empty = none
   /// The sequence length each key was written at (vLLM's key factor); empty = k_len.
   std::vector<std::int64_t> key_write_len;
 
@@ -57,6 +58,7 @@ struct Problem {
     return k_pos.empty() ? j : k_pos[static_cast<std::size_t>(b * k_len + j)];
   }
   bool valid(Eigen::Index b, Eigen::Index j) const {
+    if (!key_lengths.empty() && j >= key_lengths[static_cast<std::size_t>(b)]) return false;
     return key_valid.empty() || key_valid[static_cast<std::size_t>(b * k_len + j)] != 0;
   }
   DualChunkPlan plan() const {
@@ -175,6 +177,7 @@ std::vector<double> run_posenc(const Problem& pb, const Inputs& in,
   if (!pb.q_pos.empty()) meta.query_positions.emplace(pb.q_pos.data(), pb.batch, pb.q_len);
   if (!pb.k_pos.empty()) meta.key_positions.emplace(pb.k_pos.data(), pb.batch, pb.k_len);
   if (!pb.key_valid.empty()) meta.key_mask.emplace(pb.key_valid.data(), pb.batch, pb.k_len);
+  if (!pb.key_lengths.empty()) meta.key_lengths.emplace(pb.key_lengths.data(), pb.batch);
   posenc::dual_chunk_attention<T>(ConstTensorView<T, 4>(q.data(), pb.batch, pb.q_len, pb.heads, pb.d),
                                   ConstTensorView<T, 4>(k.data(), pb.batch, pb.k_len, pb.kv_heads, pb.d),
                                   ConstTensorView<T, 4>(v.data(), pb.batch, pb.k_len, pb.kv_heads, pb.dv),
@@ -498,4 +501,56 @@ TEST_CASE("dual chunk attention: bad input throws by name and writes nothing", "
   REQUIRE_THROWS_WITH(posenc::dual_chunk_query_position(-1, DualChunkPart::kIntra, good.chunks),
                       Contains("position = -1"));
   REQUIRE_THROWS_WITH(posenc::dual_chunk_scaling_factor(0, good.chunks), Contains("seq_len = 0"));
+}
+
+TEST_CASE("dual chunk attention: a seeded sweep of shapes, chunks, padding and scaling",
+          "[dual_chunk]") {
+  posenc_test::SplitMix64 rng(2026);
+  const auto pick = [&](std::int64_t lo, std::int64_t hi) {  // uniform in [lo, hi]
+    return lo + static_cast<std::int64_t>((rng.uniform() + 1.0) * 0.5 * static_cast<double>(hi - lo + 1)) % (hi - lo + 1);
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    Problem pb;
+    pb.batch = pick(1, 2);
+    pb.k_len = pick(1, 40);
+    pb.q_len = pick(1, pb.k_len);
+    const std::int64_t shapes[3][2] = {{4, 2}, {2, 1}, {3, 3}};
+    const auto& hk = shapes[pick(0, 2)];
+    pb.heads = hk[0];
+    pb.kv_heads = hk[1];
+    pb.d = pb.dv = pick(0, 1) == 0 ? 8 : 16;
+    pb.rotary_dim = pick(0, 1) == 0 ? pb.d : pb.d / 2;
+    pb.layout = pick(0, 1) == 0 ? RopeLayout::kHalfSplit : RopeLayout::kInterleaved;
+    pb.local_size = pick(0, 5);
+    pb.chunk_size = pb.local_size + pick(1, 9);
+    const std::int64_t l0s[3] = {0, 5, 20};
+    pb.l0 = l0s[pick(0, 2)];
+    // Left padding (repeated position 0, masked keys) and a few masked keys elsewhere.
+    if (pick(0, 1) == 1) {
+      pb.k_pos.resize(static_cast<std::size_t>(pb.batch * pb.k_len));
+      pb.q_pos.resize(static_cast<std::size_t>(pb.batch * pb.q_len));
+      pb.key_valid.assign(static_cast<std::size_t>(pb.batch * pb.k_len), 1);
+      for (Eigen::Index b = 0; b < pb.batch; ++b) {
+        const Eigen::Index pad = pick(0, pb.k_len - 1);
+        for (Eigen::Index j = 0; j < pb.k_len; ++j) {
+          pb.k_pos[static_cast<std::size_t>(b * pb.k_len + j)] = std::max<Eigen::Index>(0, j - pad);
+          if (j < pad || pick(0, 9) == 0) pb.key_valid[static_cast<std::size_t>(b * pb.k_len + j)] = 0;
+        }
+        for (Eigen::Index i = 0; i < pb.q_len; ++i) {
+          pb.q_pos[static_cast<std::size_t>(b * pb.q_len + i)] =
+              pb.k_pos[static_cast<std::size_t>(b * pb.k_len + pb.k_len - pb.q_len + i)];
+        }
+      }
+    }
+    if (pick(0, 2) == 0) {  // right padding by key_lengths
+      for (Eigen::Index b = 0; b < pb.batch; ++b) pb.key_lengths.push_back(pick(0, pb.k_len));
+    }
+    INFO("trial " << trial << ": batch " << pb.batch << " k_len " << pb.k_len << " q_len " << pb.q_len
+                  << " heads " << pb.heads << "/" << pb.kv_heads << " d " << pb.d << " rotary "
+                  << pb.rotary_dim << " chunk " << pb.chunk_size << " local " << pb.local_size
+                  << " l0 " << pb.l0 << " padded " << !pb.k_pos.empty()
+                  << " key_lengths " << pb.key_lengths.size());
+    const Inputs in = random_inputs(pb, 1000 + static_cast<std::uint64_t>(trial));
+    require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 3e-6);
+  }
 }
