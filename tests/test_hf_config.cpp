@@ -733,6 +733,34 @@ TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
   const auto other = posenc::parse_hf_config(
       R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2})");
   REQUIRE(other.rope.layout == RopeLayout::kHalfSplit);
+  // Each family by its modeling code: GLM-4V's text attention uses rotate_half_llm (x[..., 0::2])
+  // on repeat_interleave(2) cos / sin, GLM-4.5 / GLM-4.5V Llama's rotate_half; Cohere2-Vision's
+  // text model is cohere2; LongCat-Flash calls apply_rotary_pos_emb_interleave; DeepSeek-V3.2's
+  // main attention keeps DeepSeek's interleaved apply_rotary_emb; Kimi-K2 runs
+  // DeepseekV3ForCausalLM. Qwen3-Next / GPT-OSS / Granite stay half-split.
+  const auto layout_of = [](const char* type) {
+    return posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                   R"(", "hidden_size": 64, "num_attention_heads": 2})")
+        .rope.layout;
+  };
+  for (const char* type : {"glm4v", "cohere2_vision", "longcat_flash", "deepseek_v32", "kimi_k2",
+                           "glm4", "glm", "ernie4_5_moe"}) {
+    CAPTURE(type);
+    CHECK(layout_of(type) == RopeLayout::kInterleaved);
+  }
+  // GLM-4.1V as shipped: the text model's keys (and model_type) under text_config.
+  const auto glm41v = posenc::parse_hf_config(R"({"model_type": "glm4v",
+      "text_config": {"model_type": "glm4v_text", "hidden_size": 4096, "num_attention_heads": 32,
+                      "partial_rotary_factor": 0.5,
+                      "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12]}}})");
+  CHECK(glm41v.rope.layout == RopeLayout::kInterleaved);
+  REQUIRE(glm41v.mrope.has_value());
+  CHECK(glm41v.mrope->layout == posenc::MRopeSectionLayout::kContiguous);
+  for (const char* type : {"glm4_moe", "glm4v_moe", "qwen3_next", "gpt_oss", "granite",
+                           "hunyuan_v1_dense", "olmo3", "seed_oss"}) {
+    CAPTURE(type);
+    CHECK(layout_of(type) == RopeLayout::kHalfSplit);
+  }
 }
 
 TEST_CASE("hf_config: ChatGLM keys (kv_channels, rope_ratio, half-head interleaved RoPE)",

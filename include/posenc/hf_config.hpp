@@ -49,9 +49,13 @@
 ///
 /// Pair layout by family, for weights as stored in HF checkpoints (posenc::RopeLayout):
 ///
-///   interleaved (2j, 2j+1)  gptj, codegen (rotate_every_two); cohere, cohere2 (repeat_interleave
-///                           cos/sin); glm, glm4, chatglm (interleaved on the rotated half);
-///                           deepseek_v2, deepseek_v3 (view_as_complex / rope_interleave = true);
+///   interleaved (2j, 2j+1)  gptj, codegen (rotate_every_two); cohere, cohere2, cohere2_vision
+///                           (repeat_interleave cos/sin); glm, glm4, glm4v(_text), chatglm (interleaved
+///                           on the rotated part; glm4v with M-RoPE sections; glm4_moe and
+///                           glm4v_moe are half-split); deepseek_v2, deepseek_v3, deepseek_v32
+///                           (main attention; its indexer's rope is half-split), kimi_k2
+///                           (DeepseekV3ForCausalLM), longcat_flash (view_as_complex /
+///                           rope_interleave = true / apply_rotary_pos_emb_interleave);
 ///                           llama4, llama4_text (view_as_complex: HF keeps Meta's pair order;
 ///                           vLLM and SGLang permute q_proj / k_proj at load and rotate NeoX-style);
 ///                           ernie4_5, ernie4_5_moe, ernie4_5_vl (GLM's rotate_half on
@@ -349,8 +353,10 @@ inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
   // ERNIE-4.5 text, MoE and VL: GLM's rotate_half on repeat_interleave(2) cos / sin.
   if (hf_lower_alnum(name).compare(0, 7, "ernie45") == 0) return true;
   static constexpr std::string_view kInterleaved[] = {
-      "gptj",       "codegen",    "cohere2", "cohere", "glm4",       "glm",
-      "chatglm",    "deepseekv2", "deepseekv3", "llama4text", "llama4"};
+      "gptj",       "codegen",      "cohere2",       "cohere",     "cohere2vision",
+      "glm4",       "glm",          "glm4v",         "glm4vtext",  "chatglm",    "deepseekv2",
+      "deepseekv3", "deepseekv32",  "kimik2",        "longcatflash", "llama4text",
+      "llama4"};
   const std::string n = hf_lower_alnum(name);
   for (std::string_view fam : kInterleaved) {
     if (n == fam) return true;
