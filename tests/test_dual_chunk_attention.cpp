@@ -13,6 +13,7 @@
 #include <posenc/attention_rope.hpp>
 #include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
+#include <posenc/paged_kv_cache.hpp>
 #include <posenc/rope_frequencies.hpp>
 
 #include <algorithm>
@@ -553,4 +554,69 @@ TEST_CASE("dual chunk attention: a seeded sweep of shapes, chunks, padding and s
     const Inputs in = random_inputs(pb, 1000 + static_cast<std::uint64_t>(trial));
     require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 3e-6);
   }
+}
+
+TEST_CASE("dual chunk attention: a page pool (prompt, decode steps, a fork) equals the DCA "
+          "softmax", "[dual_chunk][paged]") {
+  // Pages of 4 slots, chunk_len 8 (chunk_size 12, local_size 4): every part starts on a page.
+  Problem pb;
+  const Eigen::Index prompt = 10, total = pb.k_len;
+  const Inputs in = random_inputs(pb, 111);
+  const DualChunkPlan plan = pb.plan();
+  posenc::PagedKvCache<float> pool(40, 4, pb.kv_heads, pb.d);
+  posenc::DualChunkWorkspace ws;
+  const Eigen::Index qrow = pb.heads * pb.d, krow = pb.kv_heads * pb.d, orow = pb.heads * pb.dv;
+  const auto append = [&](std::int64_t s, Eigen::Index first, Eigen::Index n) {
+    std::vector<float> k(in.k.begin() + first * krow, in.k.begin() + (first + n) * krow);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+    for (Eigen::Index i = 0; i < n; ++i) pos[static_cast<std::size_t>(i)] = first + i;
+    posenc::dual_chunk_rotate_keys_inplace<float>(TensorView<float, 4>(k.data(), 1, n, pb.kv_heads, pb.d),
+                                                  PositionIdsView(pos.data(), 1, n), plan, first + n, &ws);
+    pool.append<float>(s, ConstTensorView<float, 3>(k.data(), n, pb.kv_heads, pb.d),
+                       ConstTensorView<float, 3>(in.v.data() + first * krow, n, pb.kv_heads, pb.dv));
+  };
+  const auto want_row = [&](Eigen::Index t) {  // the reference for the query at position t
+    Problem row = pb;
+    row.k_len = t + 1;
+    row.q_len = 1;
+    const std::vector<float> q1(in.q.begin() + t * qrow, in.q.begin() + (t + 1) * qrow);
+    return reference(row, q1, in.k, in.v);
+  };
+  const auto a = pool.add_sequence();
+  append(a, 0, prompt);
+  std::vector<float> out(static_cast<std::size_t>(prompt * orow), 3.0f);
+  posenc::dual_chunk_attend<float>(pool, {a}, ConstTensorView<float, 4>(in.q.data(), 1, prompt, pb.heads, pb.d),
+                                   TensorView<float, 4>(out.data(), 1, prompt, pb.heads, pb.dv), plan, {}, &ws);
+  for (Eigen::Index t = 0; t < prompt; ++t) {
+    const auto want = want_row(t);
+    std::vector<double> got(out.begin() + t * orow, out.begin() + (t + 1) * orow);
+    require_matches(got, want, 2e-6);
+  }
+  // The fork shares a's full pages; both decode the same tokens side by side (batch of 2).
+  const auto f = pool.fork(a);
+  for (Eigen::Index t = prompt; t < total; ++t) {
+    append(a, t, 1);
+    append(f, t, 1);
+    std::vector<float> q2(in.q.begin() + t * qrow, in.q.begin() + (t + 1) * qrow);
+    q2.insert(q2.end(), q2.begin(), q2.end());
+    std::vector<float> step(static_cast<std::size_t>(2 * orow), 3.0f);
+    posenc::dual_chunk_attend<float>(pool, {a, f}, ConstTensorView<float, 4>(q2.data(), 2, 1, pb.heads, pb.d),
+                                     TensorView<float, 4>(step.data(), 2, 1, pb.heads, pb.dv), plan, {}, &ws);
+    const auto want = want_row(t);
+    INFO("step " << t);
+    require_matches(std::vector<double>(step.begin(), step.begin() + orow), want, 2e-6);
+    require_matches(std::vector<double>(step.begin() + orow, step.end()), want, 2e-6);
+  }
+
+  // chunk_len 8 over pages of 3 slots: a part would start inside a page.
+  posenc::PagedKvCache<float> odd(8, 3, pb.kv_heads, pb.d);
+  const auto s = odd.add_sequence();
+  std::vector<float> k1(in.k.begin(), in.k.begin() + krow);
+  odd.append<float>(s, ConstTensorView<float, 3>(k1.data(), 1, pb.kv_heads, pb.d),
+                    ConstTensorView<float, 3>(in.v.data(), 1, pb.kv_heads, pb.dv));
+  std::vector<float> o1(static_cast<std::size_t>(orow), 3.0f);
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(odd, {s}, ConstTensorView<float, 4>(in.q.data(), 1, 1, pb.heads, pb.d),
+                                                       TensorView<float, 4>(o1.data(), 1, 1, pb.heads, pb.dv), plan),
+                      Contains("chunk_len = chunk_size - local_size = 8") && Contains("page_size = 3"));
+  CHECK(std::all_of(o1.begin(), o1.end(), [](float x) { return x == 3.0f; }));
 }

@@ -98,7 +98,8 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
                          ConstTensorView<std::int64_t, 1> seq_lens, TO* out,
                          const AttentionParams& params, AttentionWorkspace& workspace,
                          compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
-                         double softmax_scale_multiplier = 1.0, bool values_in_keys = false) {
+                         double softmax_scale_multiplier = 1.0, bool values_in_keys = false,
+                         std::int64_t stream_bytes = 0) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q.data();
@@ -115,6 +116,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.v_head_elems = values_in_keys ? p.d : p.dv;
   p.v_row_elems = p.kv_heads * p.v_head_elems;
   p.k_len = longest_sequence(seq_lens);
+  p.stream_bytes = stream_bytes;
   set_attention_params(p, params, softmax_scale_multiplier);
   p.q_pos = q_pos;
   p.seq_lens = seq_lens.data();

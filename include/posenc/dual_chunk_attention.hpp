@@ -24,11 +24,14 @@
 /// keys by s(prompt length), a decode step's key by s(length after the step)) and the queries
 /// by s of the current length, so the logits past L0 grow by about s^2. Here the keys' factor is
 /// dual_chunk_rotate_keys_inplace's seq_len and the queries' is s(last query position + 1) of
-/// each sequence, taken by dual_chunk_attention itself.
+/// each sequence, taken by dual_chunk_attention itself. (vLLM's chunked prefill gives every
+/// chunk of a prompt the factor of the whole prompt's length; this is the same for an
+/// unchunked prefill and for decode.)
 ///
 /// Flow per layer: rotate the new keys with dual_chunk_rotate_keys_inplace (they are then what
-/// vLLM stores), keep them (a KvCache without a RoPE plan, or your own buffer), and attend with
-/// the unrotated queries: dual_chunk_attention (tensors) or dual_chunk_attend (a KvCache). The
+/// vLLM stores), keep them (a KvCache or PagedKvCache without a RoPE plan, or your own
+/// buffer), and attend with the unrotated queries: dual_chunk_attention (tensors) or
+/// dual_chunk_attend (a KvCache, or the sequences of a page pool). The
 /// rotated queries are staged in float (double for double storage), not rounded to a 16-bit
 /// storage type first as vLLM does.
 
@@ -41,12 +44,14 @@
 
 #include "posenc/attention.hpp"
 #include "posenc/attention_merge.hpp"
+#include "posenc/attention_paged.hpp"
 #include "posenc/attention_rope.hpp"
 #include "posenc/attention_types.hpp"
 #include "posenc/detail/numeric.hpp"
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/kv_cache.hpp"
+#include "posenc/paged_kv_cache.hpp"
 #include "posenc/rope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/tensor.hpp"
@@ -124,23 +129,71 @@ struct DualChunkRow {
   std::int64_t k_valid_len;    ///< keys j >= k_valid_len are padding
 };
 
+/// One sequence's keys and values in rows (a tensor's batch row, a KvCache sequence): the parts
+/// are row ranges of it.
+template <typename T>
+struct DualChunkRows {
+  AttentionKvRows<T> kv;  ///< rows of this sequence from its slot 0; batch strides unused
+
+  Eigen::Index k_len() const noexcept { return kv.k_len; }
+  std::int64_t bytes() const noexcept {
+    const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
+    return kv.k_len * (kv.kv_heads * kv.d + v_row) * static_cast<std::int64_t>(sizeof(T));
+  }
+  /// Rows [0, g) of q against keys [lo, hi).
+  template <typename Acc>
+  void attend(const Acc* q, Eigen::Index g, Eigen::Index heads, Eigen::Index lo, Eigen::Index hi,
+              const AttentionParams& params, const AttentionMetaRows& meta, double multiplier,
+              Acc* out, Acc* lse, AttentionWorkspace& ws) const {
+    const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
+    const AttentionKvRows<T> part{kv.k + lo * kv.kv_heads * kv.d, kv.v + lo * v_row, hi - lo,
+                                  kv.kv_heads, kv.d, kv.dv, 0, 0, kv.v_row_elems,
+                                  kv.v_head_elems, bytes()};
+    run_fused_attention(q, out, 1, g, heads, part, params, meta, ws, multiplier, lse);
+  }
+};
+
+/// One sequence of a page pool (positions = slots, no padding): the parts start on page
+/// boundaries (chunk_len a multiple of page_size), so a part is the page table from its first
+/// page on.
+template <typename T>
+struct DualChunkPages {
+  ConstTensorView<T, 4> k_pages, v_pages;  ///< [num_pages, page_size, kv_heads, d / dv]
+  const std::int32_t* table;               ///< the sequence's pages
+  Eigen::Index table_len, length;
+
+  Eigen::Index k_len() const noexcept { return length; }
+  std::int64_t bytes() const noexcept {
+    return length * k_pages.dimension(2) * (k_pages.dimension(3) + v_pages.dimension(3)) *
+           static_cast<std::int64_t>(sizeof(T));
+  }
+  template <typename Acc>
+  void attend(const Acc* q, Eigen::Index g, Eigen::Index heads, Eigen::Index lo, Eigen::Index hi,
+              const AttentionParams& params, const AttentionMetaRows& meta, double multiplier,
+              Acc* out, Acc* lse, AttentionWorkspace& ws) const {
+    const Eigen::Index first_page = lo / k_pages.dimension(1);
+    const std::int64_t len = hi - lo;
+    run_attention_paged(ConstTensorView<Acc, 4>(q, 1, g, heads, k_pages.dimension(3)), k_pages,
+                        v_pages, ConstTensorView<std::int32_t, 2>(table + first_page, 1,
+                                                                  table_len - first_page),
+                        ConstTensorView<std::int64_t, 1>(&len, 1), out, params, ws, lse,
+                        meta.query_positions, multiplier, false, bytes());
+  }
+};
+
 /// Validated inputs, q_len <= k_len: each query i is key slot k_len - q_len + i. Queries are
 /// taken in groups of one chunk whose earlier-chunk keys are the same for every member (a group
 /// ends where a query's own slot holds a key of an earlier chunk), so each group attends
 /// its intra part with the kernel's chunk mask and its two cross parts as plain bidirectional
-/// attention over the slots of those keys.
-template <typename T>
-void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
-                    const AttentionKvRows<T>& kv, const DualChunkRow& row,
+/// attention over the slots of those keys. Keys: DualChunkRows or DualChunkPages.
+template <typename T, typename Keys>
+void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, Eigen::Index d,
+                    Eigen::Index dv, const Keys& keys, const DualChunkRow& row,
                     const DualChunkPlan& plan, const AttentionParams& params,
                     DualChunkWorkspace& ws) {
   using Acc = compute_t<T>;
-  const Eigen::Index k_len = kv.k_len, d = kv.d, dv = kv.dv, shift = k_len - q_len;
-  const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
+  const Eigen::Index k_len = keys.k_len(), shift = k_len - q_len;
   const std::int64_t c = dual_chunk_len(plan.chunks);
-  // The parts read the sequence's K + V once between them, from wherever the whole lives.
-  const std::int64_t stream_bytes =
-      k_len * (kv.kv_heads * d + v_row) * static_cast<std::int64_t>(sizeof(T));
   const auto qpos = [&](Eigen::Index i) { return row.q_pos ? row.q_pos[i] : shift + i; };
   const auto kpos = [&](Eigen::Index j) { return row.k_pos ? row.k_pos[j] : std::int64_t{j}; };
   const auto valid = [&](Eigen::Index j) {
@@ -191,14 +244,12 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
     rotate(DualChunkPart::kIntra);
     const Eigen::Index intra_len = shift + i1;
     const std::int64_t intra_valid = std::min<std::int64_t>(row.k_valid_len, intra_len);
-    const AttentionKvRows<T> intra_kv{kv.k, kv.v, intra_len, kv.kv_heads, d, dv, 0, 0,
-                                      kv.v_row_elems, kv.v_head_elems, stream_bytes};
     // Absent padding stays absent: the kernel's fast paths need no per-key test then.
     const AttentionMetaRows intra_meta{row.q_pos ? row.q_pos + i0 : nullptr, row.k_pos,
                                        intra_valid < intra_len ? &intra_valid : nullptr,
                                        row.k_mask, intra_len};
-    run_fused_attention(qs.data(), out_a.data(), 1, g, heads, intra_kv, intra, intra_meta,
-                        ws.kernel(), multiplier, lse_a.data());
+    keys.attend(qs.data(), g, heads, 0, intra_len, intra, intra_meta, multiplier, out_a.data(),
+                lse_a.data(), ws.kernel());
 
     // Successive and inter: every key of those chunks the group's first query sees.
     const Eigen::Index seen = shift + i0 + 1;
@@ -219,12 +270,9 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads,
       // Contiguous keys (positions that grow with the slots) need no mask.
       const std::uint8_t* part_mask = count == hi - lo ? nullptr : mask.data() + lo;
       rotate(part);
-      const AttentionKvRows<T> part_kv{kv.k + lo * kv.kv_heads * d, kv.v + lo * v_row, hi - lo,
-                                       kv.kv_heads, d, dv, 0, 0, kv.v_row_elems, kv.v_head_elems,
-                                       stream_bytes};
       const AttentionMetaRows part_meta{nullptr, nullptr, nullptr, part_mask, hi - lo};
-      run_fused_attention(qs.data(), out_b.data(), 1, g, heads, part_kv, cross, part_meta,
-                          ws.kernel(), multiplier, lse_b.data());
+      keys.attend(qs.data(), g, heads, lo, hi, cross, part_meta, multiplier, out_b.data(),
+                  lse_b.data(), ws.kernel());
       merge_attention_state_inplace<Acc>(TensorView<Acc, 4>(out_a.data(), 1, g, heads, dv),
                                          TensorView<Acc, 3>(lse_a.data(), 1, g, heads),
                                          ConstTensorView<Acc, 4>(out_b.data(), 1, g, heads, dv),
@@ -314,15 +362,15 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
     return view ? view->data() + b * len : nullptr;
   };
   for (Eigen::Index b = 0; b < batch; ++b) {
-    const detail::AttentionKvRows<T> kv{k.data() + b * k_len * kv_heads * d,
-                                        v.data() + b * k_len * kv_heads * dv,
-                                        k_len, kv_heads, d, dv, 0, 0};
+    const detail::DualChunkRows<T> rows{{k.data() + b * k_len * kv_heads * d,
+                                         v.data() + b * k_len * kv_heads * dv, k_len, kv_heads,
+                                         d, dv, 0, 0}};
     const detail::DualChunkRow row{
         row_of(metadata.query_positions, b, q_len), row_of(metadata.key_positions, b, k_len),
         row_of(metadata.key_mask, b, k_len),
         metadata.key_lengths ? (*metadata.key_lengths)(b) : std::int64_t{k_len}};
     detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
-                           q_len, heads, kv, row, plan, params, ws);
+                           q_len, heads, d, dv, rows, row, plan, params, ws);
   }
 }
 
@@ -359,14 +407,70 @@ void dual_chunk_attend(const KvCache<T>& cache, ConstTensorView<T, 4> q, TensorV
   const Eigen::Index heads = q.dimension(2);
   for (Eigen::Index b = 0; b < batch; ++b) {
     const Eigen::Index slot0 = b * max_len;
-    const detail::AttentionKvRows<T> kv{cache.keys().data() + slot0 * kv_heads * d,
-                                        cache.values().data() + slot0 * kv_heads * dv,
-                                        size, kv_heads, d, dv, 0, 0};
+    const detail::DualChunkRows<T> rows{{cache.keys().data() + slot0 * kv_heads * d,
+                                         cache.values().data() + slot0 * kv_heads * dv, size,
+                                         kv_heads, d, dv, 0, 0}};
     const detail::DualChunkRow row{cache.positions().data() + slot0 + size - q_len,
                                    cache.positions().data() + slot0,
                                    cache.valid().data() + slot0, std::int64_t{size}};
     detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
-                           q_len, heads, kv, row, plan, params, ws);
+                           q_len, heads, d, dv, rows, row, plan, params, ws);
+  }
+}
+
+/// \brief dual_chunk_attention of the last q_len appended tokens of each listed sequence of a
+/// page pool (vLLM's paged DCA): keys appended rotated by dual_chunk_rotate_keys_inplace at
+/// their slots (positions), to a pool with no RoPE plan of its own, no window, not latent.
+/// chunk_len must be a multiple of page_size (vLLM requires the same), so every part starts on
+/// a page.
+/// q: [seqs.size(), q_len, heads, head_dim] unrotated, out: [seqs.size(), q_len, heads,
+/// v_head_dim], 1 <= q_len <= each length. Throws std::invalid_argument (unknown sequence, a
+/// pool with RoPE, a window or latent rows, chunk_len vs page_size, shapes, params) before
+/// writing anything.
+template <typename T>
+void dual_chunk_attend(const PagedKvCache<T>& cache,
+                       const std::vector<typename PagedKvCache<T>::SequenceId>& seqs,
+                       ConstTensorView<T, 4> q, TensorView<T, 4> out, const DualChunkPlan& plan,
+                       const AttentionParams& params = {},
+                       DualChunkWorkspace* workspace = nullptr) {
+  constexpr std::string_view fn = "dual_chunk_attend";
+  detail::require(!cache.has_rope() && cache.sliding_window() == 0 && !cache.is_latent(), fn,
+                  "the pool must keep every token's own key and value, rotated by "
+                  "dual_chunk_rotate_keys_inplace: no RoPE plan of its own (has_rope = ",
+                  cache.has_rope(), "), no sliding window (", cache.sliding_window(),
+                  "), not latent");
+  detail::validate_dual_chunk(fn, plan.chunks);
+  const std::int64_t c = detail::dual_chunk_len(plan.chunks);
+  detail::require(c % cache.page_size() == 0, fn, "chunk_len = chunk_size - local_size = ", c,
+                  " must be a multiple of page_size = ", cache.page_size());
+  const auto batch = static_cast<Eigen::Index>(seqs.size());
+  const Eigen::Index q_len = q.dimension(1), kv_heads = cache.kv_heads(), d = cache.head_dim(),
+                     dv = cache.v_head_dim();
+  detail::require(batch > 0 && q.dimension(0) == batch, fn, "q batch = ", q.dimension(0),
+                  " must equal the number of sequences listed (", batch, ", at least 1)");
+  Eigen::Index longest = 1;
+  for (const auto s : seqs) {
+    const Eigen::Index len = cache.length(s);
+    detail::require(q_len >= 1 && q_len <= len, fn, "q_len = ", q_len, " must be in [1, length = ",
+                    len, "] of sequence ", s, ": append the new tokens' keys and values first");
+    longest = std::max(longest, len);
+  }
+  const ConstTensorView<T, 4> k_shape(cache.key_pages().data(), batch, longest, kv_heads, d);
+  const ConstTensorView<T, 4> v_shape(cache.value_pages().data(), batch, longest, kv_heads, dv);
+  detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
+  detail::validate_dual_chunk_attention(fn, plan, params, d);
+
+  DualChunkWorkspace local;
+  DualChunkWorkspace& ws = workspace ? *workspace : local;
+  const Eigen::Index heads = q.dimension(2);
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    const auto& pages = cache.pages(seqs[static_cast<std::size_t>(b)]);
+    const Eigen::Index len = cache.length(seqs[static_cast<std::size_t>(b)]);
+    const detail::DualChunkPages<T> keys{cache.key_pages(), cache.value_pages(), pages.data(),
+                                         static_cast<Eigen::Index>(pages.size()), len};
+    const detail::DualChunkRow row{nullptr, nullptr, nullptr, std::int64_t{len}};
+    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
+                           q_len, heads, d, dv, keys, row, plan, params, ws);
   }
 }
 
