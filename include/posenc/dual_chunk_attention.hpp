@@ -286,6 +286,30 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
   }
 }
 
+/// A cache DCA can read: keys as dual_chunk_rotate_keys_inplace left them, every token kept.
+template <typename Cache>
+void require_dual_chunk_cache(std::string_view fn, const Cache& cache) {
+  require(!cache.has_rope() && cache.sliding_window() == 0 && !cache.is_latent(), fn,
+          "the cache must keep every token's own key and value, rotated by "
+          "dual_chunk_rotate_keys_inplace: no RoPE plan of its own (has_rope = ",
+          cache.has_rope(), "), no window (", cache.sliding_window(), "), not latent");
+}
+
+/// run_dual_chunk for each sequence b of validated q / out, with its keys_of(b) and row_of(b).
+template <typename T, typename KeysOf, typename RowOf>
+void run_dual_chunk_batch(ConstTensorView<T, 4> q, TensorView<T, 4> out, KeysOf keys_of,
+                          RowOf row_of, const DualChunkPlan& plan, const AttentionParams& params,
+                          DualChunkWorkspace* workspace) {
+  DualChunkWorkspace local;
+  DualChunkWorkspace& ws = workspace ? *workspace : local;
+  const Eigen::Index q_len = q.dimension(1), heads = q.dimension(2), d = q.dimension(3),
+                     dv = out.dimension(3);
+  for (Eigen::Index b = 0; b < q.dimension(0); ++b) {
+    run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv, q_len,
+                   heads, d, dv, keys_of(b), row_of(b), plan, params, ws);
+  }
+}
+
 }  // namespace detail
 
 /// \brief Turns new keys into what DCA keeps: each rotated at its position mod chunk_len, then
@@ -350,28 +374,28 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
   constexpr std::string_view fn = "dual_chunk_attention";
   detail::validate_attention(fn, q, k, v, out, params, metadata);
   detail::validate_dual_chunk_attention(fn, plan, params, q.dimension(3));
-  const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
-                     d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2),
-                     dv = v.dimension(3);
+  const Eigen::Index q_len = q.dimension(1), d = q.dimension(3), k_len = k.dimension(1),
+                     kv_heads = k.dimension(2), dv = v.dimension(3);
   detail::require(q_len <= k_len, fn, "q_len = ", q_len, " must be <= k_len = ", k_len,
                   " (the queries' own keys are the last q_len)");
 
-  DualChunkWorkspace local;
-  DualChunkWorkspace& ws = workspace ? *workspace : local;
-  const auto row_of = [&](const auto& view, Eigen::Index b, Eigen::Index len) {
+  const auto at = [](const auto& view, Eigen::Index b, Eigen::Index len) {
     return view ? view->data() + b * len : nullptr;
   };
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    const detail::DualChunkRows<T> rows{{k.data() + b * k_len * kv_heads * d,
+  detail::run_dual_chunk_batch<T>(
+      q, out,
+      [&](Eigen::Index b) {
+        return detail::DualChunkRows<T>{{k.data() + b * k_len * kv_heads * d,
                                          v.data() + b * k_len * kv_heads * dv, k_len, kv_heads,
                                          d, dv, 0, 0}};
-    const detail::DualChunkRow row{
-        row_of(metadata.query_positions, b, q_len), row_of(metadata.key_positions, b, k_len),
-        row_of(metadata.key_mask, b, k_len),
-        metadata.key_lengths ? (*metadata.key_lengths)(b) : std::int64_t{k_len}};
-    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
-                           q_len, heads, d, dv, rows, row, plan, params, ws);
-  }
+      },
+      [&](Eigen::Index b) {
+        return detail::DualChunkRow{
+            at(metadata.query_positions, b, q_len), at(metadata.key_positions, b, k_len),
+            at(metadata.key_mask, b, k_len),
+            metadata.key_lengths ? (*metadata.key_lengths)(b) : std::int64_t{k_len}};
+      },
+      plan, params, workspace);
 }
 
 /// \brief dual_chunk_attention of the last q_len appended tokens against a KvCache holding keys
@@ -385,11 +409,7 @@ void dual_chunk_attend(const KvCache<T>& cache, ConstTensorView<T, 4> q, TensorV
                        const DualChunkPlan& plan, const AttentionParams& params = {},
                        DualChunkWorkspace* workspace = nullptr) {
   constexpr std::string_view fn = "dual_chunk_attend";
-  detail::require(!cache.has_rope() && cache.sliding_window() == 0 && !cache.is_latent(), fn,
-                  "the cache must keep every token's own key and value, rotated by "
-                  "dual_chunk_rotate_keys_inplace: no RoPE plan of its own (has_rope = ",
-                  cache.has_rope(), "), no rolling window (", cache.sliding_window(),
-                  "), not latent");
+  detail::require_dual_chunk_cache(fn, cache);
   const Eigen::Index q_len = q.dimension(1), size = cache.size(), batch = cache.batch(),
                      max_len = cache.max_len(), kv_heads = cache.kv_heads(),
                      d = cache.head_dim(), dv = cache.v_head_dim();
@@ -402,20 +422,20 @@ void dual_chunk_attend(const KvCache<T>& cache, ConstTensorView<T, 4> q, TensorV
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
   detail::validate_dual_chunk_attention(fn, plan, params, d);
 
-  DualChunkWorkspace local;
-  DualChunkWorkspace& ws = workspace ? *workspace : local;
-  const Eigen::Index heads = q.dimension(2);
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    const Eigen::Index slot0 = b * max_len;
-    const detail::DualChunkRows<T> rows{{cache.keys().data() + slot0 * kv_heads * d,
-                                         cache.values().data() + slot0 * kv_heads * dv, size,
+  const auto slot0 = [&](Eigen::Index b) { return b * max_len; };
+  detail::run_dual_chunk_batch<T>(
+      q, out,
+      [&](Eigen::Index b) {
+        return detail::DualChunkRows<T>{{cache.keys().data() + slot0(b) * kv_heads * d,
+                                         cache.values().data() + slot0(b) * kv_heads * dv, size,
                                          kv_heads, d, dv, 0, 0}};
-    const detail::DualChunkRow row{cache.positions().data() + slot0 + size - q_len,
-                                   cache.positions().data() + slot0,
-                                   cache.valid().data() + slot0, std::int64_t{size}};
-    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
-                           q_len, heads, d, dv, rows, row, plan, params, ws);
-  }
+      },
+      [&](Eigen::Index b) {
+        return detail::DualChunkRow{cache.positions().data() + slot0(b) + size - q_len,
+                                    cache.positions().data() + slot0(b),
+                                    cache.valid().data() + slot0(b), std::int64_t{size}};
+      },
+      plan, params, workspace);
 }
 
 /// \brief dual_chunk_attention of the last q_len appended tokens of each listed sequence of a
@@ -434,11 +454,7 @@ void dual_chunk_attend(const PagedKvCache<T>& cache,
                        const AttentionParams& params = {},
                        DualChunkWorkspace* workspace = nullptr) {
   constexpr std::string_view fn = "dual_chunk_attend";
-  detail::require(!cache.has_rope() && cache.sliding_window() == 0 && !cache.is_latent(), fn,
-                  "the pool must keep every token's own key and value, rotated by "
-                  "dual_chunk_rotate_keys_inplace: no RoPE plan of its own (has_rope = ",
-                  cache.has_rope(), "), no sliding window (", cache.sliding_window(),
-                  "), not latent");
+  detail::require_dual_chunk_cache(fn, cache);
   detail::validate_dual_chunk(fn, plan.chunks);
   const std::int64_t c = detail::dual_chunk_len(plan.chunks);
   detail::require(c % cache.page_size() == 0, fn, "chunk_len = chunk_size - local_size = ", c,
@@ -460,18 +476,20 @@ void dual_chunk_attend(const PagedKvCache<T>& cache,
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
   detail::validate_dual_chunk_attention(fn, plan, params, d);
 
-  DualChunkWorkspace local;
-  DualChunkWorkspace& ws = workspace ? *workspace : local;
-  const Eigen::Index heads = q.dimension(2);
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    const auto& pages = cache.pages(seqs[static_cast<std::size_t>(b)]);
-    const Eigen::Index len = cache.length(seqs[static_cast<std::size_t>(b)]);
-    const detail::DualChunkPages<T> keys{cache.key_pages(), cache.value_pages(), pages.data(),
-                                         static_cast<Eigen::Index>(pages.size()), len};
-    const detail::DualChunkRow row{nullptr, nullptr, nullptr, std::int64_t{len}};
-    detail::run_dual_chunk(q.data() + b * q_len * heads * d, out.data() + b * q_len * heads * dv,
-                           q_len, heads, d, dv, keys, row, plan, params, ws);
-  }
+  detail::run_dual_chunk_batch<T>(
+      q, out,
+      [&](Eigen::Index b) {
+        const auto s = seqs[static_cast<std::size_t>(b)];
+        const auto& pages = cache.pages(s);
+        return detail::DualChunkPages<T>{cache.key_pages(), cache.value_pages(), pages.data(),
+                                         static_cast<Eigen::Index>(pages.size()),
+                                         cache.length(s)};
+      },
+      [&](Eigen::Index b) {
+        return detail::DualChunkRow{nullptr, nullptr, nullptr,
+                                    std::int64_t{cache.length(seqs[static_cast<std::size_t>(b)])}};
+      },
+      plan, params, workspace);
 }
 
 }  // namespace posenc
