@@ -1069,3 +1069,30 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
     CHECK_FALSE(text.mrope.has_value());
   }
 }
+
+TEST_CASE("hf_config: language models under language_config (DeepSeek-VL2) and llm_config "
+          "(InternVL)", "[hf_config]") {
+  const auto vl2 = posenc::parse_hf_config(R"({"model_type": "deepseek_vl_v2",
+      "language_config": {"model_type": "deepseek_v2", "hidden_size": 2048,
+                          "num_attention_heads": 16, "kv_lora_rank": 512,
+                          "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                          "rope_theta": 10000, "max_position_embeddings": 4096}})");
+  CHECK(vl2.model_type == "deepseek_v2");
+  CHECK(vl2.rope.layout == RopeLayout::kInterleaved);  // view_as_complex, as DeepSeek-V2
+  CHECK(vl2.rope.head_dim == 64);                       // the rotated q_pe / k_pe
+  CHECK(vl2.attention_head_dim == 192);
+  CHECK(has_note(vl2, "language-model keys read from language_config"));
+  const auto internvl = posenc::parse_hf_config(R"({"model_type": "internvl_chat",
+      "llm_config": {"model_type": "qwen2", "hidden_size": 896, "num_attention_heads": 14,
+                     "num_key_value_heads": 2, "rope_theta": 1000000.0,
+                     "max_position_embeddings": 32768}})");
+  CHECK(internvl.rope.head_dim == 64);
+  CHECK(internvl.rope.theta == 1e6);
+  CHECK(internvl.rope.layout == RopeLayout::kHalfSplit);
+  CHECK(internvl.num_key_value_heads == 2);
+  CHECK(has_note(internvl, "language-model keys read from llm_config"));
+  // A bad key inside is named with its path.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "internvl_chat",
+      "llm_config": {"hidden_size": 896, "num_attention_heads": 14, "rope_theta": -1}})"),
+                      Contains("llm_config.rope_theta"));
+}

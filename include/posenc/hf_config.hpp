@@ -819,16 +819,21 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   out.source = source;
   if (!root.is_object()) r.fail("<root>", "must be a JSON object, got ", root.type_name());
 
-  // Multimodal wrappers (Gemma-3 4B+, Llama-4, Mistral-3, Qwen2-VL in transformers >= 5) keep
-  // the language model's keys under text_config.
+  // Multimodal wrappers keep the language model's keys under text_config (Gemma-3 4B+, Llama-4,
+  // Mistral-3, Qwen2-VL in transformers >= 5), language_config (DeepSeek-VL2, Janus) or
+  // llm_config (InternVL).
   const json* cfg = &root;
   std::string prefix;
-  if (const json* tc = HfConfigReader::find(root, "text_config");
-      tc && tc->is_object() && !HfConfigReader::find(root, "num_attention_heads") &&
+  if (!HfConfigReader::find(root, "num_attention_heads") &&
       !HfConfigReader::find(root, "hidden_size") && !HfConfigReader::find(root, "head_dim")) {
-    cfg = tc;
-    prefix = "text_config.";
-    out.notes.push_back("language-model keys read from text_config");
+    for (const char* key : {"text_config", "language_config", "llm_config"}) {
+      if (const json* tc = HfConfigReader::find(root, key); tc && tc->is_object()) {
+        cfg = tc;
+        prefix = std::string(key) + ".";
+        out.notes.push_back(std::string("language-model keys read from ") + key);
+        break;
+      }
+    }
   }
   const json& c = *cfg;
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
