@@ -1096,3 +1096,17 @@ TEST_CASE("hf_config: language models under language_config (DeepSeek-VL2) and l
       "llm_config": {"hidden_size": 896, "num_attention_heads": 14, "rope_theta": -1}})"),
                       Contains("llm_config.rope_theta"));
 }
+
+TEST_CASE("hf_config: TeleChat3's rope_type telechat3-yarn", "[hf_config][yarn]") {
+  // TeleChat3-36B's geometry (heads 48 / 8, head_dim 128, theta 1e6); factor and L0 illustrative.
+  const auto c = posenc::parse_hf_config(R"({"model_type": "telechat3", "hidden_size": 6144,
+      "num_attention_heads": 48, "num_key_value_heads": 8, "rope_theta": 1000000,
+      "max_position_embeddings": 32768,
+      "rope_scaling": {"rope_type": "telechat3-yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 8192}})");
+  CHECK(c.rope.scaling.type == posenc::RopeScalingType::kYarn);
+  CHECK(c.rope.scaling.mscale_slope == 0.07);
+  CHECK(has_note(c, "telechat3-yarn"));
+  CHECK(posenc::compute_rope_frequencies(c.rope).attention_factor ==
+        Approx(1.0 + 0.07 * std::log(4.0)).epsilon(1e-14));
+}

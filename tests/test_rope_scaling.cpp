@@ -247,6 +247,26 @@ TEST_CASE("rope scaling: YaRN defaults (Qwen2.5 doc config) and explicit attenti
   CHECK_THAT(v2.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-15));
 }
 
+TEST_CASE("rope scaling: TeleChat3's telechat3-yarn (g's slope 0.07)", "[rope][scaling][yarn]") {
+  // vLLM TeleChat3RoPEScaledRotaryEmbedding: YaRN frequencies, cos / sin times 0.07 ln s + 1.
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 1000000.0;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position_embeddings = 8192;
+  const auto plain = posenc::compute_rope_frequencies(p);
+  p.scaling.mscale_slope = 0.07;
+  const auto tele = posenc::compute_rope_frequencies(p);
+  CHECK_THAT(tele.attention_factor, WithinRel(static_cast<double>(0.07L * std::log(4.0L) + 1.0L), 1e-15));
+  CHECK(tele.inv_freq == plain.inv_freq);
+  require_matches_reference(p);
+  p.scaling.mscale_slope = -0.1;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("mscale_slope = -0.1"));
+  p.scaling.mscale_slope = std::numeric_limits<double>::quiet_NaN();
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("mscale_slope"));
+}
+
 TEST_CASE("rope scaling: YaRN with truncate = false keeps the fractional correction range (gpt-oss)", "[rope][scaling][yarn]") {
   // gpt-oss: head_dim 64, theta 150000, factor 32, original 4096, beta 32 / 1, truncate false.
   posenc::RopeParams p;

@@ -18,7 +18,8 @@
 ///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else 1.
 ///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
 ///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE),
-///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5);
+///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5), "telechat3-yarn" ->
+///              yarn with g's slope 0.07 (TeleChat3);
 ///              "ntk" (no transformers recipe) as vLLM reads it -> vllm_ntk (+ mixed_b);
 ///              "dynamic" with `alpha` (Hunyuan) -> static NTK with factor = alpha; longrope's
 ///              short_mscale / long_mscale (Phi-3.5-MoE). Each recipe parses only the keys it
@@ -387,6 +388,10 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
     notes.push_back(path + " = \"mrope\" (Qwen2-VL): transformers reads it as \"default\"; "
                            "the sections are in HfModelConfig::mrope");
     name = "default";
+  } else if (name == "telechat3-yarn") {
+    notes.push_back(path + " = \"telechat3-yarn\" (TeleChat3): YaRN with g(s) = 0.07 ln s + 1 "
+                           "(RopeScaling::mscale_slope), as its remote code and vLLM");
+    name = "yarn";
   } else if (name == "ernie_3d") {
     notes.push_back(path + " = \"ernie_3d\" (ERNIE-4.5-VL before transformers 5): default "
                            "frequencies; the 3-D sections are in HfModelConfig::mrope");
@@ -478,6 +483,7 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   }
   RopeScaling& sc = p.scaling;
   sc.type = hf_rope_type(r, type_name, type_path, notes);
+  if (type_name == "telechat3-yarn") sc.mscale_slope = 0.07;
   if (sc.type == RopeScalingType::kDynamic && HfConfigReader::find(*dict, "alpha")) {
     // Hunyuan: "dynamic" with `alpha` is a fixed base theta * alpha^(d/(d-2)) (vLLM
     // DynamicNTKAlphaRotaryEmbedding), i.e. static NTK with factor = alpha; `factor` unused.

@@ -17,7 +17,8 @@
 ///             inv_j = (th_j / s) (1 - m_j) + th_j m_j,  m_j = (1 - ramp_j) e  (Peng et al. 2023,
 ///             §3.2; e = extrapolation_factor, 1 unless set: vLLM / ggml ext_factor)
 ///             attention_factor = given, else g(s, mscale)/g(s, mscale_all_dim) when both are
-///             non-zero, else g(s, 1);  g(s, m) = 0.1 m ln s + 1 (1 when s <= 1)
+///             non-zero, else g(s, 1);  g(s, m) = 0.1 m ln s + 1 (1 when s <= 1; the slope
+///             0.1 is RopeScaling::mscale_slope, 0.07 for TeleChat3's telechat3-yarn)
 ///             softmax_scale_multiplier = g(s, mscale_all_dim)^2 when mscale_all_dim != 0
 ///             (DeepSeek-V2/V3 attention), else 1
 ///   llama3    w_j = 2 pi / th_j;  w_j < L0/hf: th_j;  w_j > L0/lf: th_j / s;  otherwise
@@ -70,9 +71,10 @@ namespace detail {
 
 inline constexpr double kRopePi = 3.141592653589793238462643383279502884;
 
-/// g(s, m) = 0.1 m ln s + 1, and 1 for s <= 1 (HF `get_mscale`, DeepSeek `yarn_get_mscale`).
-inline double yarn_mscale(double scale, double mscale) {
-  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+/// g(s, m) = slope m ln s + 1, and 1 for s <= 1 (HF `get_mscale`, DeepSeek `yarn_get_mscale`:
+/// slope 0.1; TeleChat3's telechat3-yarn: 0.07).
+inline double yarn_mscale(double scale, double mscale, double slope = 0.1) {
+  return scale <= 1.0 ? 1.0 : slope * mscale * std::log(scale) + 1.0;
 }
 
 inline bool finite_at_least(double v, double lo) { return std::isfinite(v) && v >= lo; }
@@ -154,6 +156,8 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
               sc.mscale, " and mscale_all_dim = ", sc.mscale_all_dim, " must be finite");
       require(sc.extrapolation_factor >= 0.0 && sc.extrapolation_factor <= 1.0, fn,
               "extrapolation_factor = ", sc.extrapolation_factor, " must be in [0, 1]");
+      require(std::isfinite(sc.mscale_slope) && sc.mscale_slope >= 0.0, fn, "mscale_slope = ",
+              sc.mscale_slope, " must be finite and >= 0");
       break;
     case RopeScalingType::kLlama3:
       require(finite_at_least(sc.factor, 1.0), fn, "factor = ", sc.factor,
@@ -282,12 +286,13 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       if (sc.attention_factor) {
         f.attention_factor = *sc.attention_factor;
       } else if (sc.mscale != 0.0 && sc.mscale_all_dim != 0.0) {
-        f.attention_factor = yarn_mscale(s, sc.mscale) / yarn_mscale(s, sc.mscale_all_dim);
+        f.attention_factor = yarn_mscale(s, sc.mscale, sc.mscale_slope) /
+                             yarn_mscale(s, sc.mscale_all_dim, sc.mscale_slope);
       } else {
-        f.attention_factor = yarn_mscale(s, 1.0);
+        f.attention_factor = yarn_mscale(s, 1.0, sc.mscale_slope);
       }
       if (sc.mscale_all_dim != 0.0) {
-        const double g = yarn_mscale(s, sc.mscale_all_dim);
+        const double g = yarn_mscale(s, sc.mscale_all_dim, sc.mscale_slope);
         f.softmax_scale_multiplier = g * g;
       }
       break;

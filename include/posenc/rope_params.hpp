@@ -103,6 +103,10 @@ struct RopeScaling {
   /// non-zero, g(s, m) = 0.1 m ln s + 1. 0 = absent (HF tests them for truthiness).
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
+  /// The slope of g(s, m) = mscale_slope m ln s + 1: 0.1 (YaRN, HF, DeepSeek); 0.07 for
+  /// TeleChat3's rope_type "telechat3-yarn" (its remote code and vLLM's
+  /// TeleChat3RoPEScaledRotaryEmbedding). Finite, >= 0.
+  double mscale_slope = 0.1;
   /// floor/ceil the correction range (HF default true; gpt-oss sets false).
   bool truncate = true;
   /// vLLM's extrapolation_factor / ggml's ext_factor e in [0, 1]: pair j keeps the share

@@ -49,8 +49,9 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
                                   ? p.scaling.original_max_position_embeddings
                                   : p.max_position_embeddings;
   const long double l0 = static_cast<long double>(l0_int);
-  const auto g = [](long double scale, long double m) {
-    return scale <= 1.0L ? 1.0L : 0.1L * m * std::log(scale) + 1.0L;
+  const long double slope = p.scaling.mscale_slope;
+  const auto g = [slope](long double scale, long double m) {
+    return scale <= 1.0L ? 1.0L : slope * m * std::log(scale) + 1.0L;
   };
   for (Eigen::Index j = 0; j < half; ++j) {
     const long double base = rope_base_inv_freq(theta, j, d);
