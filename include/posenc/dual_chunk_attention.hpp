@@ -31,9 +31,9 @@
 /// Flow per layer: rotate the new keys with dual_chunk_rotate_keys_inplace (they are then what
 /// vLLM stores), keep them (a KvCache or PagedKvCache without a RoPE plan, or your own
 /// buffer), and attend with the unrotated queries: dual_chunk_attention (tensors) or
-/// dual_chunk_attend (a KvCache, or the sequences of a page pool). The
-/// rotated queries are staged in float (double for double storage), not rounded to a 16-bit
-/// storage type first as vLLM does.
+/// dual_chunk_attend (a KvCache, or the sequences of a page pool). The rotated queries are
+/// staged in float (double for double storage), not rounded to a 16-bit storage type first as
+/// vLLM does.
 
 #include <algorithm>
 #include <cmath>
@@ -219,7 +219,6 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
   auto& lse_a = ws.staging<Acc>(3, n * static_cast<std::size_t>(heads));
   auto& lse_b = ws.staging<Acc>(4, n * static_cast<std::size_t>(heads));
   auto& rot_pos = ws.positions(n);
-  auto& mask = ws.key_mask(static_cast<std::size_t>(k_len));
 
   Eigen::Index i0 = 0;
   while (i0 < q_len) {
@@ -254,21 +253,27 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
     // Successive and inter: every key of those chunks the group's first query sees.
     const Eigen::Index seen = shift + i0 + 1;
     for (const DualChunkPart part : {DualChunkPart::kSuccessive, DualChunkPart::kInter}) {
+      const auto in_part = [&](Eigen::Index j) {
+        const std::int64_t kc = kpos(j) / c;
+        return valid(j) &&
+               (part == DualChunkPart::kSuccessive ? kc + 1 == chunk : kc + 1 < chunk);
+      };
       Eigen::Index lo = seen, hi = 0, count = 0;
       for (Eigen::Index j = 0; j < seen; ++j) {
-        const std::int64_t kc = kpos(j) / c;
-        const bool in = valid(j) && (part == DualChunkPart::kSuccessive ? kc + 1 == chunk
-                                                                         : kc + 1 < chunk);
-        mask[static_cast<std::size_t>(j)] = in ? 1 : 0;
-        if (in) {
+        if (in_part(j)) {
           lo = std::min(lo, j);
           hi = j + 1;
           ++count;
         }
       }
       if (hi == 0) continue;
-      // Contiguous keys (positions that grow with the slots) need no mask.
-      const std::uint8_t* part_mask = count == hi - lo ? nullptr : mask.data() + lo;
+      // Contiguous keys (positions that grow with the slots) need no mask, and no buffer.
+      const std::uint8_t* part_mask = nullptr;
+      if (count != hi - lo) {
+        auto& mask = ws.key_mask(static_cast<std::size_t>(hi - lo));
+        for (Eigen::Index j = lo; j < hi; ++j) mask[static_cast<std::size_t>(j - lo)] = in_part(j);
+        part_mask = mask.data();
+      }
       rotate(part);
       const AttentionMetaRows part_meta{nullptr, nullptr, nullptr, part_mask, hi - lo};
       keys.attend(qs.data(), g, heads, lo, hi, cross, part_meta, multiplier, out_b.data(),
