@@ -259,14 +259,22 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
                (part == DualChunkPart::kSuccessive ? kc + 1 == chunk : kc + 1 < chunk);
       };
       Eigen::Index lo = seen, hi = 0, count = 0;
-      for (Eigen::Index j = 0; j < seen; ++j) {
-        if (in_part(j)) {
-          lo = std::min(lo, j);
-          hi = j + 1;
-          ++count;
+      if (!row.k_pos && !row.k_mask && row.k_valid_len >= seen) {
+        // Keys at their slots (a page pool, default positions): the parts' ranges directly.
+        const std::int64_t end = part == DualChunkPart::kSuccessive ? chunk * c : (chunk - 1) * c;
+        lo = part == DualChunkPart::kSuccessive ? std::max<std::int64_t>((chunk - 1) * c, 0) : 0;
+        hi = std::max<std::int64_t>(std::min<std::int64_t>(end, seen), lo);
+        count = hi - lo;
+      } else {
+        for (Eigen::Index j = 0; j < seen; ++j) {
+          if (in_part(j)) {
+            lo = std::min(lo, j);
+            hi = j + 1;
+            ++count;
+          }
         }
       }
-      if (hi == 0) continue;
+      if (hi <= lo) continue;
       // Contiguous keys (positions that grow with the slots) need no mask, and no buffer.
       const std::uint8_t* part_mask = nullptr;
       if (count != hi - lo) {
