@@ -413,7 +413,9 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
 
 /// \brief dual_chunk_attention of the last q_len appended tokens against a KvCache holding keys
 /// from dual_chunk_rotate_keys_inplace (a cache without a RoPE plan of its own, keeping every
-/// token): query positions and key positions / padding are the cache's stored ones.
+/// token): query positions and key positions / padding are the cache's stored ones. The cache
+/// has no plan, so KvCache::shift_positions moves positions without turning the keys: after a
+/// context shift, re-append the shifted tokens' keys rotated at their new positions.
 /// q: [batch, q_len, heads, head_dim] unrotated, out: [batch, q_len, heads, v_head_dim],
 /// 1 <= q_len <= size(). Throws std::invalid_argument (a cache with RoPE set, a rolling or
 /// latent cache, shapes, params) before writing anything.
