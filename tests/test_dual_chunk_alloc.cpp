@@ -29,6 +29,15 @@ posenc::DualChunkPlan small_plan(std::int64_t l0) {
   return plan;
 }
 
+/// Token t's key rotated as DCA keeps it, from the same raw key every step.
+void rotate_step(std::vector<float>& k, const std::vector<float>& k0, std::vector<std::int64_t>& pos,
+                 Eigen::Index t, const posenc::DualChunkPlan& plan, posenc::DualChunkWorkspace& ws) {
+  k = k0;
+  pos[0] = t;
+  posenc::dual_chunk_rotate_keys_inplace<float>(posenc::TensorView<float, 4>(k.data(), 1, 1, kKvHeads, kD),
+                                                posenc::PositionIdsView(pos.data(), 1, 1), plan, t + 1, &ws);
+}
+
 }  // namespace
 
 TEST_CASE("dual chunk attention: decode steps through a KvCache allocate nothing",
@@ -44,11 +53,8 @@ TEST_CASE("dual chunk attention: decode steps through a KvCache allocate nothing
     std::vector<std::int64_t> pos(1);
     long counted = 0;
     for (Eigen::Index t = 0; t < kSteps; ++t) {
-      k = k0;
-      pos[0] = t;
       const long before = posenc_test::allocation_count();
-      posenc::dual_chunk_rotate_keys_inplace<float>(posenc::TensorView<float, 4>(k.data(), 1, 1, kKvHeads, kD),
-                                                    posenc::PositionIdsView(pos.data(), 1, 1), plan, t + 1, &ws);
+      rotate_step(k, k0, pos, t, plan, ws);
       cache.append<float>(posenc::ConstTensorView<float, 4>(k.data(), 1, 1, kKvHeads, kD),
                           posenc::ConstTensorView<float, 4>(v.data(), 1, 1, kKvHeads, kD),
                           posenc::PositionIdsView(pos.data(), 1, 1));
@@ -76,11 +82,8 @@ TEST_CASE("dual chunk attention: decode steps through a page pool allocate nothi
   const std::vector<posenc::PagedKvCache<float>::SequenceId> seqs{s};
   long counted = 0;
   for (Eigen::Index t = 0; t < kSteps; ++t) {
-    k = k0;
-    pos[0] = t;
     const long before = posenc_test::allocation_count();
-    posenc::dual_chunk_rotate_keys_inplace<float>(posenc::TensorView<float, 4>(k.data(), 1, 1, kKvHeads, kD),
-                                                  posenc::PositionIdsView(pos.data(), 1, 1), plan, t + 1, &ws);
+    rotate_step(k, k0, pos, t, plan, ws);
     pool.append<float>(s, posenc::ConstTensorView<float, 3>(k.data(), 1, kKvHeads, kD),
                        posenc::ConstTensorView<float, 3>(v.data(), 1, kKvHeads, kD));
     posenc::dual_chunk_attend<float>(pool, seqs, posenc::ConstTensorView<float, 4>(q.data(), 1, 1, kHeads, kD),

@@ -380,22 +380,28 @@ inline constexpr int kHfMaxDepth = 64;
 /// Normalises an HF rope_type / legacy type name; notes what it changed.
 inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
                                     const std::string& path, std::vector<std::string>& notes) {
-  if (name == "su") {
-    notes.push_back(path + " = \"su\" is the old name of \"longrope\" (Phi-3 configs before "
-                           "transformers 4.42); read as longrope");
-    name = "longrope";
-  } else if (name == "mrope") {
-    notes.push_back(path + " = \"mrope\" (Qwen2-VL): transformers reads it as \"default\"; "
-                           "the sections are in HfModelConfig::mrope");
-    name = "default";
-  } else if (name == "telechat3-yarn") {
-    notes.push_back(path + " = \"telechat3-yarn\" (TeleChat3): YaRN with g(s) = 0.07 ln s + 1 "
-                           "(RopeScaling::mscale_slope), as its remote code and vLLM");
-    name = "yarn";
-  } else if (name == "ernie_3d") {
-    notes.push_back(path + " = \"ernie_3d\" (ERNIE-4.5-VL before transformers 5): default "
-                           "frequencies; the 3-D sections are in HfModelConfig::mrope");
-    name = "default";
+  struct Alias {
+    std::string_view name, reads_as, why;
+  };
+  static constexpr Alias kAliases[] = {
+      {"su", "longrope",
+       " is the old name of \"longrope\" (Phi-3 configs before transformers 4.42)"},
+      {"mrope", "default",
+       " (Qwen2-VL): transformers reads it as \"default\"; the sections are in "
+       "HfModelConfig::mrope"},
+      {"telechat3-yarn", "yarn",
+       " (TeleChat3): YaRN with g(s) = 0.07 ln s + 1 (RopeScaling::mscale_slope), as its remote "
+       "code and vLLM"},
+      {"ernie_3d", "default",
+       " (ERNIE-4.5-VL before transformers 5): default frequencies; the 3-D sections are in "
+       "HfModelConfig::mrope"},
+  };
+  for (const Alias& a : kAliases) {
+    if (name != a.name) continue;
+    notes.push_back(path + " = \"" + name + "\"" + std::string(a.why) + "; read as " +
+                    std::string(a.reads_as));
+    name = std::string(a.reads_as);
+    break;
   }
   if (name == "default") return RopeScalingType::kDefault;
   if (name == "linear") return RopeScalingType::kLinear;
