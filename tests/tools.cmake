@@ -180,3 +180,10 @@ posenc_rope_inspect_test("Qwen2.5-1M judged under dual chunk attention"
   EXPECT "dual chunk attention chunk_size 262144, local_size 8192 (vLLM); length scale 1.13863"
          "rotates no distance beyond chunk_size = 262144"
          "sparse (MInference) prefill keys are not applied")
+
+# ERNIE-4.5-VL in Baidu's original keys (tests/fuzz/corpus/ernie45-vl-baidu.json): interleaved
+# pairs, freq_allocation = 20 t pairs and (64 - 20) / 2 = 22 pairs each for h and w, alternating.
+posenc_rope_inspect_test("ERNIE-4.5-VL sections and layout"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/ernie45-vl-baidu.json"
+  EXPECT "M-RoPE sections      (t, h, w) = (20, 22, 22) pairs, alternating_hw"
+         "layout               interleaved")

@@ -512,6 +512,10 @@ int main(int argc, char** argv) {
                                     {"attn_scale", c.attention_temperature->attn_scale}};
     }
     j["attn_logit_softcapping"] = c.attn_logit_softcapping;
+    if (c.mrope) {
+      j["mrope"] = {{"section_thw", c.mrope->section},
+                    {"layout", std::string(posenc::to_string(c.mrope->layout))}};
+    }
     if (c.dual_chunk) {
       j["dual_chunk_attention"] = {
           {"chunk_size", c.dual_chunk->chunk_size},
@@ -576,6 +580,11 @@ int main(int argc, char** argv) {
                 << ")) on the NoPE layers, " << num(posenc::attention_temperature(
                                                         length - 1, *c.attention_temperature))
                 << " at the target's last position\n";
+    }
+    if (c.mrope) {
+      std::cout << "M-RoPE sections      (t, h, w) = (" << c.mrope->section[0] << ", "
+                << c.mrope->section[1] << ", " << c.mrope->section[2] << ") pairs, "
+                << posenc::to_string(c.mrope->layout) << "\n";
     }
     if (c.dual_chunk) {
       std::cout << "dual chunk attention chunk_size " << c.dual_chunk->chunk_size << ", local_size "
