@@ -72,7 +72,8 @@ struct DualChunkPlan {
 class DualChunkWorkspace {
  public:
   AttentionWorkspace& kernel() noexcept { return kernel_; }
-  /// which: 0 rotated queries, 1 and 2 the two parts' outputs, 3 and 4 their log-sum-exps.
+  /// which: 0 rotated queries, 1 and 2 the two parts' outputs, 3 and 4 their log-sum-exps,
+  /// 5 the queries widened, unrotated.
   template <typename Acc>
   std::vector<Acc>& staging(int which, std::size_t n) {
     auto& v = [&]() -> std::vector<Acc>& {
@@ -96,8 +97,8 @@ class DualChunkWorkspace {
 
  private:
   AttentionWorkspace kernel_;
-  std::vector<float> f_[5];
-  std::vector<double> d_[5];
+  std::vector<float> f_[6];
+  std::vector<double> d_[6];
   std::vector<std::int64_t> positions_;
   std::vector<std::uint8_t> key_mask_;
 };
@@ -219,6 +220,11 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
   auto& lse_a = ws.staging<Acc>(3, n * static_cast<std::size_t>(heads));
   auto& lse_b = ws.staging<Acc>(4, n * static_cast<std::size_t>(heads));
   auto& rot_pos = ws.positions(n);
+  // Widened once; each part rotates the group's rows out of place from here.
+  auto& q_wide = ws.staging<Acc>(5, n * static_cast<std::size_t>(heads * d));
+  for (Eigen::Index e = 0; e < q_len * heads * d; ++e) {
+    q_wide[static_cast<std::size_t>(e)] = to_compute(q[e]);
+  }
 
   Eigen::Index i0 = 0;
   while (i0 < q_len) {
@@ -230,13 +236,12 @@ void run_dual_chunk(const T* q, T* out, Eigen::Index q_len, Eigen::Index heads, 
     }
     const Eigen::Index g = i1 - i0;
     const TensorView<Acc, 4> qg(qs.data(), 1, g, heads, d);
+    const ConstTensorView<Acc, 4> q_group(q_wide.data() + i0 * heads * d, 1, g, heads, d);
     const auto rotate = [&](DualChunkPart part) {
-      const T* src = q + i0 * heads * d;
-      for (Eigen::Index e = 0; e < g * heads * d; ++e) qs[static_cast<std::size_t>(e)] = to_compute(src[e]);
       for (Eigen::Index i = 0; i < g; ++i) {
         rot_pos[static_cast<std::size_t>(i)] = dual_chunk_query_at(qpos(i0 + i), part, plan.chunks);
       }
-      apply_rope_inplace<Acc>(qg, PositionIdsView(rot_pos.data(), 1, g), plan.freqs, plan.layout);
+      apply_rope<Acc>(q_group, PositionIdsView(rot_pos.data(), 1, g), plan.freqs, plan.layout, qg);
     };
 
     // Intra: causal within the chunk of positions, over the slots up to the group's last query.

@@ -341,24 +341,28 @@ inline std::string hf_lower_alnum(std::string_view s) {
   return out;
 }
 
+/// ERNIE-4.5 (text, MoE, VL): GLM's rotate_half on repeat_interleave(2) cos / sin.
+inline bool hf_family_is_ernie(const std::string& normalised) {
+  return normalised.compare(0, 7, "ernie45") == 0;
+}
+
 /// ERNIE-4.5-VL ("ernie4_5_vl", "ernie4_5_moe_vl", "Ernie4_5_VLMoeForConditionalGeneration"):
-/// interleaved pairs (rotate_half_text) and alternating h / w M-RoPE sections.
+/// alternating h / w M-RoPE sections.
 inline bool hf_family_is_ernie_vl(std::string_view name) {
   const std::string n = hf_lower_alnum(name);
-  return n.compare(0, 7, "ernie45") == 0 && n.find("vl", 7) != std::string::npos;
+  return hf_family_is_ernie(n) && n.find("vl", 7) != std::string::npos;
 }
 
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
-  // ERNIE-4.5 text, MoE and VL: GLM's rotate_half on repeat_interleave(2) cos / sin.
-  if (hf_lower_alnum(name).compare(0, 7, "ernie45") == 0) return true;
   static constexpr std::string_view kInterleaved[] = {
       "gptj",       "codegen",      "cohere2",       "cohere",     "cohere2vision",
       "glm4",       "glm",          "glm4v",         "glm4vtext",  "chatglm",    "deepseekv2",
       "deepseekv3", "deepseekv32",  "kimik2",        "longcatflash", "llama4text",
       "llama4"};
   const std::string n = hf_lower_alnum(name);
+  if (hf_family_is_ernie(n)) return true;
   for (std::string_view fam : kInterleaved) {
     if (n == fam) return true;
     // Architecture names: the family followed by the task head, e.g. "GPTJForCausalLM".
