@@ -1,0 +1,150 @@
+// FP8 storage types against the OCP FP8 specification written out here: every code's value as
+// the closed form in long double, and quantisation as the nearest code found by searching all
+// 256 (ties to the even code, saturation at the largest finite value).
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "posenc/float8.hpp"
+
+namespace {
+
+struct Spec {
+  int exp_bits, man_bits, bias;
+  bool ieee;  // top exponent reserved for inf / NaN (E5M2); E4M3FN has NaN = s1111111 only
+};
+constexpr Spec kE4M3{4, 3, 7, false};
+constexpr Spec kE5M2{5, 2, 15, true};
+
+bool spec_is_nan(const Spec& s, int code) {
+  const int e = (code >> s.man_bits) & ((1 << s.exp_bits) - 1);
+  const int m = code & ((1 << s.man_bits) - 1);
+  if (s.ieee) return e == (1 << s.exp_bits) - 1 && m != 0;
+  return (code & 0x7F) == 0x7F;
+}
+bool spec_is_inf(const Spec& s, int code) {
+  const int e = (code >> s.man_bits) & ((1 << s.exp_bits) - 1);
+  const int m = code & ((1 << s.man_bits) - 1);
+  return s.ieee && e == (1 << s.exp_bits) - 1 && m == 0;
+}
+// OCP spec, section 5.3: (-1)^s 2^(e - bias) (1 + m 2^-M), subnormals 2^(1 - bias) (m 2^-M).
+long double spec_value(const Spec& s, int code) {
+  const int e = (code >> s.man_bits) & ((1 << s.exp_bits) - 1);
+  const int m = code & ((1 << s.man_bits) - 1);
+  const long double sign = (code & 0x80) ? -1.0L : 1.0L;
+  const long double frac = static_cast<long double>(m) / static_cast<long double>(1 << s.man_bits);
+  if (e == 0) return sign * std::pow(2.0L, 1 - s.bias) * frac;
+  return sign * std::pow(2.0L, e - s.bias) * (1.0L + frac);
+}
+
+// The code of x: the nearest finite code (ties to the even code), |x| beyond the largest
+// finite value saturating to it, NaN to NaN (checked by the caller).
+int spec_nearest(const Spec& s, long double x) {
+  int best = -1;
+  long double best_dist = 0;
+  long double max_finite = 0;
+  int max_code = 0;
+  for (int code = 0; code < 256; ++code) {
+    if (spec_is_nan(s, code) || spec_is_inf(s, code)) continue;
+    const long double v = spec_value(s, code);
+    if (v == 0 && (code & 0x80) != (std::signbit(x) ? 0x80 : 0)) continue;  // keep the sign of 0
+    if ((code & 0x80) == 0 && v > max_finite) {
+      max_finite = v;
+      max_code = code;
+    }
+    const long double dist = std::fabs(v - x);
+    if (best < 0 || dist < best_dist || (dist == best_dist && (code & 1) == 0)) {
+      best = code;
+      best_dist = dist;
+    }
+  }
+  if (std::fabs(x) >= max_finite) return max_code | (std::signbit(x) ? 0x80 : 0);
+  return best;
+}
+
+template <typename F>
+void check_every_code(const Spec& s) {
+  for (int code = 0; code < 256; ++code) {
+    const float v = static_cast<float>(F::from_bits(static_cast<std::uint8_t>(code)));
+    INFO("code " << code);
+    if (spec_is_nan(s, code)) {
+      CHECK(std::isnan(v));
+    } else if (spec_is_inf(s, code)) {
+      CHECK(std::isinf(v));
+      CHECK(std::signbit(v) == ((code & 0x80) != 0));
+    } else {
+      CHECK(static_cast<long double>(v) == spec_value(s, code));
+      CHECK(std::signbit(v) == ((code & 0x80) != 0));
+      CHECK(static_cast<double>(F::from_bits(static_cast<std::uint8_t>(code))) ==
+            static_cast<double>(spec_value(s, code)));
+    }
+  }
+}
+
+template <typename F>
+void check_rounding(const Spec& s) {
+  std::vector<float> xs;
+  // Every finite value, the midpoints between neighbours and one float ulp either side of them.
+  for (int code = 0; code < 128; ++code) {
+    if (spec_is_nan(s, code) || spec_is_inf(s, code)) continue;
+    const long double v = spec_value(s, code);
+    const long double next = code + 1 < 128 && !spec_is_nan(s, code + 1) &&
+                                     !spec_is_inf(s, code + 1)
+                                 ? spec_value(s, code + 1)
+                                 : 2 * v;  // past the largest: saturation territory
+    const auto mid = static_cast<float>((v + next) / 2);
+    for (float x : {static_cast<float>(v), mid, std::nextafter(mid, 0.0f),
+                    std::nextafter(mid, 1e30f)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  }
+  std::mt19937 rng(20261201);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-24, 18);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = std::ldexp(mant(rng), expo(rng));
+    xs.push_back(i % 2 ? x : -x);
+  }
+  xs.push_back(0.0f);
+  xs.push_back(-0.0f);
+  xs.push_back(std::numeric_limits<float>::denorm_min());
+  xs.push_back(std::numeric_limits<float>::max());
+  xs.push_back(std::numeric_limits<float>::infinity());
+  xs.push_back(-std::numeric_limits<float>::infinity());
+  for (const float x : xs) {
+    INFO("x = " << x);
+    REQUIRE(static_cast<int>(F(x).bits) == spec_nearest(s, x));
+  }
+  const F nan(std::numeric_limits<float>::quiet_NaN());
+  CHECK(std::isnan(static_cast<float>(nan)));
+}
+
+}  // namespace
+
+TEST_CASE("float8: every E4M3 and E5M2 code decodes to the OCP closed form", "[float8]") {
+  check_every_code<posenc::float8_e4m3>(kE4M3);
+  check_every_code<posenc::float8_e5m2>(kE5M2);
+  CHECK(posenc::float8_e4m3::max() == 448.0f);
+  CHECK(posenc::float8_e5m2::max() == 57344.0f);
+  CHECK(static_cast<float>(posenc::float8_e4m3::from_bits(0x01)) == std::ldexp(1.0f, -9));
+  CHECK(static_cast<float>(posenc::float8_e5m2::from_bits(0x01)) == std::ldexp(1.0f, -16));
+}
+
+TEST_CASE("float8: quantisation rounds to the nearest code, ties to even, and saturates",
+          "[float8]") {
+  check_rounding<posenc::float8_e4m3>(kE4M3);
+  check_rounding<posenc::float8_e5m2>(kE5M2);
+  // Hand cases: 1.0625 is half-way between 1 (m = 0) and 1.125 (m = 1): the even one.
+  CHECK(posenc::float8_e4m3(1.0625f).bits == 0x38);
+  CHECK(posenc::float8_e4m3(1.1875f).bits == 0x3A);  // between m = 1 and 2: 1.25
+  CHECK(posenc::float8_e4m3(1000.0f).bits == 0x7E);  // saturates at 448, not NaN
+  CHECK(posenc::float8_e4m3(-std::numeric_limits<float>::infinity()).bits == 0xFE);
+  CHECK(posenc::float8_e5m2(std::numeric_limits<float>::infinity()).bits == 0x7B);
+  CHECK(posenc::float8_e4m3(-0.0f).bits == 0x80);
+}
