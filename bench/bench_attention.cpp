@@ -15,6 +15,7 @@
 #include <posenc/attention_merge.hpp>
 #include <posenc/attention_paged.hpp>
 #include <posenc/dual_chunk_attention.hpp>
+#include <posenc/float8.hpp>
 #include <posenc/kv_cache.hpp>
 
 #include <sys/resource.h>
@@ -215,7 +216,7 @@ BENCHMARK(BM_Baseline_StreamRead)
 // the effects measured). The paired counter is best reference time / best step time:
 //   float, no ALiBi: a read-only stream over the cache's own K and V  -> paired_stream_read;
 //   float, ALiBi:    the same step without ALiBi                      -> paired_vs_plain;
-//   bf16 / half:     the same step over a float cache of equal values -> paired_vs_f32.
+//   bf16 / half / FP8: the same step over a float cache of equal values -> paired_vs_f32.
 /// A [1, ctx, kv_heads, d] KV cache of storage T holding ctx slots (positions 0..ctx-1), with
 /// K = V = the same pseudo-random floats for every T (so caches of different T hold equal values
 /// up to rounding).
@@ -277,8 +278,8 @@ void BM_Attention_Decode(benchmark::State& state) {
                          : posenc_bench::baseline_label(id) + " " +
                                posenc_bench::ratio_label("stream_read/" + std::to_string(bytes), 0.85));
   } else {
-    // bf16 reads half the bytes: tokens/s vs the float cache (floor 1.6x); half is reported
-    // without a floor.
+    // bf16 reads half the bytes: tokens/s vs the float cache (floor 1.6x); half and FP8 (a
+    // quarter of the bytes, codes widened in registers) are reported without a floor.
     state.SetLabel(posenc_bench::ratio_label(id, std::is_same_v<T, Eigen::bfloat16> ? 1.6 : 0.0,
                                              "items_per_second"));
   }
@@ -619,6 +620,7 @@ BENCHMARK(BM_Attention_MlaLatentDecode)->ArgName("ctx")->Arg(4096)->UseManualTim
 BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({8, 1})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})->Args({8, 0})->UseManualTime();
+BENCHMARK_TEMPLATE(BM_Attention_Decode, posenc::float8_e4m3)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
 
 // q_len = k_len = 32768, 32 heads, d = 128: memory stays inputs (2 GiB) + O(tile) workspace.
 // One iteration (~minutes); reports the process's peak RSS. Run it filtered.

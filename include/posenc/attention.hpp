@@ -103,6 +103,14 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
 }
 
+/// The scales into the problem: k into the softmax scale (scale q . (k x) = (k scale) q . x),
+/// v into the output's 1 / l, each with the kernel's unit for TKV (attn_kv_unit).
+template <typename Acc, typename TQ, typename TKV, typename TO>
+void set_kv_scales(AttentionProblem<Acc, TQ, TKV, TO>& p, const KvScales& scales) {
+  p.scale = static_cast<Acc>(static_cast<double>(p.scale) * scales.k * attn_kv_unit<TKV>);
+  p.v_scale = static_cast<Acc>(scales.v * attn_kv_unit<TKV>);
+}
+
 /// K and V as the kernel reads them (validated views or a cache's storage): row j of sequence
 /// b starts at k + b * k_batch_stride + j * kv_heads * d in K and at v + b * v_batch_stride +
 /// j * v_row_elems in V, kv head g of a V row at g * v_head_elems. v_row_elems and
@@ -116,6 +124,7 @@ struct AttentionKvRows {
   Eigen::Index v_row_elems = 0, v_head_elems = 0;
   /// K + V bytes read by the caller's calls around this one (AttentionProblem::stream_bytes).
   std::int64_t stream_bytes = 0;
+  KvScales scales{};
 };
 
 /// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
@@ -156,6 +165,7 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.v_head_elems = kv.v_head_elems > 0 ? kv.v_head_elems : kv.dv;
   p.stream_bytes = kv.stream_bytes;
   set_attention_params(p, params, softmax_scale_multiplier);
+  set_kv_scales(p, kv.scales);
   p.q_pos = meta.query_positions;
   p.k_pos = meta.key_positions;
   p.key_lengths = meta.key_lengths;

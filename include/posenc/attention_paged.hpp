@@ -99,7 +99,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
                          const AttentionParams& params, AttentionWorkspace& workspace,
                          compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
                          double softmax_scale_multiplier = 1.0, bool values_in_keys = false,
-                         std::int64_t stream_bytes = 0) {
+                         std::int64_t stream_bytes = 0, const KvScales& scales = {}) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q.data();
@@ -118,6 +118,7 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.k_len = longest_sequence(seq_lens);
   p.stream_bytes = stream_bytes;
   set_attention_params(p, params, softmax_scale_multiplier);
+  set_kv_scales(p, scales);
   p.q_pos = q_pos;
   p.seq_lens = seq_lens.data();
   p.page_table = page_table.data();

@@ -60,6 +60,27 @@ inline void validate_rope_update(std::string_view fn, const std::optional<RopeFr
           current->rotary_offset);
 }
 
+/// A cache's stored keys [1, rows, kv_heads, d] turned from plan `from` to plan `to` in place
+/// (update_rope). FP8 codes go through float and are quantised again: the turn is linear, so
+/// the storage scale cancels (fp8(R x / s) with x = code * s).
+template <typename T>
+void rerotate_cached_keys(T* keys, Eigen::Index rows, Eigen::Index kv_heads, Eigen::Index d,
+                          const RopePositions& positions, const RopeFrequencies& from,
+                          const RopeFrequencies& to, RopeLayout layout,
+                          const RopeApplyOptions& options, StagingBuffers& staging) {
+  if constexpr (is_float8_v<T>) {
+    const auto count = static_cast<std::size_t>(rows * kv_heads * d);
+    auto& stage = staging.convert<float>(keys, count);
+    rerotate_rope_inplace<float>(
+        rope_heads<float>(TensorView<float, 4>(stage.data(), 1, rows, kv_heads, d)), positions,
+        from, to, layout, options);
+    for (std::size_t i = 0; i < count; ++i) keys[i] = T(stage[i]);
+  } else {
+    rerotate_rope_inplace<T>(rope_heads<T>(TensorView<T, 4>(keys, 1, rows, kv_heads, d)),
+                             positions, from, to, layout, options);
+  }
+}
+
 template <typename Acc, typename T>
 void stage_copy(const T* src, std::size_t n, std::vector<Acc>& dst) {
   dst.resize(n);

@@ -130,7 +130,28 @@ struct AttentionMetadata {
   std::optional<ConstTensorView<std::uint8_t, 2>> key_mask;
 };
 
+/// The per-tensor scales of an FP8 KV cache (vLLM's k_scale / v_scale, from a checkpoint's
+/// quantisation or calibration): a key x is stored as fp8(x / k), a value as fp8(x / v), and
+/// attention reads them as code * k and code * v. 1 for every other storage type.
+struct KvScales {
+  double k = 1.0;
+  double v = 1.0;
+};
+
 namespace detail {
+
+/// Scales of a cache holding `stored` slots: finite, > 0, set while the cache is empty (codes
+/// already stored were quantised with the old ones); a latent cache (values = the first
+/// v_head_dim of each key row) has one scale for both.
+inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::Index stored,
+                               bool latent) {
+  require(std::isfinite(s.k) && s.k > 0.0, fn, "k_scale = ", s.k, " must be finite and > 0");
+  require(std::isfinite(s.v) && s.v > 0.0, fn, "v_scale = ", s.v, " must be finite and > 0");
+  require(!latent || s.k == s.v, fn, "k_scale = ", s.k, " and v_scale = ", s.v,
+          " must be equal in a latent cache: its values are the first v_head_dim of each key row");
+  require(stored == 0, fn, "the cache holds ", stored, " slots quantised with the current ",
+          "scales: set the scales before the first append (or clear() first)");
+}
 
 inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
   require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",

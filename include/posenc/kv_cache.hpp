@@ -7,7 +7,14 @@
 /// Storage: [batch, max_len, kv_heads, head_dim] for K and [batch, max_len, kv_heads,
 /// v_head_dim] for V (v_head_dim = head_dim unless given: DeepSeek MLA without weight
 /// absorption keeps keys of 192 and values of 128), in T = float, Eigen::bfloat16 or Eigen::half
-/// (double also accepted); [batch, max_len] int64 positions and uint8 validity.
+/// (double also accepted), or FP8 (float8_e4m3 / float8_e5m2, float8.hpp) with per-tensor
+/// scales (set_scales: vLLM's k_scale / v_scale); [batch, max_len] int64 positions and uint8
+/// validity.
+///
+/// FP8: append rotates a key in float and quantises it once, fp8(R(p) k / k_scale) (FlashInfer's
+/// rope_quantize_fp8_append_paged_kv_cache, vLLM's fp8 cache write); attend reads the codes in
+/// place and folds k_scale into the softmax scale and v_scale into the output, so a decode step
+/// reads a quarter of a float cache's bytes and multiplies nothing per element.
 ///
 /// MLA latent cache (KvCache::latent, DeepSeek-V2 / V3 decode with absorbed weights, as
 /// FlashMLA and vLLM's MLA backends keep it): one row per token, [c_kv | k_pe], that is the key
@@ -60,8 +67,8 @@ namespace posenc {
 
 template <typename T>
 class KvCache {
-  static_assert(detail::is_storage_type_v<T>, "posenc: KvCache storage must be float, double, "
-                                              "Eigen::half or Eigen::bfloat16");
+  static_assert(detail::is_kv_storage_type_v<T>, "posenc: KvCache storage must be float, "
+                                                 "double, Eigen::half, Eigen::bfloat16 or FP8");
 
  public:
   /// \brief An empty cache of max_len slots per sequence. sliding_window = 0 keeps every token
@@ -132,6 +139,17 @@ class KvCache {
                     "they are the first v_head_dim = ", dv_, " elements of each keys() row");
     return {v_.data(), batch_, max_len_, kv_heads_, dv_};
   }
+  /// \brief FP8 caches: the per-tensor scales keys and values are stored with (see KvScales).
+  /// Throws std::invalid_argument, changing nothing, unless both are finite and > 0, the cache
+  /// is empty (size() == 0) and, for a latent cache, k == v.
+  void set_scales(const KvScales& scales) {
+    static_assert(detail::is_float8_v<T>, "posenc: only FP8 caches store with a scale");
+    detail::validate_kv_scales("KvCache::set_scales", scales, size_, latent_);
+    scales_ = scales;
+  }
+  /// The storage scales (1, 1 unless an FP8 cache set others).
+  const KvScales& scales() const noexcept { return scales_; }
+
   /// [batch, max_len] positions of the stored tokens and 0/1 validity (0 = padding).
   PositionIdsView positions() const { return {pos_.data(), batch_, max_len_}; }
   ConstTensorView<std::uint8_t, 2> valid() const { return {valid_.data(), batch_, max_len_}; }
@@ -156,12 +174,10 @@ class KvCache {
     // Every sequence is re-rotated with the same plans, shapes and validated positions: if the
     // first call does not throw (before writing), none does.
     for (Eigen::Index b = 0; b < batch_ && size_ > 0; ++b) {
-      T* first = k_.data() + b * max_len_ * kv_heads_ * d_;
-      const TensorView<T, 4> keys(first, 1, size_, kv_heads_, d_);
-      rerotate_rope_inplace<T>(
-          rope_heads<T>(keys),
-          RopePositions::from_ids(PositionIdsView(pos_.data() + b * max_len_, 1, size_)), *rope_,
-          freqs, rope_layout_, options);
+      const auto positions =
+          RopePositions::from_ids(PositionIdsView(pos_.data() + b * max_len_, 1, size_));
+      detail::rerotate_cached_keys(k_.data() + b * max_len_ * kv_heads_ * d_, size_, kv_heads_,
+                                   d_, positions, *rope_, freqs, rope_layout_, options, staging_);
     }
     rope_ = std::move(freqs);
   }
@@ -228,7 +244,7 @@ class KvCache {
           rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), tokens, 1, kv_heads_, d_)),
           RopePositions::contiguous(tokens, 1, delta < 0 ? -delta : delta), turn, rope_layout_,
           options);
-      store(stage.data(), k_, d_, first, n);
+      store(stage.data(), k_, d_, first, n, 1.0f);  // the codes turned: the scale cancels
     }
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = first; s < last; ++s) {
@@ -321,11 +337,11 @@ class KvCache {
       auto& stage = staging_.convert<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
-      store(stage.data(), k_, d_, size_, n);
+      store(stage.data(), k_, d_, size_, n, static_cast<float>(scales_.k));
     } else {
-      store(k.data(), k_, d_, size_, n);
+      store(k.data(), k_, d_, size_, n, static_cast<float>(scales_.k));
     }
-    if (v) store(v->data(), v_, dv_, size_, n);
+    if (v) store(v->data(), v_, dv_, size_, n, static_cast<float>(scales_.v));
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = 0; s < n; ++s) {
         const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
@@ -367,11 +383,12 @@ class KvCache {
     const std::int64_t* qpos = query_positions(q_len);
     const Eigen::Index k_stride = max_len_ * kv_heads_ * d_;
     // A latent cache's values: the first dv_ of each key row.
-    const detail::AttentionKvRows<T> kv =
+    detail::AttentionKvRows<T> kv =
         latent_ ? detail::AttentionKvRows<T>{k_.data(), k_.data(), size_, kv_heads_, d_, dv_,
                                              k_stride, k_stride, kv_heads_ * d_, d_}
                 : detail::AttentionKvRows<T>{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
                                              k_stride, max_len_ * kv_heads_ * dv_};
+    kv.scales = scales_;
     const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_};
     const Eigen::Index heads = q.dimension(2);
     if (rope_) {
@@ -388,16 +405,17 @@ class KvCache {
   }
 
  private:
-  /// Rounds src [batch, n, kv_heads, width] into slots [first, first + n) of dst.
+  /// Rounds src [batch, n, kv_heads, width] into slots [first, first + n) of dst (FP8: src /
+  /// scale, see to_cache_value).
   template <typename Src>
   void store(const Src* src, detail::cache_line_vector<T>& dst, Eigen::Index width,
-             Eigen::Index first, Eigen::Index n) {
+             Eigen::Index first, Eigen::Index n, float scale) {
     const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
       T* to = dst.data() + (b * max_len_ + first) * row;
       for (Eigen::Index i = 0; i < n * row; ++i) {
-        to[i] = detail::from_value<T>(detail::to_compute(from[i]));
+        to[i] = detail::to_cache_value<T>(detail::to_compute(from[i]), scale);
       }
     }
   }
@@ -445,6 +463,7 @@ class KvCache {
   Eigen::Index size_ = 0;
   std::int64_t evicted_ = 0;
   detail::cache_line_vector<T> k_, v_;  // rows start on a cache line (see there)
+  KvScales scales_;
   std::vector<std::int64_t> pos_;
   std::vector<std::uint8_t> valid_;
   std::optional<RopeFrequencies> rope_;

@@ -15,7 +15,8 @@
 ///
 /// Token t of a sequence sits at slot t and has position t (RoPE angle, ALiBi distance, causal
 /// order). With RoPE set, append stores keys rotated by their positions (in float, rounded once
-/// to T) and attend rotates the queries, as KvCache does. attend runs attention_paged over the
+/// to T; FP8 with the pool's scales, see set_scales and kv_cache.hpp) and attend rotates the
+/// queries, as KvCache does. attend runs attention_paged over the
 /// pool: the kernel reads each sequence's pages in place.
 ///
 /// Sliding-window layers (5th constructor argument W > 0; Mistral, Gemma-2/3 local layers):
@@ -57,8 +58,8 @@ namespace posenc {
 
 template <typename T>
 class PagedKvCache {
-  static_assert(detail::is_storage_type_v<T>, "posenc: PagedKvCache storage must be float, "
-                                              "double, Eigen::half or Eigen::bfloat16");
+  static_assert(detail::is_kv_storage_type_v<T>, "posenc: PagedKvCache storage must be float, "
+                                                 "double, Eigen::half, Eigen::bfloat16 or FP8");
 
  public:
   using SequenceId = std::int64_t;
@@ -137,6 +138,18 @@ class PagedKvCache {
     return refs_[static_cast<std::size_t>(page)];
   }
 
+  /// \brief FP8 pools: the per-tensor scales keys and values are stored with (see KvScales).
+  /// Throws std::invalid_argument, changing nothing, unless both are finite and > 0, no page is
+  /// in use and, for a latent pool, k == v.
+  void set_scales(const KvScales& scales) {
+    static_assert(detail::is_float8_v<T>, "posenc: only FP8 pools store with a scale");
+    detail::validate_kv_scales("PagedKvCache::set_scales", scales,
+                               page_size_ * (num_pages_ - free_pages()), latent_);
+    scales_ = scales;
+  }
+  /// The storage scales (1, 1 unless an FP8 pool set others).
+  const KvScales& scales() const noexcept { return scales_; }
+
   /// The pools [num_pages, page_size, kv_heads, head_dim] (values: v_head_dim; rows no
   /// sequence holds unspecified).
   ConstTensorView<T, 4> key_pages() const {
@@ -188,9 +201,9 @@ class PagedKvCache {
         turned[static_cast<std::size_t>(page)] = true;
         const Eigen::Index first = static_cast<Eigen::Index>(i) * page_size_;
         const Eigen::Index rows = std::min(page_size_, seq.length - first);
-        const TensorView<T, 4> keys(k_.data() + page * page_elems, 1, rows, kv_heads_, d_);
-        rerotate_rope_inplace<T>(rope_heads<T>(keys), RopePositions::contiguous(1, rows, first),
-                                 *rope_, freqs, rope_layout_, options);
+        detail::rerotate_cached_keys(k_.data() + page * page_elems, rows, kv_heads_, d_,
+                                     RopePositions::contiguous(1, rows, first), *rope_, freqs,
+                                     rope_layout_, options, staging_);
       }
     }
     rope_ = std::move(freqs);
@@ -320,11 +333,11 @@ class PagedKvCache {
       const TensorView<Acc, 4> keys(stage.data(), 1, n, kv_heads_, d_);
       apply_rope_inplace<Acc>(rope_heads<Acc>(keys), RopePositions::contiguous(1, n, seq.length),
                               *rope_, rope_layout_);
-      store(seq, stage.data(), k_, d_, n);
+      store(seq, stage.data(), k_, d_, n, static_cast<float>(scales_.k));
     } else {
-      store(seq, k.data(), k_, d_, n);
+      store(seq, k.data(), k_, d_, n, static_cast<float>(scales_.k));
     }
-    if (v) store(seq, v->data(), v_, dv_, n);
+    if (v) store(seq, v->data(), v_, dv_, n, static_cast<float>(scales_.v));
     seq.first_query = seq.length;
     seq.length += n;
   }
@@ -399,11 +412,11 @@ class PagedKvCache {
       detail::run_attention_paged(ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_),
                                   kernel_pages(k_, d_), value_kernel_pages(), table, lens,
                                   out.data(), params, workspace_, lse_rows, nullptr,
-                                  rope_->softmax_scale_multiplier, latent_);
+                                  rope_->softmax_scale_multiplier, latent_, 0, scales_);
     } else {
       detail::run_attention_paged(q, kernel_pages(k_, d_), value_kernel_pages(), table, lens,
                                   out.data(), params, workspace_, lse_rows, nullptr, 1.0,
-                                  latent_);
+                                  latent_, 0, scales_);
     }
   }
 
@@ -455,10 +468,10 @@ class PagedKvCache {
   }
 
   /// Rounds src [n, kv_heads, width] into the sequence's slots length ... length + n - 1 of
-  /// pool.
+  /// pool (FP8: src / scale, see to_cache_value).
   template <typename Src>
   void store(const Sequence& seq, const Src* src, detail::cache_line_vector<T>& pool,
-             Eigen::Index width, Eigen::Index n) {
+             Eigen::Index width, Eigen::Index n, float scale) {
     const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index t = 0; t < n; ++t) {
       const Eigen::Index slot = seq.length + t;
@@ -466,7 +479,7 @@ class PagedKvCache {
       T* to = pool.data() + (page * page_size_ + slot % page_size_) * row;
       const Src* from = src + t * row;
       for (Eigen::Index c = 0; c < row; ++c) {
-        to[c] = detail::from_value<T>(detail::to_compute(from[c]));
+        to[c] = detail::to_cache_value<T>(detail::to_compute(from[c]), scale);
       }
     }
   }
@@ -475,6 +488,7 @@ class PagedKvCache {
   bool latent_;
   std::int64_t window_;
   detail::cache_line_vector<T> k_, v_;  // pages start on a cache line (see there)
+  KvScales scales_;
   std::vector<std::int32_t> refs_, free_;
   std::unordered_map<SequenceId, Sequence> seqs_;
   SequenceId next_id_ = 0;

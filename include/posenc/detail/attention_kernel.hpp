@@ -60,6 +60,13 @@ inline constexpr int kAttnLanes = Eigen::internal::unpacket_traits<attn_packet_t
 template <typename Acc, typename T>
 inline constexpr bool attn_loads_widened_v =
     std::is_same_v<T, Acc>
+#if defined(__F16C__) && defined(__AVX2__)
+    // FP8 bytes become half bits in registers (attn_fp8_as_half), then F16C widens them.
+    || (std::is_same_v<Acc, float> && is_float8_v<T> && kAttnLanes<float> == 8)
+#endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    || (std::is_same_v<Acc, float> && is_float8_v<T> && kAttnLanes<float> == 16)
+#endif
 #if defined(__AVX2__)
     || (std::is_same_v<Acc, float> && std::is_same_v<T, Eigen::bfloat16> && kAttnLanes<float> == 8)
 #endif
@@ -72,11 +79,64 @@ inline constexpr bool attn_loads_widened_v =
 #endif
     ;
 
+/// The kernel reads an FP8 element in its own unit: E5M2 as its value (the high byte of a
+/// half), E4M3 as value * 2^-8 (its bits moved into a half's, whose exponent bias is 8 more):
+/// exact, subnormals and NaN included, and no multiply per element. The 2^8 goes into the
+/// scales (attn_kv_unit).
+template <typename T>
+inline constexpr double attn_kv_unit = std::is_same_v<T, float8_e4m3> ? 256.0 : 1.0;
+
+/// An element of K or V in the kernel's unit (attn_kv_unit), as Acc.
+template <typename Acc, typename T>
+EIGEN_STRONG_INLINE Acc attn_kv_value(T x) {
+  if constexpr (is_float8_v<T>) {
+    return static_cast<Acc>(static_cast<float>(x) * static_cast<float>(1.0 / attn_kv_unit<T>));
+  } else {
+    return static_cast<Acc>(to_compute(x));
+  }
+}
+
+#if defined(__AVX2__)
+/// n FP8 codes (zero- or sign-extended to 16 bits) as half bits in the kernel's unit:
+/// E5M2 is a half's high byte; E4M3's s eeee mmm moves to s 0eeee mmm0000000 (the sign-extended
+/// byte shifted left by 7 puts a copy of s at bit 14, which the mask clears), and its NaN code
+/// (magnitude 0x7F, which would read 1.875) becomes a half NaN.
+template <typename T, typename V>
+EIGEN_STRONG_INLINE V attn_fp8_as_half(V w) {
+  if constexpr (std::is_same_v<T, float8_e5m2>) {
+    if constexpr (sizeof(V) == 32) return _mm256_slli_epi16(w, 8);
+    else return _mm_slli_epi16(w, 8);
+  } else if constexpr (sizeof(V) == 32) {
+    const __m256i h = _mm256_slli_epi16(w, 7);
+    const __m256i nan = _mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x3F80)),
+                                           _mm256_set1_epi16(0x3F80));
+    return _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(0xBF80))),
+                           _mm256_and_si256(nan, _mm256_set1_epi16(0x7E00)));
+  } else {
+    const __m128i h = _mm_slli_epi16(w, 7);
+    const __m128i nan =
+        _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x3F80)), _mm_set1_epi16(0x3F80));
+    return _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(static_cast<short>(0xBF80))),
+                        _mm_and_si128(nan, _mm_set1_epi16(0x7E00)));
+  }
+}
+#endif
+
 template <typename Acc, typename T>
 EIGEN_STRONG_INLINE attn_packet_t<Acc> attn_load_widened(const T* p) {
   static_assert(attn_loads_widened_v<Acc, T>, "attn_load_widened: no in-register widening");
   if constexpr (std::is_same_v<T, Acc>) {
     return Eigen::internal::ploadu<attn_packet_t<Acc>>(p);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  } else if constexpr (kAttnLanes<Acc> == 16 && is_float8_v<T>) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_cvtph_ps(attn_fp8_as_half<T>(_mm256_cvtepi8_epi16(b)));
+#endif
+#if defined(__F16C__) && defined(__AVX2__)
+  } else if constexpr (kAttnLanes<Acc> == 8 && is_float8_v<T>) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtph_ps(attn_fp8_as_half<T>(_mm_cvtepi8_epi16(b)));
+#endif
 #if defined(__AVX512F__)
   } else if constexpr (kAttnLanes<Acc> == 16 && std::is_same_v<T, Eigen::bfloat16>) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -253,7 +313,8 @@ struct AttentionProblem {
   // K + V bytes the caller reads around this call (one of several parts of a larger cache, as
   // dual chunk attention's); decode sizes its memory requests by max(its own bytes, this).
   std::int64_t stream_bytes = 0;
-  Acc scale = Acc(1);
+  Acc scale = Acc(1);  // the softmax scale, times the keys' storage scale (KvScales)
+  Acc v_scale = Acc(1);  // multiplies every output row: the values' storage scale (KvScales)
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
   Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
@@ -384,7 +445,7 @@ EIGEN_STRONG_INLINE attn_packet_t<Acc> attn_load_packet(const T* p) {
     return attn_load_widened<Acc>(p);
   } else {
     EIGEN_ALIGN_MAX Acc buf[kAttnLanes<Acc>];
-    for (int i = 0; i < kAttnLanes<Acc>; ++i) buf[i] = static_cast<Acc>(to_compute(p[i]));
+    for (int i = 0; i < kAttnLanes<Acc>; ++i) buf[i] = attn_kv_value<Acc>(p[i]);
     return Eigen::internal::pload<attn_packet_t<Acc>>(buf);
   }
 }
@@ -699,7 +760,7 @@ inline void attn_pack_rows(const T* src, Eigen::Index stride, Eigen::Index n, Ei
       constexpr Eigen::Index L = kAttnLanes<Acc>;
       Eigen::Index c = 0;
       for (; c + L <= width; c += L) Eigen::internal::pstoreu(to + c, attn_load_widened<Acc>(from + c));
-      for (; c < width; ++c) to[c] = static_cast<Acc>(to_compute(from[c]));
+      for (; c < width; ++c) to[c] = attn_kv_value<Acc>(from[c]);
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16> && std::is_same_v<Acc, float>) {
       // bfloat16 is the top half of a float: widen the bits 8 at a time (memcpy keeps it free of
       // aliasing questions; the compiler turns the block into a zero-extend + shift).
@@ -712,6 +773,8 @@ inline void attn_pack_rows(const T* src, Eigen::Index stride, Eigen::Index n, Ei
         std::memcpy(to + c, w, sizeof(w));
       }
       for (; c < width; ++c) to[c] = static_cast<Acc>(from[c]);
+    } else if constexpr (is_float8_v<T>) {
+      for (Eigen::Index c = 0; c < width; ++c) to[c] = attn_kv_value<Acc>(from[c]);
     } else {
       using In = Eigen::Array<T, Eigen::Dynamic, 1>;
       using Out = Eigen::Array<Acc, Eigen::Dynamic, 1>;
@@ -924,7 +987,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     for (Eigen::Index r = 0; r < nrows; ++r) {
       const auto at = static_cast<std::size_t>(s * rs + r);
       const Acc l = ws.l[at];
-      const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
+      const Acc inv = l > Acc(0) ? p.v_scale / l : Acc(0);
       const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
       TO* dst = p.out + row * dv;
       const Acc* o = ws.o.data() + (s * rs + r) * dv;
@@ -1037,7 +1100,7 @@ EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK
   attn_reduce_store<Acc, R>(acc, out, out_stride);
   for (; c < d; ++c) {
     for (int jj = 0; jj < KJ; ++jj) {
-      const Acc kc = static_cast<Acc>(to_compute(k[jj * k_stride + c]));
+      const Acc kc = attn_kv_value<Acc>(k[jj * k_stride + c]);
       for (int r = 0; r < R; ++r) out[jj * out_stride + r] += q[r * d + c] * kc;
     }
   }
@@ -1076,7 +1139,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   for (; c < d; ++c) {
     for (int r = 0; r < R; ++r) {
       Acc acc = kRescale ? alpha[r] * o[r * d + c] : o[r * d + c];
-      for (int jj = 0; jj < KV; ++jj) acc += w[jj * w_stride + r] * static_cast<Acc>(to_compute(v[jj * v_stride + c]));
+      for (int jj = 0; jj < KV; ++jj) acc += w[jj * w_stride + r] * attn_kv_value<Acc>(v[jj * v_stride + c]);
       o[r * d + c] = acc;
     }
   }
@@ -1337,7 +1400,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index lane = 0; lane < lanes; ++lane) {
     const auto at = static_cast<std::size_t>(lane);
     const Acc l = ws.l[at];
-    const Acc inv = l > Acc(0) ? Acc(1) / l : Acc(0);
+    const Acc inv = l > Acc(0) ? p.v_scale / l : Acc(0);
     const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
     TO* dst = p.out + row * dv;
     for (Eigen::Index c = 0; c < dv; ++c) dst[c] = from_value<TO>(o[lane * dv + c] * inv);

@@ -11,6 +11,8 @@
 
 #include <Eigen/Core>
 
+#include "posenc/float8.hpp"
+
 /// Marks a loop whose iterations write memory the compiler cannot prove disjoint (several
 /// caller rows, our stack state) but that posenc's callers guarantee is: without it GCC gives
 /// up on the alias checks and emits scalar code.
@@ -50,6 +52,10 @@ inline constexpr bool is_storage_type_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Eigen::half> ||
     std::is_same_v<T, Eigen::bfloat16>;
 
+/// What a KV cache may store: the four storage types, or FP8 (E4M3 / E5M2) with a scale.
+template <typename T>
+inline constexpr bool is_kv_storage_type_v = is_storage_type_v<T> || is_float8_v<T>;
+
 /// Arithmetic type for element-wise work on T: double stays double, the 16-bit types and float
 /// compute in float (vLLM / FlashInfer / TE all do fp32 math on bf16/fp16 activations).
 template <typename T>
@@ -73,6 +79,17 @@ constexpr T from_value(From value) noexcept {
     return static_cast<T>(value);
   } else {
     return T(static_cast<float>(value));
+  }
+}
+
+/// Rounds x into a KV cache element: FP8 stores x / scale (vLLM's cache write: the division in
+/// float, then the saturating round), every other type x rounded once (scale is 1 there).
+template <typename T, typename From>
+T to_cache_value(From x, [[maybe_unused]] float scale) noexcept {
+  if constexpr (is_float8_v<T>) {
+    return T(static_cast<float>(x) / scale);
+  } else {
+    return from_value<T>(x);
   }
 }
 

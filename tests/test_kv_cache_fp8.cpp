@@ -1,0 +1,423 @@
+// FP8 KV caches (KvCache / PagedKvCache of float8_e4m3 / float8_e5m2 with k_scale, v_scale).
+// Expected values: the stored codes against the nearest code (tests/support/float8_spec.hpp) of
+// the key rotated in long double and divided by k_scale; attention against softmax written out
+// in long double over the codes' closed-form values times the scales.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "posenc/alibi.hpp"
+#include "posenc/float8.hpp"
+#include "posenc/kv_cache.hpp"
+#include "posenc/paged_kv_cache.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "support/float8_spec.hpp"
+
+namespace {
+
+namespace fp8 = posenc_test::fp8;
+using posenc::ConstTensorView;
+using posenc::TensorView;
+
+template <typename F>
+const fp8::Spec& spec_of() {
+  return std::is_same_v<F, posenc::float8_e4m3> ? fp8::kE4M3 : fp8::kE5M2;
+}
+
+/// The stored code is the nearest code of x, or x lies within float noise of the midpoint
+/// between it and the nearest (the cache rotates and divides in float).
+bool code_fits(const fp8::Spec& s, long double x, int code) {
+  const int want = fp8::spec_nearest(s, x);
+  if (code == want) return true;
+  if (fp8::spec_is_nan(s, code) || fp8::spec_is_inf(s, code)) return false;
+  const long double d_got = std::fabs(fp8::spec_value(s, code) - x);
+  const long double d_want = std::fabs(fp8::spec_value(s, want) - x);
+  return d_got - d_want <= 1e-5L * std::max(std::fabs(x), 1e-3L);
+}
+
+posenc::RopeFrequencies plan(Eigen::Index d) {
+  posenc::RopeParams p;
+  p.head_dim = d;
+  p.theta = 10000.0;
+  return posenc::compute_rope_frequencies(p);
+}
+
+/// R(p) x of one head vector in long double: pairs (j, j + d/2) (half-split) or (2j, 2j + 1).
+std::vector<long double> turn(const std::vector<long double>& x, const std::vector<double>& inv_freq,
+                              long double p, posenc::RopeLayout layout) {
+  const auto half = static_cast<std::ptrdiff_t>(inv_freq.size());
+  std::vector<long double> y = x;
+  for (std::ptrdiff_t j = 0; j < half; ++j) {
+    const std::ptrdiff_t a = layout == posenc::RopeLayout::kHalfSplit ? j : 2 * j;
+    const std::ptrdiff_t b = layout == posenc::RopeLayout::kHalfSplit ? j + half : 2 * j + 1;
+    const long double angle = p * static_cast<long double>(inv_freq[static_cast<std::size_t>(j)]);
+    const long double c = std::cos(angle), s = std::sin(angle);
+    y[static_cast<std::size_t>(a)] = x[static_cast<std::size_t>(a)] * c - x[static_cast<std::size_t>(b)] * s;
+    y[static_cast<std::size_t>(b)] = x[static_cast<std::size_t>(b)] * c + x[static_cast<std::size_t>(a)] * s;
+  }
+  return y;
+}
+
+std::vector<float> normal(std::size_t n, float sigma, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+template <typename F>
+long double value_of(F code, long double scale) {
+  if (fp8::spec_is_nan(spec_of<F>(), code.bits)) return std::numeric_limits<long double>::quiet_NaN();
+  return fp8::spec_value(spec_of<F>(), code.bits) * scale;
+}
+
+enum class Positional { kRopeHalfSplit, kRopeInterleaved, kAlibi };
+
+/// One query row (sequence b, slot `slot`, head h) in long double over the cache's stored codes:
+/// slots [0, slot] of sequence b, causal on slots, ALiBi on the stored positions.
+template <typename F>
+std::vector<long double> reference_row(const posenc::KvCache<F>& cache, const float* q_row,
+                                       Eigen::Index b, Eigen::Index slot, Eigen::Index h,
+                                       Eigen::Index heads, Positional positional,
+                                       const std::vector<double>& inv_freq,
+                                       const std::vector<double>& slopes) {
+  const Eigen::Index d = cache.head_dim(), kvh = cache.kv_heads(), g = h / (heads / kvh);
+  const auto keys = cache.keys();
+  const auto values = cache.values();
+  const auto pos = cache.positions();
+  std::vector<long double> q(q_row, q_row + d);
+  if (positional != Positional::kAlibi) {
+    q = turn(q, inv_freq, static_cast<long double>(pos(b, slot)),
+             positional == Positional::kRopeHalfSplit ? posenc::RopeLayout::kHalfSplit
+                                                      : posenc::RopeLayout::kInterleaved);
+  }
+  const long double scale = 1.0L / std::sqrt(static_cast<long double>(d));
+  std::vector<long double> logits;
+  for (Eigen::Index j = 0; j <= slot; ++j) {
+    long double dot = 0;
+    for (Eigen::Index c = 0; c < d; ++c) {
+      dot += q[static_cast<std::size_t>(c)] * value_of(keys(b, j, g, c), cache.scales().k);
+    }
+    long double logit = scale * dot;
+    if (positional == Positional::kAlibi) {
+      logit -= slopes[static_cast<std::size_t>(h)] * static_cast<long double>(pos(b, slot) - pos(b, j));
+    }
+    logits.push_back(logit);
+  }
+  long double m = -std::numeric_limits<long double>::infinity(), sum = 0;
+  for (const long double l : logits) m = std::max(m, l);
+  for (auto& l : logits) sum += (l = std::exp(l - m));
+  std::vector<long double> out(static_cast<std::size_t>(d), 0.0L);
+  for (Eigen::Index j = 0; j <= slot; ++j) {
+    for (Eigen::Index c = 0; c < d; ++c) {
+      out[static_cast<std::size_t>(c)] += logits[static_cast<std::size_t>(j)] / sum *
+                                          value_of(values(b, j, g, c), cache.scales().v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("kv_cache fp8: append stores the key rotated in float, divided by k_scale and "
+                   "rounded once (saturating), the value divided by v_scale",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  const fp8::Spec& s = spec_of<F>();
+  constexpr Eigen::Index B = 2, N = 9, KVH = 2, D = 64;
+  const posenc::KvScales scales{0.05, 0.02};
+  for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+    auto k = normal(B * N * KVH * D, 4.0f, 1);
+    const auto v = normal(B * N * KVH * D, 1.0f, 2);
+    k[5] = 1000.0f;   // 20000 k_scale: E4M3 saturates at 448, E5M2 holds it
+    k[70] = -30.0f;   // -600 k_scale
+    std::vector<std::int64_t> pos(B * N);
+    for (Eigen::Index i = 0; i < B * N; ++i) pos[static_cast<std::size_t>(i)] = 3 * (i / N) + i % N + 1000;
+    posenc::KvCache<F> cache(B, 16, KVH, D);
+    cache.set_scales(scales);
+    const auto freqs = plan(D);
+    cache.set_rope(freqs, layout);
+    cache.append(ConstTensorView<float, 4>(k.data(), B, N, KVH, D),
+                 ConstTensorView<float, 4>(v.data(), B, N, KVH, D),
+                 posenc::PositionIdsView(pos.data(), B, N));
+    const auto keys = cache.keys();
+    const auto values = cache.values();
+    int saturated = 0;
+    for (Eigen::Index b = 0; b < B; ++b) {
+      for (Eigen::Index t = 0; t < N; ++t) {
+        for (Eigen::Index g = 0; g < KVH; ++g) {
+          const float* row = k.data() + ((b * N + t) * KVH + g) * D;
+          const auto want = turn(std::vector<long double>(row, row + D), freqs.inv_freq,
+                                 static_cast<long double>(pos[static_cast<std::size_t>(b * N + t)]), layout);
+          for (Eigen::Index c = 0; c < D; ++c) {
+            const long double x = want[static_cast<std::size_t>(c)] / scales.k;
+            INFO("b " << b << " t " << t << " g " << g << " c " << c << " x " << static_cast<double>(x));
+            REQUIRE(code_fits(s, x, keys(b, t, g, c).bits));
+            saturated += std::fabs(x) > posenc::detail::Float8E4M3Format::decode(0x7E);
+            const long double y = static_cast<long double>(v[static_cast<std::size_t>(((b * N + t) * KVH + g) * D + c)]) / scales.v;
+            REQUIRE(code_fits(s, y, values(b, t, g, c).bits));
+          }
+        }
+      }
+    }
+    CHECK(saturated > 0);  // the large keys reached past E4M3's 448
+  }
+}
+
+TEMPLATE_TEST_CASE("kv_cache fp8: prefill, a chunk and decode steps equal long-double attention "
+                   "over the codes times the scales",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  constexpr Eigen::Index B = 2, H = 8, KVH = 2;
+  const std::vector<double> slopes = posenc::alibi_slopes(H);
+  for (const Eigen::Index D : {64, 72, 12}) {
+    for (const auto positional :
+         {Positional::kRopeHalfSplit, Positional::kRopeInterleaved, Positional::kAlibi}) {
+      INFO("D " << D << " positional " << static_cast<int>(positional));
+      const auto freqs = plan(D);
+      posenc::KvCache<F> cache(B, 40, KVH, D);
+      cache.set_scales({0.03, 0.011});
+      posenc::AttentionParams params;
+      if (positional == Positional::kAlibi) {
+        params.alibi_slopes = slopes;
+      } else {
+        cache.set_rope(freqs, positional == Positional::kRopeHalfSplit
+                                  ? posenc::RopeLayout::kHalfSplit
+                                  : posenc::RopeLayout::kInterleaved);
+      }
+      std::int64_t next = 0;
+      std::uint32_t seed = 10;
+      // Prefill 21 tokens, then a chunk of 5 attended together, then 3 single-token steps.
+      for (const Eigen::Index n : {21, 5, 1, 1, 1}) {
+        const auto k = normal(static_cast<std::size_t>(B * n * KVH * D), 1.0f, seed++);
+        const auto v = normal(static_cast<std::size_t>(B * n * KVH * D), 1.0f, seed++);
+        const auto q = normal(static_cast<std::size_t>(B * n * H * D), 1.0f, seed++);
+        std::vector<std::int64_t> pos(static_cast<std::size_t>(B * n));
+        for (Eigen::Index b = 0; b < B; ++b) {
+          for (Eigen::Index t = 0; t < n; ++t) pos[static_cast<std::size_t>(b * n + t)] = next + t + 7 * b;
+        }
+        cache.append(ConstTensorView<float, 4>(k.data(), B, n, KVH, D),
+                     ConstTensorView<float, 4>(v.data(), B, n, KVH, D),
+                     posenc::PositionIdsView(pos.data(), B, n));
+        next += n;
+        if (n == 21) continue;
+        std::vector<float> out(static_cast<std::size_t>(B * n * H * D));
+        cache.attend(ConstTensorView<float, 4>(q.data(), B, n, H, D),
+                     TensorView<float, 4>(out.data(), B, n, H, D), params);
+        for (Eigen::Index b = 0; b < B; ++b) {
+          for (Eigen::Index i = 0; i < n; ++i) {
+            for (Eigen::Index h = 0; h < H; ++h) {
+              const auto want = reference_row(cache, q.data() + ((b * n + i) * H + h) * D, b,
+                                              cache.size() - n + i, h, H, positional,
+                                              freqs.inv_freq, slopes);
+              for (Eigen::Index c = 0; c < D; ++c) {
+                const float got = out[static_cast<std::size_t>(((b * n + i) * H + h) * D + c)];
+                REQUIRE(got == Approx(static_cast<double>(want[static_cast<std::size_t>(c)]))
+                                   .margin(2e-6));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("kv_cache fp8: codes read as a float cache holding their values, NaN "
+                   "included",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  constexpr Eigen::Index N = 33, H = 4, KVH = 2, D = 64;
+  auto k = normal(N * KVH * D, 2.0f, 3);
+  const auto v = normal(N * KVH * D, 2.0f, 4);
+  k[3 * KVH * D + 5] = std::numeric_limits<float>::quiet_NaN();  // token 3, kv head 0
+  const auto q = normal(H * D, 1.0f, 5);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<F> quantised(1, N, KVH, D);
+  quantised.set_scales({0.5, 0.25});
+  quantised.append(ConstTensorView<float, 4>(k.data(), 1, N, KVH, D),
+                   ConstTensorView<float, 4>(v.data(), 1, N, KVH, D),
+                   posenc::PositionIdsView(pos.data(), 1, N));
+  // The same cache in float: each code's value (spec) times its scale.
+  std::vector<float> kf(k.size()), vf(v.size());
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    kf[i] = static_cast<float>(value_of(quantised.keys().data()[i], 0.5L));
+    vf[i] = static_cast<float>(value_of(quantised.values().data()[i], 0.25L));
+  }
+  REQUIRE(std::isnan(kf[3 * KVH * D + 5]));
+  posenc::KvCache<float> plain(1, N, KVH, D);
+  plain.append(ConstTensorView<float, 4>(kf.data(), 1, N, KVH, D),
+               ConstTensorView<float, 4>(vf.data(), 1, N, KVH, D),
+               posenc::PositionIdsView(pos.data(), 1, N));
+  std::vector<float> got(H * D), want(H * D);
+  quantised.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+                   TensorView<float, 4>(got.data(), 1, 1, H, D));
+  plain.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+               TensorView<float, 4>(want.data(), 1, 1, H, D));
+  int nans = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(std::isnan(got[i]) == std::isnan(want[i]));
+    nans += std::isnan(got[i]);
+    if (!std::isnan(want[i])) REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+  }
+  CHECK(nans == 2 * D);  // the two query heads of kv head 0
+}
+
+TEMPLATE_TEST_CASE("kv_cache fp8: update_rope and shift_positions turn the codes' values and "
+                   "round them once more",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  const fp8::Spec& s = spec_of<F>();
+  constexpr Eigen::Index N = 12, KVH = 2, D = 32;
+  const auto layout = posenc::RopeLayout::kInterleaved;
+  const auto old_plan = plan(D);
+  posenc::RopeParams p;
+  p.head_dim = D;
+  p.theta = 10000.0;
+  p.scaling.type = posenc::RopeScalingType::kLinear;
+  p.scaling.factor = 4.0;
+  const auto new_plan = posenc::compute_rope_frequencies(p);
+  const auto k = normal(N * KVH * D, 1.0f, 6);
+  const auto v = normal(N * KVH * D, 1.0f, 7);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = 100 + 9 * i;
+  posenc::KvCache<F> cache(1, N, KVH, D);
+  cache.set_scales({0.01, 0.01});
+  cache.set_rope(old_plan, layout);
+  cache.append(ConstTensorView<float, 4>(k.data(), 1, N, KVH, D),
+               ConstTensorView<float, 4>(v.data(), 1, N, KVH, D),
+               posenc::PositionIdsView(pos.data(), 1, N));
+  // Each stored row turned by angle(p) of the new plan minus that of the old (update_rope), or
+  // by delta of the plan (shift_positions): the code values (in units of k_scale) turned in long
+  // double, then the nearest code.
+  const auto check_turned = [&](const std::vector<std::uint8_t>& before, auto&& angle_of) {
+    const auto keys = cache.keys();
+    for (Eigen::Index t = 0; t < N; ++t) {
+      for (Eigen::Index g = 0; g < KVH; ++g) {
+        for (Eigen::Index j = 0; j < D / 2; ++j) {
+          const std::size_t at = static_cast<std::size_t>((t * KVH + g) * D);
+          const long double x1 = fp8::spec_value(s, before[at + 2 * j]);
+          const long double x2 = fp8::spec_value(s, before[at + 2 * j + 1]);
+          const long double a = angle_of(t, j);
+          INFO("t " << t << " g " << g << " pair " << j);
+          REQUIRE(code_fits(s, x1 * std::cos(a) - x2 * std::sin(a), keys(0, t, g, 2 * j).bits));
+          REQUIRE(code_fits(s, x2 * std::cos(a) + x1 * std::sin(a), keys(0, t, g, 2 * j + 1).bits));
+        }
+      }
+    }
+  };
+  const auto codes = [&] {
+    std::vector<std::uint8_t> c;
+    for (Eigen::Index i = 0; i < N * KVH * D; ++i) c.push_back(cache.keys().data()[i].bits);
+    return c;
+  };
+  auto before = codes();
+  cache.update_rope(new_plan);
+  check_turned(before, [&](Eigen::Index t, Eigen::Index j) {
+    const auto pj = static_cast<long double>(pos[static_cast<std::size_t>(t)]);
+    return pj * new_plan.inv_freq[static_cast<std::size_t>(j)] -
+           pj * old_plan.inv_freq[static_cast<std::size_t>(j)];
+  });
+  before = codes();
+  cache.shift_positions(0, N, -37);
+  check_turned(before, [&](Eigen::Index, Eigen::Index j) {
+    return -37.0L * new_plan.inv_freq[static_cast<std::size_t>(j)];
+  });
+  CHECK(cache.positions()(0, 0) == 63);
+}
+
+TEMPLATE_TEST_CASE("paged kv cache fp8: pages hold the same codes as a KvCache and attend to the "
+                   "same output, a fork included",
+                   "[paged_kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  constexpr Eigen::Index N = 11, H = 4, KVH = 2, D = 64, P = 4;
+  const auto freqs = plan(D);
+  const auto k = normal(N * KVH * D, 1.0f, 8);
+  const auto v = normal(N * KVH * D, 1.0f, 9);
+  const auto q = normal(H * D, 1.0f, 10);
+  const posenc::KvScales scales{0.02, 0.04};
+  posenc::PagedKvCache<F> pool(8, P, KVH, D);
+  pool.set_scales(scales);
+  pool.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  posenc::KvCache<F> flat(1, N + 1, KVH, D);
+  flat.set_scales(scales);
+  flat.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = i;
+  const auto s = pool.add_sequence();
+  pool.append(s, ConstTensorView<float, 3>(k.data(), N, KVH, D),
+              ConstTensorView<float, 3>(v.data(), N, KVH, D));
+  flat.append(ConstTensorView<float, 4>(k.data(), 1, N, KVH, D),
+              ConstTensorView<float, 4>(v.data(), 1, N, KVH, D),
+              posenc::PositionIdsView(pos.data(), 1, N));
+  const auto c = pool.fork(s);
+  for (Eigen::Index t = 0; t < N; ++t) {
+    const auto page = pool.pages(c)[static_cast<std::size_t>(t / P)];
+    for (Eigen::Index g = 0; g < KVH; ++g) {
+      for (Eigen::Index e = 0; e < D; ++e) {
+        REQUIRE(pool.key_pages()(page, t % P, g, e) == flat.keys()(0, t, g, e));
+        REQUIRE(pool.value_pages()(page, t % P, g, e) == flat.values()(0, t, g, e));
+      }
+    }
+  }
+  std::vector<float> got(2 * H * D), want(H * D);
+  std::vector<float> q2(2 * H * D);
+  std::copy(q.begin(), q.end(), q2.begin());
+  std::copy(q.begin(), q.end(), q2.begin() + H * D);
+  pool.attend({s, c}, ConstTensorView<float, 4>(q2.data(), 2, 1, H, D),
+              TensorView<float, 4>(got.data(), 2, 1, H, D));
+  flat.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+              TensorView<float, 4>(want.data(), 1, 1, H, D));
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+    REQUIRE(got[i + want.size()] == Approx(want[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, changing nothing",
+          "[kv_cache][fp8][errors]") {
+  using F = posenc::float8_e4m3;
+  posenc::KvCache<F> cache(1, 4, 1, 8);
+  cache.set_scales({0.5, 0.25});
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const posenc::KvScales bad : {posenc::KvScales{0.0, 1.0}, posenc::KvScales{-1.0, 1.0},
+                                     posenc::KvScales{nan, 1.0}, posenc::KvScales{inf, 1.0}}) {
+    REQUIRE_THROWS_AS(cache.set_scales(bad), std::invalid_argument);
+    REQUIRE_THROWS_WITH(cache.set_scales(bad), Catch::Matchers::Contains("k_scale"));
+  }
+  REQUIRE_THROWS_AS(cache.set_scales({1.0, 0.0}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(cache.set_scales({1.0, 0.0}), Catch::Matchers::Contains("v_scale = 0"));
+  CHECK(cache.scales().k == 0.5);
+  CHECK(cache.scales().v == 0.25);
+  const std::vector<float> k(8, 1.0f);
+  const std::int64_t p = 0;
+  cache.append(ConstTensorView<float, 4>(k.data(), 1, 1, 1, 8),
+               ConstTensorView<float, 4>(k.data(), 1, 1, 1, 8), posenc::PositionIdsView(&p, 1, 1));
+  REQUIRE_THROWS_AS(cache.set_scales({1.0, 1.0}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(cache.set_scales({1.0, 1.0}), Catch::Matchers::Contains("before the first append"));
+  CHECK(cache.scales().k == 0.5);
+  CHECK(cache.keys()(0, 0, 0, 0).bits == F(2.0f).bits);  // 1 / 0.5
+
+  auto latent = posenc::KvCache<F>::latent(1, 4, 1, 16, 8);
+  REQUIRE_THROWS_AS(latent.set_scales({0.5, 0.25}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(latent.set_scales({0.5, 0.25}), Catch::Matchers::Contains("latent"));
+  latent.set_scales({0.5, 0.5});
+  CHECK(latent.scales().v == 0.5);
+
+  posenc::PagedKvCache<F> pool(4, 2, 1, 8);
+  const auto s = pool.add_sequence();
+  pool.append(s, ConstTensorView<float, 3>(k.data(), 1, 1, 8),
+              ConstTensorView<float, 3>(k.data(), 1, 1, 8));
+  REQUIRE_THROWS_AS(pool.set_scales({0.5, 0.5}), std::invalid_argument);
+  REQUIRE_THROWS_WITH(pool.set_scales({0.5, 0.5}), Catch::Matchers::Contains("PagedKvCache::set_scales"));
+  CHECK(pool.scales().k == 1.0);
+}
