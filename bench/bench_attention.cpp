@@ -621,6 +621,7 @@ BENCHMARK_TEMPLATE(BM_Attention_Decode, float)->ArgNames({"kv", "alibi"})->Args(
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::bfloat16)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, Eigen::half)->ArgNames({"kv", "alibi"})->Args({8, 0})->UseManualTime();
 BENCHMARK_TEMPLATE(BM_Attention_Decode, posenc::float8_e4m3)->ArgNames({"kv", "alibi"})->Args({8, 0})->Args({32, 0})->UseManualTime();
+BENCHMARK_TEMPLATE(BM_Attention_Decode, posenc::float8_e5m2)->ArgNames({"kv", "alibi"})->Args({8, 0})->UseManualTime();
 
 // q_len = k_len = 32768, 32 heads, d = 128: memory stays inputs (2 GiB) + O(tile) workspace.
 // One iteration (~minutes); reports the process's peak RSS. Run it filtered.

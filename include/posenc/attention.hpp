@@ -127,6 +127,20 @@ struct AttentionKvRows {
   KvScales scales{};
 };
 
+/// float8_e4m3 rows read as float8_e4m3_finite, whose widening skips the NaN test: for a
+/// cache that has stored no NaN code.
+inline AttentionKvRows<float8_e4m3_finite> as_finite_codes(
+    const AttentionKvRows<float8_e4m3>& kv) {
+  return {reinterpret_cast<const float8_e4m3_finite*>(kv.k),
+          reinterpret_cast<const float8_e4m3_finite*>(kv.v),
+          kv.k_len, kv.kv_heads, kv.d, kv.dv, kv.k_batch_stride, kv.v_batch_stride,
+          kv.v_row_elems, kv.v_head_elems, kv.stream_bytes, kv.scales};
+}
+inline ConstTensorView<float8_e4m3_finite, 4> as_finite_codes(ConstTensorView<float8_e4m3, 4> x) {
+  return {reinterpret_cast<const float8_e4m3_finite*>(x.data()), x.dimension(0), x.dimension(1),
+          x.dimension(2), x.dimension(3)};
+}
+
 /// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
 /// b * batch_stride for the key-side arrays, b * q_len for query_positions.
 struct AttentionMetaRows {

@@ -99,6 +99,7 @@ using Float8E5M2Format = Float8Format<5, 2, true>;
 template <typename Format, typename Tag>
 struct Float8 {
   std::uint8_t bits = 0;
+  using format = Format;
 
   Float8() = default;
   /// Rounds to nearest even, saturating at +-max (see the file comment).
@@ -121,6 +122,7 @@ struct Float8 {
 
 struct E4M3Tag {};
 struct E5M2Tag {};
+struct E4M3FiniteTag {};
 
 }  // namespace detail
 
@@ -133,9 +135,17 @@ static_assert(sizeof(float8_e4m3) == 1 && sizeof(float8_e5m2) == 1);
 static_assert(std::is_trivially_copyable_v<float8_e4m3>);
 
 namespace detail {
+/// E4M3 codes known to hold no NaN (a cache that never stored one): the attention kernel reads
+/// a float8_e4m3 cache through this type to skip the NaN test of its widening.
+using float8_e4m3_finite = Float8<Float8E4M3Format, E4M3FiniteTag>;
+
+/// The public FP8 storage types (a KV cache's T).
 template <typename T>
 inline constexpr bool is_float8_v =
     std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>;
+/// Any FP8 code type the kernel reads, float8_e4m3_finite included.
+template <typename T>
+inline constexpr bool is_float8_code_v = is_float8_v<T> || std::is_same_v<T, float8_e4m3_finite>;
 }  // namespace detail
 
 }  // namespace posenc

@@ -257,6 +257,7 @@ class KvCache {
   void clear() noexcept {
     size_ = 0;
     evicted_ = 0;
+    nan_codes_ = false;
   }
 
   /// \brief Appends n tokens per sequence: keys (rotated by their positions when RoPE is set),
@@ -391,17 +392,23 @@ class KvCache {
     kv.scales = scales_;
     const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_};
     const Eigen::Index heads = q.dimension(2);
-    if (rope_) {
-      using Acc = detail::compute_t<TQ>;
-      auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
-      apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
-                              PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
-      detail::run_fused_attention(stage.data(), out.data(), batch_, q_len, heads, kv, params,
-                                  meta, workspace_, rope_->softmax_scale_multiplier);
-    } else {
-      detail::run_fused_attention(q.data(), out.data(), batch_, q_len, heads, kv, params, meta,
-                                  workspace_);
+    const auto run = [&](const auto& rows) {
+      if (rope_) {
+        using Acc = detail::compute_t<TQ>;
+        auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
+        apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
+                                PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
+        detail::run_fused_attention(stage.data(), out.data(), batch_, q_len, heads, rows, params,
+                                    meta, workspace_, rope_->softmax_scale_multiplier);
+      } else {
+        detail::run_fused_attention(q.data(), out.data(), batch_, q_len, heads, rows, params,
+                                    meta, workspace_);
+      }
+    };
+    if constexpr (std::is_same_v<T, float8_e4m3>) {
+      if (!nan_codes_) return run(detail::as_finite_codes(kv));
     }
+    run(kv);
   }
 
  private:
@@ -416,6 +423,7 @@ class KvCache {
       T* to = dst.data() + (b * max_len_ + first) * row;
       for (Eigen::Index i = 0; i < n * row; ++i) {
         to[i] = detail::to_cache_value<T>(detail::to_compute(from[i]), scale);
+        if constexpr (std::is_same_v<T, float8_e4m3>) nan_codes_ |= T::format::is_nan(to[i].bits);
       }
     }
   }
@@ -464,6 +472,7 @@ class KvCache {
   std::int64_t evicted_ = 0;
   detail::cache_line_vector<T> k_, v_;  // rows start on a cache line (see there)
   KvScales scales_;
+  bool nan_codes_ = false;  // an E4M3 NaN code was stored (attend then tests for them)
   std::vector<std::int64_t> pos_;
   std::vector<std::uint8_t> valid_;
   std::optional<RopeFrequencies> rope_;

@@ -257,6 +257,7 @@ class PagedKvCache {
     const Sequence& seq = find("PagedKvCache::release", s);
     for (const std::int32_t p : seq.pages) drop_page(p);
     seqs_.erase(s);
+    if (seqs_.empty()) nan_codes_ = false;
   }
 
   /// \brief Appends n tokens to sequence s at slots (= positions) length(s) ... + n - 1: keys
@@ -400,24 +401,32 @@ class PagedKvCache {
     }
     const ConstTensorView<std::int32_t, 2> table(table_.data(), batch, max_pages);
     const ConstTensorView<std::int64_t, 1> lens(lens_.data(), batch);
-    if (rope_) {
-      using Acc = detail::compute_t<TQ>;
-      auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
-      const TensorView<Acc, 4> rotated(stage.data(), batch, q_len, heads, d_);
-      apply_rope_inplace<Acc>(rope_heads<Acc>(rotated),
-                              RopePositions::contiguous_from(
-                                  ConstTensorView<std::int64_t, 1>(starts_.data(), batch), q_len),
-                              *rope_, rope_layout_);
-      // A view of the staged rows (a ConstTensorView made from `rotated` would copy them).
-      detail::run_attention_paged(ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_),
-                                  kernel_pages(k_, d_), value_kernel_pages(), table, lens,
-                                  out.data(), params, workspace_, lse_rows, nullptr,
-                                  rope_->softmax_scale_multiplier, latent_, 0, scales_);
-    } else {
-      detail::run_attention_paged(q, kernel_pages(k_, d_), value_kernel_pages(), table, lens,
-                                  out.data(), params, workspace_, lse_rows, nullptr, 1.0,
-                                  latent_, 0, scales_);
+    const auto run = [&](auto k_pages, auto v_pages) {
+      if (rope_) {
+        using Acc = detail::compute_t<TQ>;
+        auto& stage = staging_.convert<Acc>(q.data(), static_cast<std::size_t>(q.size()));
+        const TensorView<Acc, 4> rotated(stage.data(), batch, q_len, heads, d_);
+        apply_rope_inplace<Acc>(rope_heads<Acc>(rotated),
+                                RopePositions::contiguous_from(
+                                    ConstTensorView<std::int64_t, 1>(starts_.data(), batch), q_len),
+                                *rope_, rope_layout_);
+        // A view of the staged rows (a ConstTensorView made from `rotated` would copy them).
+        detail::run_attention_paged(
+            ConstTensorView<Acc, 4>(stage.data(), batch, q_len, heads, d_), k_pages, v_pages,
+            table, lens, out.data(), params, workspace_, lse_rows, nullptr,
+            rope_->softmax_scale_multiplier, latent_, 0, scales_);
+      } else {
+        detail::run_attention_paged(q, k_pages, v_pages, table, lens, out.data(), params,
+                                    workspace_, lse_rows, nullptr, 1.0, latent_, 0, scales_);
+      }
+    };
+    if constexpr (std::is_same_v<T, float8_e4m3>) {
+      if (!nan_codes_) {
+        return run(detail::as_finite_codes(kernel_pages(k_, d_)),
+                   detail::as_finite_codes(value_kernel_pages()));
+      }
     }
+    run(kernel_pages(k_, d_), value_kernel_pages());
   }
 
  private:
@@ -480,6 +489,7 @@ class PagedKvCache {
       const Src* from = src + t * row;
       for (Eigen::Index c = 0; c < row; ++c) {
         to[c] = detail::to_cache_value<T>(detail::to_compute(from[c]), scale);
+        if constexpr (std::is_same_v<T, float8_e4m3>) nan_codes_ |= T::format::is_nan(to[c].bits);
       }
     }
   }
@@ -489,6 +499,7 @@ class PagedKvCache {
   std::int64_t window_;
   detail::cache_line_vector<T> k_, v_;  // pages start on a cache line (see there)
   KvScales scales_;
+  bool nan_codes_ = false;  // an E4M3 NaN code was stored (attend then tests for them)
   std::vector<std::int32_t> refs_, free_;
   std::unordered_map<SequenceId, Sequence> seqs_;
   SequenceId next_id_ = 0;
