@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "posenc/alibi.hpp"
+#include "posenc/attention_paged.hpp"
 #include "posenc/float8.hpp"
 #include "posenc/kv_cache.hpp"
 #include "posenc/paged_kv_cache.hpp"
@@ -261,14 +262,34 @@ TEMPLATE_TEST_CASE("kv_cache fp8: codes read as a float cache holding their valu
                    TensorView<float, 4>(got.data(), 1, 1, H, D));
   plain.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
                TensorView<float, 4>(want.data(), 1, 1, H, D));
-  int nans = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    REQUIRE(std::isnan(got[i]) == std::isnan(want[i]));
-    nans += std::isnan(got[i]);
-    if (!std::isnan(want[i])) REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+  // The same codes in a page pool.
+  posenc::PagedKvCache<F> pool(5, 8, KVH, D);
+  pool.set_scales({0.5, 0.25});
+  const auto s = pool.add_sequence();
+  pool.append(s, ConstTensorView<float, 3>(k.data(), N, KVH, D),
+              ConstTensorView<float, 3>(v.data(), N, KVH, D));
+  std::vector<float> paged(H * D);
+  pool.attend({s}, ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+              TensorView<float, 4>(paged.data(), 1, 1, H, D));
+  // And the pool's pages through attention_paged with its scales (a pool of one's own).
+  std::vector<float> own(H * D);
+  const auto& pages = pool.pages(s);
+  const std::int64_t len = N;
+  posenc::attention_paged<float, F>(
+      ConstTensorView<float, 4>(q.data(), 1, 1, H, D), pool.key_pages(), pool.value_pages(),
+      ConstTensorView<std::int32_t, 2>(pages.data(), 1, static_cast<Eigen::Index>(pages.size())),
+      ConstTensorView<std::int64_t, 1>(&len, 1), TensorView<float, 4>(own.data(), 1, 1, H, D),
+      {}, nullptr, std::nullopt, pool.scales());
+  for (const auto* out : {&got, &paged, &own}) {
+    int nans = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("element " << i << (out == &got ? " (KvCache)" : out == &paged ? " (PagedKvCache)" : " (attention_paged)"));
+      REQUIRE(std::isnan((*out)[i]) == std::isnan(want[i]));
+      nans += std::isnan((*out)[i]);
+      if (!std::isnan(want[i])) REQUIRE((*out)[i] == Approx(want[i]).margin(1e-6));
+    }
+    CHECK(nans == 2 * D);  // the two query heads of kv head 0
   }
-  CHECK(nans == 2 * D);  // the two query heads of kv head 0
 }
 
 TEMPLATE_TEST_CASE("kv_cache fp8: update_rope and shift_positions turn the codes' values and "
@@ -420,4 +441,18 @@ TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, cha
   REQUIRE_THROWS_AS(pool.set_scales({0.5, 0.5}), std::invalid_argument);
   REQUIRE_THROWS_WITH(pool.set_scales({0.5, 0.5}), Catch::Matchers::Contains("PagedKvCache::set_scales"));
   CHECK(pool.scales().k == 1.0);
+
+  const std::int32_t table[1] = {0};
+  const std::int64_t len = 1;
+  std::vector<float> out(8, 7.0f);
+  const auto call = [&] {
+    posenc::attention_paged<float, F>(
+        ConstTensorView<float, 4>(k.data(), 1, 1, 1, 8), pool.key_pages(), pool.value_pages(),
+        ConstTensorView<std::int32_t, 2>(table, 1, 1), ConstTensorView<std::int64_t, 1>(&len, 1),
+        TensorView<float, 4>(out.data(), 1, 1, 1, 8), {}, nullptr, std::nullopt, {1.0, -2.0});
+  };
+  REQUIRE_THROWS_AS(call(), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call(), Catch::Matchers::Contains("attention_paged") &&
+                                  Catch::Matchers::Contains("v_scale = -2"));
+  CHECK(out[0] == 7.0f);
 }

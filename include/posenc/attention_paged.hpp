@@ -136,20 +136,25 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
 /// page_size, kv_heads, v_head_dim], in TKV (may differ from TQ, e.g. a bfloat16 pool with
 /// float queries); page_table [batch, max_pages]; seq_lens [batch].
 /// lse (optional): [batch, q_len, heads], each row's log-sum-exp as attention(..., lse, ...).
+/// scales: the pages' storage scales (an FP8 pool of your own, vLLM's k_scale / v_scale: key
+/// code x stands for x * scales.k); 1 for pools of unscaled values.
 /// A sequence with seq_len 0, or a query row with no key before it, gives zeros (lse -inf).
 /// Throws std::invalid_argument, before writing anything, for shape errors, seq_lens outside
 /// [0, max_pages * page_size], a page id outside [0, num_pages) among the pages a sequence
-/// uses, and every parameter error attention() reports.
+/// uses, a scale that is not finite and > 0, and every parameter error attention() reports.
 template <typename TQ, typename TKV>
 void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                      ConstTensorView<TKV, 4> v_pages, ConstTensorView<std::int32_t, 2> page_table,
                      ConstTensorView<std::int64_t, 1> seq_lens, TensorView<TQ, 4> out,
                      const AttentionParams& params = {}, AttentionWorkspace* workspace = nullptr,
-                     std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
-  static_assert(detail::is_storage_type_v<TQ> && detail::is_storage_type_v<TKV>,
-                "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
+                     std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt,
+                     const KvScales& scales = {}) {
+  static_assert(detail::is_storage_type_v<TQ> && detail::is_kv_storage_type_v<TKV>,
+                "posenc: q must be float, double, Eigen::half or Eigen::bfloat16, the pages "
+                "one of those or FP8");
   constexpr std::string_view fn = "attention_paged";
   const Eigen::Index batch = q.dimension(0);
+  detail::validate_kv_scales(fn, scales, 0, false);
   detail::validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
   // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
   // only their dimensions are read.
@@ -162,7 +167,8 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
   if (lse) detail::validate_lse(fn, q, *lse);
   AttentionWorkspace local;
   detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
-                              workspace ? *workspace : local, lse ? lse->data() : nullptr);
+                              workspace ? *workspace : local, lse ? lse->data() : nullptr,
+                              nullptr, 1.0, false, 0, scales);
 }
 
 /// \brief Absorbed MLA over a paged pool of latent rows (vLLM's MLA backends, FlashMLA's

@@ -421,10 +421,7 @@ class KvCache {
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
       T* to = dst.data() + (b * max_len_ + first) * row;
-      for (Eigen::Index i = 0; i < n * row; ++i) {
-        to[i] = detail::to_cache_value<T>(detail::to_compute(from[i]), scale);
-        if constexpr (std::is_same_v<T, float8_e4m3>) nan_codes_ |= T::format::is_nan(to[i].bits);
-      }
+      nan_codes_ |= detail::store_cache_values(from, to, n * row, scale);
     }
   }
 

@@ -487,10 +487,7 @@ class PagedKvCache {
       const Eigen::Index page = seq.pages[static_cast<std::size_t>(slot / page_size_)];
       T* to = pool.data() + (page * page_size_ + slot % page_size_) * row;
       const Src* from = src + t * row;
-      for (Eigen::Index c = 0; c < row; ++c) {
-        to[c] = detail::to_cache_value<T>(detail::to_compute(from[c]), scale);
-        if constexpr (std::is_same_v<T, float8_e4m3>) nan_codes_ |= T::format::is_nan(to[c].bits);
-      }
+      nan_codes_ |= detail::store_cache_values(from, to, row, scale);
     }
   }
 

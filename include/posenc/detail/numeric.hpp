@@ -3,6 +3,7 @@
 /// Storage types and their conversions. posenc computes angles in double and accumulates in
 /// float or better; activations are stored in the caller's type.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -100,6 +101,36 @@ inline std::uint64_t double_bits(double x) noexcept {
   std::uint64_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
+}
+
+/// Rounds n values of src into a cache row (to_cache_value); returns whether an E4M3 NaN code
+/// was stored (the caches keep that flag: their attend reads NaN-free codes faster). NaN is the
+/// one input that gives a NaN code (x / scale with a finite scale > 0; the rest saturates). The
+/// test is a loop of its own over the inputs' bits: inside the rounding loop, in any form, it
+/// kept that loop scalar (an E4M3 append of 4096 tokens x 8 kv heads: 16-17 ms, not 2.5).
+template <typename T, typename Src>
+bool store_cache_values(const Src* src, T* dst, std::ptrdiff_t n, float scale) noexcept {
+  for (std::ptrdiff_t i = 0; i < n; ++i) dst[i] = to_cache_value<T>(to_compute(src[i]), scale);
+  if constexpr (std::is_same_v<T, float8_e4m3>) {
+    // The largest magnitude's bits: NaN sorts above infinity.
+    if constexpr (std::is_same_v<compute_t<Src>, double>) {
+      std::uint64_t top = 0;
+      for (std::ptrdiff_t i = 0; i < n; ++i) {
+        top = std::max(top, double_bits(to_compute(src[i])) & 0x7fffffffffffffffull);
+      }
+      return top > 0x7ff0000000000000ull;
+    } else {
+      std::uint32_t top = 0;
+      for (std::ptrdiff_t i = 0; i < n; ++i) {
+        const float x = to_compute(src[i]);
+        std::uint32_t u;
+        std::memcpy(&u, &x, sizeof u);
+        top = std::max(top, u & 0x7fffffffu);
+      }
+      return top > 0x7f800000u;
+    }
+  }
+  return false;
 }
 
 /// x is finite and >= 0 (-0 included), on the bits.
