@@ -456,3 +456,45 @@ TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, cha
                                   Catch::Matchers::Contains("v_scale = -2"));
   CHECK(out[0] == 7.0f);
 }
+
+TEST_CASE("kv_cache fp8: an absorbed-MLA latent cache of E4M3 rows reads as a float latent "
+          "cache holding their values",
+          "[kv_cache][fp8][mla]") {
+  using F = posenc::float8_e4m3;
+  // DeepSeek-like rows in miniature: [c_kv 64 | k_pe 16], values = the first 64; k_pe rotated.
+  constexpr Eigen::Index N = 19, H = 8, D = 80, DV = 64;
+  const auto kv = normal(N * D, 1.0f, 11);
+  const auto q = normal(H * D, 1.0f, 12);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = 5 + i;
+  posenc::RopeParams rp;
+  rp.head_dim = D;
+  rp.rotary_dim = 16;
+  rp.rotary_offset = DV;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  auto quantised = posenc::KvCache<F>::latent(1, N, 1, D, DV);
+  quantised.set_scales({0.02, 0.02});
+  quantised.set_rope(freqs, posenc::RopeLayout::kInterleaved);
+  quantised.append_latent(ConstTensorView<float, 4>(kv.data(), 1, N, 1, D),
+                          posenc::PositionIdsView(pos.data(), 1, N));
+  std::vector<float> deq(kv.size());
+  for (std::size_t i = 0; i < deq.size(); ++i) {
+    deq[i] = static_cast<float>(value_of(quantised.keys().data()[i], 0.02L));
+  }
+  // The float cache gets the stored (already rotated) rows: no plan, queries rotated by hand.
+  auto plain = posenc::KvCache<float>::latent(1, N, 1, D, DV);
+  plain.append_latent(ConstTensorView<float, 4>(deq.data(), 1, N, 1, D),
+                      posenc::PositionIdsView(pos.data(), 1, N));
+  std::vector<float> q_rot = q;
+  posenc::apply_rope_inplace<float>(
+      posenc::rope_heads<float>(posenc::TensorView<float, 4>(q_rot.data(), 1, 1, H, D)),
+      posenc::RopePositions::contiguous(1, 1, pos.back()), freqs, posenc::RopeLayout::kInterleaved);
+  posenc::AttentionParams params;
+  params.scale = 0.125;
+  std::vector<float> got(H * DV), want(H * DV);
+  quantised.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+                   TensorView<float, 4>(got.data(), 1, 1, H, DV), params);
+  plain.attend(ConstTensorView<float, 4>(q_rot.data(), 1, 1, H, D),
+               TensorView<float, 4>(want.data(), 1, 1, H, DV), params);
+  for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
+}
