@@ -427,6 +427,9 @@ TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, cha
   REQUIRE_THROWS_WITH(cache.set_scales({1.0, 1.0}), Catch::Matchers::Contains("before the first append"));
   CHECK(cache.scales().k == 0.5);
   CHECK(cache.keys()(0, 0, 0, 0).bits == F(2.0f).bits);  // 1 / 0.5
+  cache.clear();
+  cache.set_scales({1.0, 1.0});  // empty again
+  CHECK(cache.scales().k == 1.0);
 
   auto latent = posenc::KvCache<F>::latent(1, 4, 1, 16, 8);
   REQUIRE_THROWS_AS(latent.set_scales({0.5, 0.25}), std::invalid_argument);

@@ -150,7 +150,7 @@ inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::In
   require(!latent || s.k == s.v, fn, "k_scale = ", s.k, " and v_scale = ", s.v,
           " must be equal in a latent cache: its values are the first v_head_dim of each key row");
   require(stored == 0, fn, "the cache holds ", stored, " slots quantised with the current ",
-          "scales: set the scales before the first append (or clear() first)");
+          "scales: set the scales before the first append (or after emptying it)");
 }
 
 inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
