@@ -74,7 +74,7 @@ void rerotate_cached_keys(T* keys, Eigen::Index rows, Eigen::Index kv_heads, Eig
     rerotate_rope_inplace<float>(
         rope_heads<float>(TensorView<float, 4>(stage.data(), 1, rows, kv_heads, d)), positions,
         from, to, layout, options);
-    for (std::size_t i = 0; i < count; ++i) keys[i] = T(stage[i]);
+    store_cache_values(stage.data(), keys, static_cast<std::ptrdiff_t>(count), 1.0f);
   } else {
     rerotate_rope_inplace<T>(rope_heads<T>(TensorView<T, 4>(keys, 1, rows, kv_heads, d)),
                              positions, from, to, layout, options);

@@ -149,7 +149,7 @@ struct DualChunkRows {
     const Eigen::Index v_row = kv.v_row_elems > 0 ? kv.v_row_elems : kv.kv_heads * kv.dv;
     const AttentionKvRows<T> part{kv.k + lo * kv.kv_heads * kv.d, kv.v + lo * v_row, hi - lo,
                                   kv.kv_heads, kv.d, kv.dv, 0, 0, kv.v_row_elems,
-                                  kv.v_head_elems, bytes()};
+                                  kv.v_head_elems, bytes(), kv.scales};
     run_fused_attention(q, out, 1, g, heads, part, params, meta, ws, multiplier, lse);
   }
 };
