@@ -209,7 +209,7 @@ TEST_CASE("hf_config: Qwen3-VL's interleaved M-RoPE sections, bad sections name 
       "rope_theta": 5000000, "rope_scaling": {"rope_type": "default", )";
   const auto c = posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
   REQUIRE(c.mrope.has_value());
-  REQUIRE(c.mrope->section == std::array<Eigen::Index, 3>{24, 20, 20});
+  REQUIRE(c.mrope->section == std::array<Eigen::Index, 4>{24, 20, 20});
   REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kInterleaved);
   REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2})").mrope);
 
@@ -324,7 +324,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
     REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
     REQUIRE(has_note(c, "mrope"));
     REQUIRE(c.mrope.has_value());
-    REQUIRE(c.mrope->section == std::array<Eigen::Index, 3>{16, 8, 8});
+    REQUIRE(c.mrope->section == std::array<Eigen::Index, 4>{16, 8, 8});
     REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kContiguous);
   }
   SECTION("a linear Llama-2 extension with the legacy type key") {
@@ -1030,7 +1030,7 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
   CHECK(v5.rope.theta == 500000.0);
   REQUIRE(v5.mrope.has_value());
   CHECK(v5.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
-  CHECK(v5.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});  // (t, h, w)
+  CHECK(v5.mrope->section == std::array<Eigen::Index, 4>{20, 22, 22});  // (t, h, w)
   // Unequal h / w from a config: named by key.
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
       "hidden_size": 2560, "num_attention_heads": 20,
@@ -1045,7 +1045,7 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
       "freq_allocation": 20})");
   CHECK(baidu.rope.layout == posenc::RopeLayout::kInterleaved);
   REQUIRE(baidu.mrope.has_value());
-  CHECK(baidu.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});
+  CHECK(baidu.mrope->section == std::array<Eigen::Index, 4>{20, 22, 22});
   CHECK(baidu.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
   CHECK(has_note(baidu, "freq_allocation = 20"));
   // Older transformers: rope_scaling type "ernie_3d", no sections: the default [22, 22, 20].
@@ -1055,7 +1055,7 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
   CHECK(old.rope.scaling.type == posenc::RopeScalingType::kDefault);
   CHECK(has_note(old, "ernie_3d"));
   REQUIRE(old.mrope.has_value());
-  CHECK(old.mrope->section == std::array<Eigen::Index, 3>{20, 22, 22});
+  CHECK(old.mrope->section == std::array<Eigen::Index, 4>{20, 22, 22});
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "hidden_size": 2560, "num_attention_heads": 20, "freq_allocation": 21})"),
                       Contains("freq_allocation") && Contains("= 21"));

@@ -23,7 +23,7 @@ using Catch::Matchers::Contains;
 
 /// HF: emb[k][j] for stream k over head_dim = cat(freqs, freqs), then the section merge.
 std::vector<long double> hf_merged_angles(const std::vector<long double>& inv, const std::int64_t p[3],
-                                          const std::array<Eigen::Index, 3>& section, bool interleaved) {
+                                          const std::array<Eigen::Index, 4>& section, bool interleaved) {
   const auto half = static_cast<Eigen::Index>(inv.size());
   std::vector<std::vector<long double>> freqs(3, std::vector<long double>(static_cast<std::size_t>(half)));
   for (int k = 0; k < 3; ++k)
@@ -80,7 +80,7 @@ TEMPLATE_TEST_CASE("mrope: matches HF's Qwen2-VL / Qwen3-VL algorithm", "[rope][
   const double tol = std::is_same_v<TestType, double> ? 1e-13 : (std::is_same_v<TestType, float> ? 2e-6 : 1.6e-2);
   for (const bool interleaved : {false, true}) {
     posenc::MRopeSections sec;
-    sec.section = interleaved ? std::array<Eigen::Index, 3>{24, 20, 20} : std::array<Eigen::Index, 3>{16, 24, 24};
+    sec.section = interleaved ? std::array<Eigen::Index, 4>{24, 20, 20} : std::array<Eigen::Index, 4>{16, 24, 24};
     sec.layout = interleaved ? posenc::MRopeSectionLayout::kInterleaved : posenc::MRopeSectionLayout::kContiguous;
     CAPTURE(posenc::to_string(sec.layout));
     const auto q0 = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * S * Hq * D), 1);
@@ -162,7 +162,7 @@ TEST_CASE("mrope: invalid sections and positions throw before writing", "[rope][
                       Contains("interleaved h / w pairs"));
   sec.layout = posenc::MRopeSectionLayout::kContiguous;
   REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 2, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
-                      Contains("position_ids shape [2, 1, 4] must be [3, batch, seq] = [3, 1, 4]"));
+                      Contains("position_ids shape [2, 1, 4] must be [streams, batch, seq] = [3, 1, 4]"));
   pos[static_cast<std::size_t>(2 * S + 1)] = -5;
   REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
                       Contains("position_ids[2, 0, 1] = -5"));
@@ -407,7 +407,7 @@ TEMPLATE_TEST_CASE("mrope: from a cos/sin cache equals the angles formed per tok
     for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved})
       for (const auto dir : {posenc::RopeDirection::kForward, posenc::RopeDirection::kInverse, posenc::RopeDirection::kTranspose}) {
         posenc::MRopeSections sec;
-        sec.section = interleaved ? std::array<Eigen::Index, 3>{12, 10, 10} : std::array<Eigen::Index, 3>{8, 12, 12};
+        sec.section = interleaved ? std::array<Eigen::Index, 4>{12, 10, 10} : std::array<Eigen::Index, 4>{8, 12, 12};
         sec.layout = interleaved ? posenc::MRopeSectionLayout::kInterleaved : posenc::MRopeSectionLayout::kContiguous;
         CAPTURE(interleaved, posenc::to_string(layout), static_cast<int>(dir));
         posenc::RopeApplyOptions options;

@@ -14,6 +14,16 @@
 ///                 (HF ERNIE-4.5-VL: its inv_freq "pre-rotated" on the h / w dims and its cos /
 ///                 sin recomposed as stack(h, w) then t: "hwhw...ttt"; the config lists the
 ///                 sections as [h, w, t], e.g. [22, 22, 20])
+///
+/// XD-RoPE (HunYuan-VL / HunyuanOCR, rope_type "xdrope"): four streams (p, w, h, i) — the
+/// token index, the column and row in the image's LLM grid, the image's ordinal — over four
+/// contiguous sections, kContiguous with section[3] > 0 and positions [4, batch, seq]
+/// (xdrope_position_ids). Tencent's code and vLLM split cos / sin per pair (xdrope_section * 2,
+/// list repetition: both halves of a pair read one stream); a transformers port doubles each
+/// section instead ([2 s for s in sections] over cat(freqs, freqs)), so that half-split pair
+/// (j, j + r/2) takes cos / sin of two streams and is no rotation for image tokens. posenc
+/// follows the reference code.
+///
 /// The section layout is independent of the pair layout (RopeLayout): Qwen2/3-VL use
 /// half-split pairs with either section layout, ERNIE-4.5-VL interleaved pairs (its
 /// rotate_half_text turns (2j, 2j + 1)).
@@ -54,6 +64,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -62,7 +73,7 @@
 
 namespace posenc {
 
-/// How mrope_section maps rotation pairs to the (t, h, w) position streams (see file comment).
+/// How mrope_section maps rotation pairs to the position streams (see file comment).
 enum class MRopeSectionLayout : std::uint8_t {
   kContiguous = 0,   ///< [ttt...hhh...www...]  Qwen2-VL, Qwen2.5-VL
   kInterleaved = 1,  ///< [thwthw...ttt]        Qwen3-VL
@@ -78,41 +89,67 @@ constexpr std::string_view to_string(MRopeSectionLayout layout) noexcept {
   return "unknown";
 }
 
-/// HF `rope_scaling.mrope_section` (+ Qwen3-VL's `mrope_interleaved`).
+/// Most position streams a token carries (XD-RoPE's p, w, h, i).
+inline constexpr int kMaxMRopeStreams = 4;
+
+/// HF `rope_scaling.mrope_section` (+ Qwen3-VL's `mrope_interleaved`), or XD-RoPE's
+/// `xdrope_section` (four entries, kContiguous).
 struct MRopeSections {
-  std::array<Eigen::Index, 3> section{};  ///< pairs per stream (t, h, w); sum = rotary_dim / 2
+  /// Pairs per stream, (t, h, w) or (p, w, h, i); sum = rotary_dim / 2. section[3] = 0 for the
+  /// three-stream layouts.
+  std::array<Eigen::Index, kMaxMRopeStreams> section{};
   MRopeSectionLayout layout = MRopeSectionLayout::kContiguous;
+
+  /// Position streams the sections read: 4 when section[3] > 0, else 3.
+  int streams() const noexcept { return section[3] != 0 ? 4 : 3; }
 };
 
-/// Positions [3, batch, seq] (t, h, w), int64, as HF's position_ids for Qwen2-VL.
+/// Positions [streams, batch, seq], int64: (t, h, w) as HF's position_ids for Qwen2-VL, or
+/// XD-RoPE's (p, w, h, i).
 using MRopePositionsView = ConstTensorView<std::int64_t, 3>;
 
 namespace detail {
 
+inline std::string mrope_sections_string(const MRopeSections& sec) {
+  std::string out = "[";
+  for (int k = 0; k < sec.streams(); ++k) {
+    if (k > 0) out += ", ";
+    out += std::to_string(sec.section[static_cast<std::size_t>(k)]);
+  }
+  return out + "]";
+}
+
 inline void validate_mrope_sections(std::string_view fn, const MRopeSections& sec,
                                     Eigen::Index rotary_dim) {
   const Eigen::Index half = rotary_dim / 2;
-  require(sec.section[0] >= 0 && sec.section[1] >= 0 && sec.section[2] >= 0 &&
-              sec.section[0] + sec.section[1] + sec.section[2] == half,
-          fn, "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
-          "] must be >= 0 and sum to rotary_dim / 2 = ", half);
+  Eigen::Index sum = 0;
+  bool non_negative = true;
+  for (const Eigen::Index s : sec.section) {
+    non_negative = non_negative && s >= 0;
+    sum += s;
+  }
+  require(non_negative && sum == half, fn, "mrope_section = ", mrope_sections_string(sec),
+          " must be >= 0 and sum to rotary_dim / 2 = ", half);
   require(sec.layout == MRopeSectionLayout::kContiguous ||
               sec.layout == MRopeSectionLayout::kInterleaved ||
               sec.layout == MRopeSectionLayout::kAlternatingHw,
           fn, "mrope section layout = ", static_cast<int>(sec.layout),
           " is not an MRopeSectionLayout");
+  require(sec.streams() == 3 || sec.layout == MRopeSectionLayout::kContiguous, fn,
+          "mrope_section = ", mrope_sections_string(sec), ": four streams need the contiguous "
+          "layout, not ", to_string(sec.layout));
   require(sec.layout != MRopeSectionLayout::kAlternatingHw || sec.section[1] == sec.section[2],
-          fn, "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
-          "]: alternating h / w pairs need as many h as w pairs");
+          fn, "mrope_section = ", mrope_sections_string(sec),
+          ": alternating h / w pairs need as many h as w pairs");
   if (sec.layout == MRopeSectionLayout::kInterleaved) {
     require(3 * sec.section[1] - 2 < half && 3 * sec.section[2] - 1 < half, fn,
-            "mrope_section = [", sec.section[0], ", ", sec.section[1], ", ", sec.section[2],
-            "]: interleaved h / w pairs (j % 3 == 1 / 2, j < 3 s) must fit in rotary_dim / 2 = ",
+            "mrope_section = ", mrope_sections_string(sec),
+            ": interleaved h / w pairs (j % 3 == 1 / 2, j < 3 s) must fit in rotary_dim / 2 = ",
             half);
   }
 }
 
-/// Stream (0 = t, 1 = h, 2 = w) of pair j; sections validated.
+/// Stream of pair j (0 = t, 1 = h, 2 = w; XD-RoPE 0 .. 3 = p, w, h, i); sections validated.
 inline int mrope_stream(const MRopeSections& sec, Eigen::Index j) {
   if (sec.layout == MRopeSectionLayout::kAlternatingHw) {
     if (j < sec.section[1] + sec.section[2]) return j % 2 == 0 ? 1 : 2;
@@ -123,20 +160,34 @@ inline int mrope_stream(const MRopeSections& sec, Eigen::Index j) {
     if (j % 3 == 2 && j < 3 * sec.section[2]) return 2;
     return 0;
   }
-  if (j < sec.section[0]) return 0;
-  return j < sec.section[0] + sec.section[1] ? 1 : 2;
+  Eigen::Index end = 0;
+  for (int k = 0; k + 1 < kMaxMRopeStreams; ++k) {
+    end += sec.section[static_cast<std::size_t>(k)];
+    if (j < end) return k;
+  }
+  return kMaxMRopeStreams - 1;
 }
 
-/// Token (b, s) -> its three positions.
+/// A token's positions, one per stream; a three-stream token repeats its first in the fourth,
+/// so "all equal" means a text token either way.
+using MRopeTokenPosition = std::array<std::int64_t, kMaxMRopeStreams>;
+
+/// Token (b, s) -> its positions.
 struct MRopeTokenPositions {
   const std::int64_t* data;
   Eigen::Index batch, seq;
-  std::array<std::int64_t, 3> at(Eigen::Index b, Eigen::Index s) const noexcept {
+  int streams;
+  MRopeTokenPosition at(Eigen::Index b, Eigen::Index s) const noexcept {
     const Eigen::Index stride = batch * seq;
     const Eigen::Index i = b * seq + s;
-    return {data[i], data[stride + i], data[2 * stride + i]};
+    return {data[i], data[stride + i], data[2 * stride + i],
+            data[(streams == 4 ? 3 : 0) * stride + i]};
   }
 };
+
+inline bool mrope_all_equal(const MRopeTokenPosition& p) noexcept {
+  return p[0] == p[1] && p[1] == p[2] && p[2] == p[3];
+}
 
 /// Per-token cos/sin of angle_j = p[stream(j)] * inv_freq[j], in double, every token exact.
 template <typename C>
@@ -148,7 +199,7 @@ class MRopeAngles {
     for (Eigen::Index j = 0; j < half; ++j) stream_[j] = static_cast<std::uint8_t>(mrope_stream(sec, j));
   }
 
-  void at(const std::array<std::int64_t, 3>& p) {
+  void at(const MRopeTokenPosition& p) {
     if (p == previous_) return;
     previous_ = p;
     bool fast = true;
@@ -174,7 +225,7 @@ class MRopeAngles {
   const double* inv_;
   Eigen::Index half_;
   double cm_, sm_;
-  std::array<std::int64_t, 3> previous_{-1, -1, -1};
+  MRopeTokenPosition previous_{-1, -1, -1, -1};
   std::uint8_t stream_[kHalfMax];
   alignas(64) double angle_[kHalfMax];
   alignas(64) double c_[kHalfMax];
@@ -194,13 +245,13 @@ class MRopeAnglesFromCache {
     for (Eigen::Index j = 0; j < rd_ / 2; ++j) stream_[j] = static_cast<std::uint8_t>(mrope_stream(sec, j));
   }
 
-  void at(const std::array<std::int64_t, 3>& p) {
+  void at(const MRopeTokenPosition& p) {
     if (p == previous_) return;
     previous_ = p;
     const Eigen::Index half = rd_ / 2;
     if (cache_.element() == CosSinCacheView::Element::kFloat) {
       const auto* cache = static_cast<const float*>(cache_.data());
-      if (p[0] == p[1] && p[1] == p[2]) {
+      if (mrope_all_equal(p)) {
         const float* row = cache + p[0] * rd_;
         turn_.set(row, row + half, half, dir_);
         return;
@@ -218,7 +269,7 @@ class MRopeAnglesFromCache {
  private:
   /// Pair j's cos / sin from row p[stream(j)], as Out (float rows stay float, others widen).
   template <typename Src, typename Out>
-  void gather(const Src* cache, const std::array<std::int64_t, 3>& p, Out* c, Out* s) const {
+  void gather(const Src* cache, const MRopeTokenPosition& p, Out* c, Out* s) const {
     const Eigen::Index half = rd_ / 2;
     for (Eigen::Index j = 0; j < half; ++j) {
       const Src* row = cache + p[stream_[j]] * rd_;
@@ -230,7 +281,7 @@ class MRopeAnglesFromCache {
   CosSinCacheView cache_;
   Eigen::Index rd_;
   RopeDirection dir_;
-  std::array<std::int64_t, 3> previous_{-1, -1, -1};
+  MRopeTokenPosition previous_{-1, -1, -1, -1};
   std::uint8_t stream_[kMaxRotaryDim / 2];
   alignas(64) float c_[kMaxRotaryDim / 2];
   alignas(64) float s_[kMaxRotaryDim / 2];
@@ -239,16 +290,18 @@ class MRopeAnglesFromCache {
   RopeCachedTurn<C> turn_;
 };
 
-/// [3, batch, seq] positions of the tensors' tokens, each in [0, 2^53], and below cache_rows
-/// when a cos/sin cache is read (0: none; std::out_of_range past its rows).
+/// [streams, batch, seq] positions of the tensors' tokens, each in [0, 2^53], and below
+/// cache_rows when a cos/sin cache is read (0: none; std::out_of_range past its rows).
 inline void validate_mrope_positions(std::string_view fn, MRopePositionsView positions,
-                                     Eigen::Index batch, Eigen::Index seq,
+                                     int streams, Eigen::Index batch, Eigen::Index seq,
                                      Eigen::Index cache_rows) {
-  require(positions.dimension(0) == 3 && positions.dimension(1) == batch &&
+  require(positions.dimension(0) == streams && positions.dimension(1) == batch &&
               positions.dimension(2) == seq,
           fn, "position_ids shape [", positions.dimension(0), ", ", positions.dimension(1), ", ",
-          positions.dimension(2), "] must be [3, batch, seq] = [3, ", batch, ", ", seq, "]");
-  for (Eigen::Index k = 0; k < 3; ++k) {
+          positions.dimension(2), "] must be [streams, batch, seq] = [", streams, ", ", batch,
+          ", ", seq, "] (", streams, " streams: ",
+          streams == 4 ? "mrope_section has four entries" : "t, h, w", ")");
+  for (Eigen::Index k = 0; k < streams; ++k) {
     for (Eigen::Index b = 0; b < batch; ++b) {
       for (Eigen::Index s = 0; s < seq; ++s) {
         const std::int64_t p = positions(k, b, s);
@@ -280,9 +333,9 @@ void mrope_run(std::string_view fn, const RopeTarget<T>* targets, int num_target
   double bytes = 0.0;
   const Eigen::Index units = validate_targets(fn, targets, num_targets, rd, rotary_offset, &bytes);
   const Eigen::Index batch = targets[0].dst.batch, seq = targets[0].dst.seq;
-  validate_mrope_positions(fn, positions, batch, seq, cache_rows);
+  validate_mrope_positions(fn, positions, sections.streams(), batch, seq, cache_rows);
   if (units == 0) return;
-  const MRopeTokenPositions pos{positions.data(), batch, seq};
+  const MRopeTokenPositions pos{positions.data(), batch, seq, sections.streams()};
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
@@ -325,9 +378,10 @@ void mrope_apply_cache(std::string_view fn, const RopeTarget<T>* targets, int nu
 
 /// \brief M-RoPE in place: pair j of token (b, s) rotates by positions[stream(j), b, s] *
 /// inv_freq[j] (Qwen2-VL / Qwen3-VL; stream map in the file comment).
-/// x: any RopeHeads view [batch, seq, heads, head_dim]; positions: [3, batch, seq] (t, h, w)
+/// x: any RopeHeads view [batch, seq, heads, head_dim]; positions: [streams, batch, seq] ((t, h, w),
+/// or XD-RoPE's (p, w, h, i) when mrope_section has four entries)
 /// Throws std::invalid_argument for sections that do not sum to rotary_dim / 2, a positions
-/// shape other than [3, batch, seq], negative positions, and everything apply_rope_inplace
+/// shape other than [streams, batch, seq], negative positions, and everything apply_rope_inplace
 /// checks — before the first write.
 template <typename T>
 void apply_mrope_inplace(RopeHeads<T> x, MRopePositionsView positions,
@@ -351,7 +405,7 @@ void apply_mrope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, MRopePositionsView p
 /// \brief M-RoPE in place with cos / sin read from a caller's cache (make_rope_cos_sin_cache:
 /// row p = cat(cos, sin) of position p, attention factor folded in): pair j of a token takes
 /// row positions[stream(j)], as vLLM's MRotaryEmbedding does; no trigonometry per token.
-/// x: any RopeHeads view; positions: [3, batch, seq]; cos_sin_cache: [max_position, rotary_dim]
+/// x: any RopeHeads view; positions: [streams, batch, seq]; cos_sin_cache: [max_position, rotary_dim]
 /// Throws std::out_of_range for a position >= max_position, std::invalid_argument for the
 /// rest apply_mrope_inplace checks (a position < 0 or > 2^53 included) — before the first
 /// write.
@@ -495,6 +549,72 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
     pos += largest + 1;
   }
   return pos - static_cast<std::int64_t>(n);
+}
+
+/// One image of an XD-RoPE prompt (HunYuan-VL): its grid tokens, row after row.
+struct XdRopeImage {
+  Eigen::Index first = 0;    ///< token index of its first grid token (past an image_begin token)
+  Eigen::Index rows = 0;     ///< LLM grid rows: grid_h / spatial_merge_size
+  /// Tokens per row, a row-end token included where the model has one: HunyuanOCR's merger
+  /// appends a newline token to each row, so grid_w / spatial_merge_size + 1.
+  Eigen::Index columns = 0;
+};
+
+/// \brief XD-RoPE positions of a prompt of n tokens (Tencent's get_xdrope_input_positions,
+/// transformers' HunYuanVL get_rope_index): every stream starts at the token index 0 .. n - 1;
+/// the grid tokens of image k (0-based in this sequence) then take (column, row, k) in the last
+/// three streams, so with four streams the first (p) keeps the token index. Written to
+/// out[:, b, first .. first + n); other columns (left padding) are not touched. Returns the
+/// delta of later tokens (decode: token i >= n at i + delta in every stream): 0 with four
+/// streams, as vLLM's get_next_input_positions continues.
+/// images: ascending, disjoint, inside [0, n). out: [3 or 4, batch, seq].
+/// transformers numbers images across the whole batch; Tencent's code and posenc per sequence.
+/// Throws std::invalid_argument (an empty grid, images out of order, overlapping or past n,
+/// out's shape, b, first or n out of range) before writing anything.
+inline std::int64_t xdrope_position_ids(const std::vector<XdRopeImage>& images, Eigen::Index n,
+                                        TensorView<std::int64_t, 3> out, Eigen::Index b = 0,
+                                        Eigen::Index first = 0) {
+  constexpr std::string_view fn = "xdrope_position_ids";
+  const Eigen::Index streams = out.dimension(0);
+  detail::require(streams == 3 || streams == 4, fn, "out shape [", streams, ", ",
+                  out.dimension(1), ", ", out.dimension(2),
+                  "] must be [3 or 4, batch, seq] (w, h, image index, after p with four)");
+  detail::require(b >= 0 && b < out.dimension(1), fn, "b = ", b, " must be in [0, batch = ",
+                  out.dimension(1), ")");
+  detail::require(n >= 0 && first >= 0 && n <= out.dimension(2) - first, fn, "first = ", first,
+                  " + n = ", n, " tokens must fit in seq = ", out.dimension(2));
+  Eigen::Index next_free = 0;
+  for (std::size_t k = 0; k < images.size(); ++k) {
+    const XdRopeImage& im = images[k];
+    detail::require(im.rows >= 1 && im.columns >= 1, fn, "images[", k, "]: rows = ", im.rows,
+                    " and columns = ", im.columns, " must be >= 1");
+    detail::require(im.first >= next_free, fn, "images[", k, "].first = ", im.first,
+                    " must be >= ", next_free, " (images ascending and disjoint)");
+    detail::require(im.rows <= (n - im.first) / im.columns, fn, "images[", k, "]: ", im.rows,
+                    " x ", im.columns, " tokens from ", im.first, " must end by n = ", n);
+    next_free = im.first + im.rows * im.columns;
+  }
+
+  for (Eigen::Index st = 0; st < streams; ++st) {
+    for (Eigen::Index i = 0; i < n; ++i) out(st, b, first + i) = i;
+  }
+  const Eigen::Index w_stream = streams - 3;
+  for (std::size_t k = 0; k < images.size(); ++k) {
+    const XdRopeImage& im = images[k];
+    for (Eigen::Index r = 0; r < im.rows; ++r) {
+      for (Eigen::Index c = 0; c < im.columns; ++c) {
+        const Eigen::Index col = first + im.first + r * im.columns + c;
+        out(w_stream, b, col) = c;
+        out(w_stream + 1, b, col) = r;
+        out(w_stream + 2, b, col) = static_cast<std::int64_t>(k);
+      }
+    }
+  }
+  std::int64_t largest = -1;
+  for (Eigen::Index st = 0; st < streams; ++st) {
+    for (Eigen::Index i = 0; i < n; ++i) largest = std::max(largest, out(st, b, first + i));
+  }
+  return largest + 1 - static_cast<std::int64_t>(n);
 }
 
 }  // namespace posenc
