@@ -1110,3 +1110,44 @@ TEST_CASE("hf_config: TeleChat3's rope_type telechat3-yarn", "[hf_config][yarn]"
   CHECK(posenc::compute_rope_frequencies(c.rope).attention_factor ==
         Approx(1.0 + 0.07 * std::log(4.0)).epsilon(1e-14));
 }
+
+TEST_CASE("hf_config: HunYuan-VL's xdrope reads as Hunyuan's NTK-alpha with four M-RoPE streams",
+          "[hf_config][mrope][xdrope]") {
+  // The keys of HunyuanOCR's rope_scaling (head_dim 128, 16 heads); alpha illustrative.
+  const std::string head = R"({"model_type": "hunyuan_vl", "hidden_size": 2048, "head_dim": 128,
+      "num_attention_heads": 16, "num_key_value_heads": 8, "rope_theta": 10000.0,
+      "max_position_embeddings": 32768, "rope_scaling": {"type": "xdrope", "alpha": 1000.0,
+      "beta_fast": 32, "beta_slow": 1, "factor": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, )";
+  const auto c = posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16]}})");
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kNtk);
+  REQUIRE(c.rope.scaling.factor == 1000.0);
+  REQUIRE(c.mrope.has_value());
+  REQUIRE(c.mrope->section == std::array<Eigen::Index, 4>{16, 16, 16, 16});
+  REQUIRE(c.mrope->streams() == 4);
+  REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kContiguous);
+  REQUIRE(has_note(c, "rope_scaling.type = \"xdrope\""));
+  REQUIRE(has_note(c, "four XD-RoPE streams"));
+  REQUIRE(has_note(c, "beta_fast is not read"));
+  // inv_freq = (theta alpha^(d / (d - 2)))^(-2j / d), transformers' HunYuanVLRotaryEmbedding.
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  const long double base = 10000.0L * std::pow(1000.0L, 128.0L / 126.0L);
+  for (std::size_t j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    REQUIRE_THAT(f.inv_freq[j], Catch::Matchers::WithinRel(static_cast<double>(std::pow(base, -2.0L * static_cast<long double>(j) / 128.0L)), 1e-13));
+  }
+  // transformers' alias rule: both keys must agree; mrope_section alone works the same.
+  REQUIRE(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [16, 16, 16, 16]}})")
+              .mrope->section == std::array<Eigen::Index, 4>{16, 16, 16, 16});
+  REQUIRE(posenc::parse_hf_config(head + R"("mrope_section": [8, 24, 16, 16]}})").mrope->section ==
+          std::array<Eigen::Index, 4>{8, 24, 16, 16});
+  REQUIRE_THROWS_AS(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
+                      Contains("\"rope_scaling.xdrope_section\" differs from rope_scaling.mrope_section"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 8, 8]}})"),
+                      Contains("rope_scaling.xdrope_section\" has 5 entries; it must have 3 (t, h, w) or 4 (XD-RoPE: p, w, h, i)"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16], "mrope_interleaved": true}})"),
+                      Contains("four streams need the contiguous layout"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 17]}})"),
+                      Contains("sum to rotary_dim / 2 = 64"));
+}

@@ -19,7 +19,8 @@
 ///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
 ///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE),
 ///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5), "telechat3-yarn" ->
-///              yarn with g's slope 0.07 (TeleChat3);
+///              yarn with g's slope 0.07 (TeleChat3), "xdrope" -> dynamic (HunYuan-VL, with
+///              its xdrope_section read as a four-stream mrope_section);
 ///              "ntk" (no transformers recipe) as vLLM reads it -> vllm_ntk (+ mixed_b);
 ///              "dynamic" with `alpha` (Hunyuan) -> static NTK with factor = alpha; longrope's
 ///              short_mscale / long_mscale (Phi-3.5-MoE). Each recipe parses only the keys it
@@ -150,7 +151,8 @@ struct HfModelConfig {
   /// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: rope_scaling.mrope_section (+ mrope_interleaved), for
   /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE. ERNIE-4.5-VL: its
   /// [h, w, t] mrope_section (or the older freq_allocation t pairs; transformers' default
-  /// [22, 22, 20] when neither is given), stored as (t, h, w) with kAlternatingHw.
+  /// [22, 22, 20] when neither is given), stored as (t, h, w) with kAlternatingHw. HunYuan-VL:
+  /// four contiguous XD-RoPE sections (p, w, h, i) from xdrope_section or mrope_section.
   std::optional<MRopeSections> mrope;
   /// The vision tower's 2-D RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V, root model_type of
   /// those families): heads of vision_config embed_dim (Qwen2-VL) or hidden_size over
@@ -396,6 +398,9 @@ inline RopeScalingType hf_rope_type(const HfConfigReader& r, std::string name,
       {"telechat3-yarn", "yarn",
        " (TeleChat3): YaRN with g(s) = 0.07 ln s + 1 (RopeScaling::mscale_slope), as its remote "
        "code and vLLM"},
+      {"xdrope", "dynamic",
+       " (HunYuan-VL): transformers reads it as \"dynamic\" (with `alpha`: Hunyuan's NTK-alpha "
+       "base); the four XD-RoPE sections are in HfModelConfig::mrope"},
       {"ernie_3d", "default",
        " (ERNIE-4.5-VL before transformers 5): default frequencies; the 3-D sections are in "
        "HfModelConfig::mrope"},
@@ -508,7 +513,7 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     sc.factor = *alpha;
     hf_note_unread_keys(*dict, dpath, "ntk (Hunyuan alpha)",
                         {"rope_type", "type", "rope_theta", "partial_rotary_factor", "alpha",
-                         "factor", "mrope_section", "mrope_interleaved"},
+                         "factor", "mrope_section", "mrope_interleaved", "xdrope_section"},
                         notes);
     return p;
   }
@@ -647,7 +652,7 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
         sc.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(sc.factor) / std::log(l0));
   }
   std::vector<std::string_view> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
-                                         "mrope_section", "mrope_interleaved"};
+                                         "mrope_section", "mrope_interleaved", "xdrope_section"};
   switch (sc.type) {
     case RopeScalingType::kDefault: break;
     case RopeScalingType::kLinear:
@@ -1410,13 +1415,27 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   std::optional<MRopeSections> sections;
   std::string skey = dpath + ".mrope_section";
   if (dict && !nested) {
-    if (auto sec = r.number_list(*dict, "mrope_section", skey)) {
-      if (sec->size() != 3) {
+    // HunYuan-VL's xdrope_section: transformers renames it to mrope_section and refuses a
+    // config giving both with different values.
+    auto sec = r.number_list(*dict, "mrope_section", skey);
+    const std::string xkey = dpath + ".xdrope_section";
+    if (auto xd = r.number_list(*dict, "xdrope_section", xkey)) {
+      if (sec && *sec != *xd) {
+        r.fail(xkey, "differs from ", skey, " (transformers refuses both with different values)");
+      }
+      if (!sec) {
+        sec = xd;
+        skey = xkey;
+      }
+    }
+    if (sec) {
+      const bool four = sec->size() == 4 && !ernie_vl;
+      if (sec->size() != 3 && !four) {
         r.fail(skey, "has ", sec->size(), " entries; it must have 3 (",
-               ernie_vl ? "h, w, t" : "t, h, w", ")");
+               ernie_vl ? "h, w, t" : "t, h, w", ernie_vl ? ")" : ") or 4 (XD-RoPE: p, w, h, i)");
       }
       MRopeSections m;
-      for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t i = 0; i < sec->size(); ++i) {
         const double v = (*sec)[i];
         if (!(v >= 0.0 && v <= 1e6 && v == std::floor(v))) {
           r.fail(skey, "[", i, "] = ", v, " must be a whole number of pairs >= 0");
@@ -1428,6 +1447,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
         m.layout = MRopeSectionLayout::kInterleaved;
       }
       if (ernie_vl) m.layout = MRopeSectionLayout::kAlternatingHw;
+      if (four) {
+        out.notes.push_back(skey + ": four XD-RoPE streams (HunYuan-VL: p, w, h, i), positions "
+                            "[4, batch, seq] from xdrope_position_ids");
+      }
       sections = m;
     }
   }
