@@ -1,5 +1,5 @@
 // M-RoPE (Qwen2-VL) positions for a prompt that mixes text and vision, worked by hand from HF's
-// get_rope_index, then the rotation that uses them.
+// get_rope_index, then the rotation that uses them; and HunYuan-VL's four-stream XD-RoPE ones.
 //
 // 1. "<3 text tokens> <an image> <2 text tokens>". The image is 4 x 6 patches; the vision
 //    encoder merges 2 x 2 patches, so the language model sees a 2 x 3 grid (6 tokens).
@@ -20,6 +20,17 @@
 // 3. A text token's three positions are equal, and M-RoPE then is plain RoPE: token 9 (position 6
 //    in every stream) rotated with mrope_section = (2, 3, 3) equals plain RoPE at position 6.
 // expect: text token 9 under M-RoPE == plain RoPE at position 6: yes
+//
+// 4. XD-RoPE (HunYuan-VL / HunyuanOCR, four streams p, w, h, i): "<2 text> <image_begin> <a
+//    2 x 2 grid, each row ending in a newline token> <image_end> <1 text>". Every stream starts
+//    at the token index; the grid tokens (3 .. 8, rows of 2 + 1 columns) then take their column,
+//    row and image number 0 in w, h, i, while p keeps the token index, so decode continues at
+//    i itself (delta 0).
+// expect: xd p: 0 1 2 3 4 5 6 7 8 9 10
+// expect: xd w: 0 1 2 0 1 2 0 1 2 9 10
+// expect: xd h: 0 1 2 0 0 0 1 1 1 9 10
+// expect: xd i: 0 1 2 0 0 0 0 0 0 9 10
+// expect: xdrope delta = 0
 
 #include <cmath>
 #include <cstdint>
@@ -82,5 +93,17 @@ int main() {
   bool same = true;
   for (int c = 0; c < 16; ++c) same = same && std::abs(q[9 * 16 + c] - plain[c]) <= 1e-6f;
   std::printf("text token 9 under M-RoPE == plain RoPE at position 6: %s\n", same ? "yes" : "no");
+
+  // --- 4. XD-RoPE positions (rotate with sections of four entries, e.g. {16, 16, 16, 16}) -----
+  constexpr int xn = 11;
+  std::vector<std::int64_t> xd(4 * xn);  // [4, batch 1, seq 11]: p, w, h, i
+  const std::int64_t xdelta = posenc::xdrope_position_ids(
+      {posenc::XdRopeImage{/*first=*/3, /*rows=*/2, /*columns=*/2 + 1}}, xn,
+      posenc::TensorView<std::int64_t, 3>(xd.data(), 4, 1, xn));
+  print_stream("xd p", xd, 0, xn);
+  print_stream("xd w", xd, 1, xn);
+  print_stream("xd h", xd, 2, xn);
+  print_stream("xd i", xd, 3, xn);
+  std::printf("xdrope delta = %lld\n", static_cast<long long>(xdelta));
   return same ? 0 : 1;
 }
