@@ -13,7 +13,9 @@
 ///   kAlternatingHw pair j -> h if j < s_h + s_w and j even, -> w if odd, else t; s_h == s_w
 ///                 (HF ERNIE-4.5-VL: its inv_freq "pre-rotated" on the h / w dims and its cos /
 ///                 sin recomposed as stack(h, w) then t: "hwhw...ttt"; the config lists the
-///                 sections as [h, w, t], e.g. [22, 22, 20])
+///                 sections as [h, w, t], e.g. [22, 22, 20]; vLLM's BailingMRotaryEmbedding
+///                 for Ling's BailingMoeV3-VL takes the same map on interleaved pairs, its
+///                 mrope_section listed as [t, h, w])
 ///
 /// XD-RoPE (HunYuan-VL / HunyuanOCR, rope_type "xdrope"): four streams (p, w, h, i) — the
 /// token index, the column and row in the image's LLM grid, the image's ordinal — over four
