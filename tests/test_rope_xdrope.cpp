@@ -7,8 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <posenc/kv_cache.hpp>
 #include <posenc/mrope.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -310,4 +312,88 @@ TEST_CASE("xdrope: four sections need four position streams and the contiguous l
                                                          posenc::RopeLayout::kHalfSplit, sec),
                       Contains("position_ids[3, 0, 2] = -1 must be in [0, 2^53]"));
   REQUIRE(x == x0);
+}
+
+TEST_CASE("xdrope: a HunYuan-VL prompt in the KV cache, then decode by the cache's 1-D RoPE at i, "
+          "equals causal attention over the four streams", "[rope][mrope][xdrope][kv_cache]") {
+  // Prompt: text 2 | image_begin | grid 2 x (3 + newline) | image_end (12 tokens), then 3 decode
+  // tokens at 12, 13, 14 in every stream (delta 0). The prompt's Q / K are turned by XD-RoPE
+  // outside the cache (no plan set); the plan is set for decode. Expected: Tencent's XD-RoPE
+  // of every token and a causal softmax by token index, in long double.
+  const Eigen::Index n = 12, m = 3, N = n + m, Hq = 4, Hk = 2, D = kD;
+  const auto freqs = hunyuan_freqs();
+  const auto inv = hunyuan_inv_freq();
+  const posenc::MRopeSections sec{{4, 4, 4, 4}, posenc::MRopeSectionLayout::kContiguous};
+  std::vector<std::int64_t> prompt_pos(static_cast<std::size_t>(4 * n));
+  REQUIRE(posenc::xdrope_position_ids({{3, 2, 4}}, n, posenc::TensorView<std::int64_t, 3>(prompt_pos.data(), 4, 1, n)) == 0);
+  const auto stream_pos = [&](std::size_t k, Eigen::Index i) {
+    return i < n ? prompt_pos[k * static_cast<std::size_t>(n) + static_cast<std::size_t>(i)] : static_cast<std::int64_t>(i);
+  };
+  const auto q0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hq * D), 51);
+  const auto k0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hk * D), 52);
+  const auto v0 = posenc_test::random_vector<float>(static_cast<std::size_t>(N * Hk * D), 53);
+
+  const auto rotated = [&](const std::vector<float>& x, Eigen::Index i, Eigen::Index heads, Eigen::Index h) {
+    const auto emb = xd_angles(inv, {stream_pos(0, i), stream_pos(1, i), stream_pos(2, i), stream_pos(3, i)}, sec.section);
+    std::vector<long double> row(static_cast<std::size_t>(D));
+    for (Eigen::Index e = 0; e < D; ++e) row[static_cast<std::size_t>(e)] = x[static_cast<std::size_t>((i * heads + h) * D + e)];
+    return rotate_half_apply(row, emb);
+  };
+  const long double scale = 1.0L / std::sqrt(static_cast<long double>(D));
+  const auto expected = [&](Eigen::Index i, Eigen::Index h) {
+    const Eigen::Index g = h / (Hq / Hk);
+    const auto qr = rotated(q0, i, Hq, h);
+    std::vector<long double> w(static_cast<std::size_t>(i + 1));
+    for (Eigen::Index j = 0; j <= i; ++j) {
+      const auto kr = rotated(k0, j, Hk, g);
+      long double dot = 0.0L;
+      for (Eigen::Index e = 0; e < D; ++e) dot += qr[static_cast<std::size_t>(e)] * kr[static_cast<std::size_t>(e)];
+      w[static_cast<std::size_t>(j)] = scale * dot;
+    }
+    const long double top = *std::max_element(w.begin(), w.end());
+    long double sum = 0.0L;
+    std::vector<long double> out(static_cast<std::size_t>(D), 0.0L);
+    for (Eigen::Index j = 0; j <= i; ++j) {
+      const long double e = std::exp(w[static_cast<std::size_t>(j)] - top);
+      sum += e;
+      for (Eigen::Index c = 0; c < D; ++c) out[static_cast<std::size_t>(c)] += e * v0[static_cast<std::size_t>((j * Hk + g) * D + c)];
+    }
+    for (auto& o : out) o /= sum;
+    return out;
+  };
+
+  posenc::KvCache<float> cache(1, N, Hk, D);
+  std::vector<float> q(q0.begin(), q0.begin() + n * Hq * D), k(k0.begin(), k0.begin() + n * Hk * D);
+  posenc::apply_mrope_qk_inplace<float>(heads(q, 1, n, Hq), heads(k, 1, n, Hk), posenc::MRopePositionsView(prompt_pos.data(), 4, 1, n),
+                                        freqs, posenc::RopeLayout::kHalfSplit, sec);
+  std::vector<std::int64_t> index(static_cast<std::size_t>(n));
+  for (Eigen::Index i = 0; i < n; ++i) index[static_cast<std::size_t>(i)] = i;
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, n, Hk, D), posenc::ConstTensorView<float, 4>(v0.data(), 1, n, Hk, D),
+               posenc::PositionIdsView(index.data(), 1, n));
+  std::vector<float> out(static_cast<std::size_t>(n * Hq * D));
+  cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, n, Hq, D), posenc::TensorView<float, 4>(out.data(), 1, n, Hq, D));
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index h = 0; h < Hq; ++h) {
+      const auto e = expected(i, h);
+      for (Eigen::Index c = 0; c < D; ++c) {
+        CAPTURE(i, h, c);
+        REQUIRE_THAT(out[static_cast<std::size_t>((i * Hq + h) * D + c)], Catch::Matchers::WithinAbs(static_cast<double>(e[static_cast<std::size_t>(c)]), 1e-5));
+      }
+    }
+
+  cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  for (Eigen::Index i = n; i < N; ++i) {
+    const std::int64_t at[1] = {i};
+    cache.append(posenc::ConstTensorView<float, 4>(k0.data() + i * Hk * D, 1, 1, Hk, D),
+                 posenc::ConstTensorView<float, 4>(v0.data() + i * Hk * D, 1, 1, Hk, D), posenc::PositionIdsView(at, 1, 1));
+    std::vector<float> step(static_cast<std::size_t>(Hq * D));
+    cache.attend(posenc::ConstTensorView<float, 4>(q0.data() + i * Hq * D, 1, 1, Hq, D), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D));
+    for (Eigen::Index h = 0; h < Hq; ++h) {
+      const auto e = expected(i, h);
+      for (Eigen::Index c = 0; c < D; ++c) {
+        CAPTURE(i, h, c);
+        REQUIRE_THAT(step[static_cast<std::size_t>(h * D + c)], Catch::Matchers::WithinAbs(static_cast<double>(e[static_cast<std::size_t>(c)]), 1e-5));
+      }
+    }
+  }
 }
