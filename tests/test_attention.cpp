@@ -1026,3 +1026,57 @@ TEST_CASE("attention: the RoPE plan's softmax_scale_multiplier scales the defaul
   params.scale = multiplier / std::sqrt(16.0);
   POSENC_REQUIRE_CLOSE(close(out, reference(r, params), 1e-5));
 }
+
+TEST_CASE("attention metadata: assigning a view again rebinds it, the old view's memory stays as it was",
+          "[attention][metadata]") {
+  // std::optional<TensorMap> would copy the new view's elements into the old one's memory
+  // (TensorMap::operator=): a decode loop setting query_positions every step overwrote its first
+  // step's buffer. OptionalView rebinds.
+  std::int64_t first[2] = {1, 2}, second[2] = {7, 8};
+  std::uint8_t mask_a[3] = {1, 1, 1}, mask_b[3] = {0, 1, 1};
+  std::uint8_t tree_a[1] = {1}, tree_b[1] = {1};
+  posenc::AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(first, 1, 2);
+  meta.query_positions = posenc::PositionIdsView(second, 1, 2);
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask_a, 1, 3);
+  meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask_b, 1, 3);
+  meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(tree_a, 1, 1, 1);
+  meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(tree_b, 1, 1, 1);
+  CHECK(first[0] == 1);
+  CHECK(first[1] == 2);
+  CHECK(mask_a[0] == 1);
+  CHECK(meta.query_positions->data() == second);
+  CHECK(meta.key_mask->data() == mask_b);
+  CHECK(meta.tree_mask->data() == tree_b);
+  posenc::AttentionMetadata copy = meta;
+  CHECK(copy.key_mask->data() == mask_b);
+  meta.key_mask = std::nullopt;
+  CHECK_FALSE(meta.key_mask.has_value());
+  CHECK(copy.key_mask.has_value());
+  copy = meta;  // rebinding the whole struct leaves both masks' memory alone too
+  CHECK_FALSE(copy.key_mask);
+  CHECK(mask_b[0] == 0);
+  CHECK(copy.query_positions->data() == second);
+
+  // In use: one decode query over 4 keys, its position set each step through the same
+  // metadata, equals a fresh metadata per step.
+  const Eigen::Index K = 4, H = 2, D = 8;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(H * D), 80);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(K * H * D), 81);
+  posenc::AttentionParams params;
+  params.alibi_slopes = {0.5, 0.25};
+  posenc::AttentionMetadata reused;
+  std::int64_t steps[3] = {3, 10, 40};
+  for (std::int64_t& pos : steps) {
+    reused.query_positions = posenc::PositionIdsView(&pos, 1, 1);
+    posenc::AttentionMetadata fresh;
+    fresh.query_positions = posenc::PositionIdsView(&pos, 1, 1);
+    std::vector<float> a(static_cast<std::size_t>(H * D)), b(a.size());
+    const posenc::ConstTensorView<float, 4> qv(q.data(), 1, 1, H, D), kv(k.data(), 1, K, H, D);
+    posenc::attention<float>(qv, kv, kv, posenc::TensorView<float, 4>(a.data(), 1, 1, H, D), params, reused);
+    posenc::attention<float>(qv, kv, kv, posenc::TensorView<float, 4>(b.data(), 1, 1, H, D), params, fresh);
+    CHECK(a == b);
+  }
+  CHECK(steps[0] == 3);
+  CHECK(steps[1] == 10);
+}

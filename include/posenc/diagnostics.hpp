@@ -303,7 +303,7 @@ struct PositionCheckOptions {
   /// Positions must be < max_length (the plan's / config's length); 0 = not checked.
   std::int64_t max_length = 0;
   /// [batch, seq] 0 = padding: padding slots are skipped, and rows are compared by mask.
-  std::optional<ConstTensorView<std::uint8_t, 2>> attention_mask;
+  OptionalView<ConstTensorView<std::uint8_t, 2>> attention_mask;
   /// Packed sequences restart at 0: a drop to exactly 0 is then not an issue.
   bool allow_restart_at_zero = false;
   /// Stop collecting after this many issues (the report says how many were left out).

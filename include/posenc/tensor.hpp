@@ -3,7 +3,9 @@
 /// The tensor views every posenc kernel takes: row-major maps over the caller's memory.
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include <unsupported/Eigen/CXX11/Tensor>
 
@@ -26,6 +28,50 @@ using Tensor = Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>;
 
 /// Positions are int64, as in PyTorch/HF `position_ids`.
 using PositionIdsView = ConstTensorView<std::int64_t, 2>;  ///< [batch, seq]
+
+/// A view or nothing, for the optional views of parameter structs (AttentionMetadata): assigning
+/// a view rebinds it. std::optional<TensorMap> would not: once engaged, its operator= calls
+/// TensorMap's, which copies the new view's elements into the memory of the old one (a decode
+/// loop that sets query_positions each step would overwrite its first step's buffer).
+template <typename View>
+class OptionalView {
+ public:
+  OptionalView() = default;
+  OptionalView(std::nullopt_t) noexcept {}  // NOLINT: implicit, as std::optional
+  OptionalView(const View& view) : view_(std::in_place, view) {}  // NOLINT: implicit
+  OptionalView(const OptionalView& other) { *this = other; }
+  OptionalView& operator=(const OptionalView& other) {
+    if (this != &other) {
+      view_.reset();
+      if (other.view_) view_.emplace(*other.view_);
+    }
+    return *this;
+  }
+  OptionalView& operator=(const View& view) {
+    view_.reset();
+    view_.emplace(view);
+    return *this;
+  }
+  OptionalView& operator=(std::nullopt_t) noexcept {
+    view_.reset();
+    return *this;
+  }
+  template <typename... Args>
+  View& emplace(Args&&... args) {
+    view_.reset();
+    return view_.emplace(std::forward<Args>(args)...);
+  }
+  void reset() noexcept { view_.reset(); }
+
+  bool has_value() const noexcept { return view_.has_value(); }
+  explicit operator bool() const noexcept { return view_.has_value(); }
+  const View& operator*() const { return *view_; }
+  const View* operator->() const { return &*view_; }
+  const View& value() const { return view_.value(); }
+
+ private:
+  std::optional<View> view_;
+};
 
 /// Axis order of a rank-4 activation tensor (head_dim is always innermost).
 enum class HeadLayout : std::uint8_t {
