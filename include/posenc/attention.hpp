@@ -142,13 +142,15 @@ inline ConstTensorView<float8_e4m3_finite, 4> as_finite_codes(ConstTensorView<fl
 }
 
 /// Per-call positions and key padding as raw rows (each null when absent); rows of batch b at
-/// b * batch_stride for the key-side arrays, b * q_len for query_positions.
+/// b * batch_stride for the key-side arrays, b * q_len for query_positions, b * q_len * q_len
+/// for tree_mask.
 struct AttentionMetaRows {
   const std::int64_t* query_positions = nullptr;
   const std::int64_t* key_positions = nullptr;
   const std::int64_t* key_lengths = nullptr;
   const std::uint8_t* key_mask = nullptr;
   Eigen::Index batch_stride = 0;
+  const std::uint8_t* tree_mask = nullptr;
 };
 
 /// Fills an AttentionProblem from validated views (no copy of params: the decode path calls this
@@ -185,6 +187,7 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.key_lengths = meta.key_lengths;
   p.key_mask = meta.key_mask;
   p.meta_batch_stride = meta.batch_stride;
+  p.tree_mask = meta.tree_mask;
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
 }
 
@@ -209,7 +212,8 @@ inline AttentionMetaRows meta_rows(const AttentionMetadata& m, Eigen::Index k_le
   return {m.query_positions ? m.query_positions->data() : nullptr,
           m.key_positions ? m.key_positions->data() : nullptr,
           m.key_lengths ? m.key_lengths->data() : nullptr,
-          m.key_mask ? m.key_mask->data() : nullptr, k_len};
+          m.key_mask ? m.key_mask->data() : nullptr, k_len,
+          m.tree_mask ? m.tree_mask->data() : nullptr};
 }
 
 /// lse must have q's shape without head_dim: [batch, q_len, heads].
@@ -255,7 +259,8 @@ using lse_t = detail::compute_t<T>;
 /// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
 /// bottom-right; params.sliding_window limits each query to its last W key slots (see
 /// attention_types.hpp), and the kernel skips key tiles outside every query's window;
-/// metadata gives positions (ALiBi) and key padding. Rows with no visible key are written as
+/// metadata gives positions (ALiBi), key padding and a tree mask (speculative decoding: draft
+/// tokens verified in one pass, AttentionMetadata::tree_mask). Rows with no visible key are written as
 /// zeros.
 /// Throws std::invalid_argument (shape mismatch, head_dim mismatch, heads not a multiple of
 /// kv_heads, slope count != heads, bad scale, negative sliding_window, positions outside

@@ -118,16 +118,23 @@ struct AttentionParams {
 };
 
 /// Per-call positions and key padding. Every field is optional; all are views over the
-/// caller's memory, which must outlive the call.
+/// caller's memory, which must outlive the call. Assigning a field rebinds it (OptionalView).
 struct AttentionMetadata {
   /// [batch, q_len]; default: q_pos[b, i] = k_len - q_len + i (bottom-right alignment).
-  std::optional<PositionIdsView> query_positions;
+  OptionalView<PositionIdsView> query_positions;
   /// [batch, k_len]; default: k_pos[b, j] = j.
-  std::optional<PositionIdsView> key_positions;
+  OptionalView<PositionIdsView> key_positions;
   /// [batch]; keys j >= key_lengths[b] are padding (right padding). In [0, k_len].
-  std::optional<ConstTensorView<std::int64_t, 1>> key_lengths;
+  OptionalView<ConstTensorView<std::int64_t, 1>> key_lengths;
   /// [batch, k_len]; 0 marks a padding key (left padding, packed or ragged batches).
-  std::optional<ConstTensorView<std::uint8_t, 2>> key_mask;
+  OptionalView<ConstTensorView<std::uint8_t, 2>> key_mask;
+  /// Tree attention (speculative decoding: verifying a tree of draft tokens in one pass, as
+  /// FlashInfer's custom_mask and vLLM's tree attention): [batch, q_len, q_len]; the queries are
+  /// the last q_len keys, in an order where every token follows its parent, and query i sees
+  /// the keys before them and draft token t only where tree_mask[b, i, t] != 0 (its ancestors
+  /// and itself). Causal mode; entries with t > i must be 0. Positions are the caller's: a draft
+  /// token sits at its parent's position + 1 (query_positions / key_positions, or the cache's).
+  OptionalView<ConstTensorView<std::uint8_t, 3>> tree_mask;
 };
 
 /// The per-tensor scales of an FP8 KV cache (vLLM's k_scale / v_scale, from a checkpoint's
@@ -205,6 +212,30 @@ inline void validate_slopes(std::string_view function, const std::vector<double>
   validate_per_head(function, "alibi_slopes", slopes, heads, true);
 }
 
+/// tree_mask: [batch, q_len, q_len] for the last q_len of k_len keys, causal, t <= i (see
+/// AttentionMetadata::tree_mask).
+inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t, 3> tree,
+                               Eigen::Index batch, Eigen::Index q_len, Eigen::Index k_len,
+                               MaskMode mask) {
+  require(tree.dimension(0) == batch && tree.dimension(1) == q_len && tree.dimension(2) == q_len,
+          fn, "tree_mask shape [", tree.dimension(0), ", ", tree.dimension(1), ", ",
+          tree.dimension(2), "] must be [batch, q_len, q_len] = [", batch, ", ", q_len, ", ",
+          q_len, "]");
+  require(mask == MaskMode::kCausal, fn, "tree_mask needs the causal mask, not ",
+          to_string(mask));
+  require(q_len <= k_len, fn, "tree_mask: q_len = ", q_len, " must be <= k_len = ", k_len,
+          " (the draft tokens are the last q_len keys)");
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index i = 0; i < q_len; ++i) {
+      for (Eigen::Index t = i + 1; t < q_len; ++t) {
+        require(tree(b, i, t) == 0, fn, "tree_mask[", b, ", ", i, ", ", t, "] = ",
+                static_cast<int>(tree(b, i, t)), " must be 0: draft token ", t,
+                " comes after query ", i, " (list every token after its parent)");
+      }
+    }
+  }
+}
+
 /// Checks every shape, parameter and metadata entry of an attention call; throws
 /// std::invalid_argument naming the first bad one. q: [batch, q_len, heads, d];
 /// k: [batch, k_len, kv_heads, d]; v: [batch, k_len, kv_heads, dv]; out: [batch, q_len, heads, dv].
@@ -271,6 +302,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
             "key_mask shape [", meta.key_mask->dimension(0), ", ", meta.key_mask->dimension(1),
             "] must be [batch, k_len] = [", batch, ", ", k_len, "]");
   }
+  if (meta.tree_mask) validate_tree_mask(fn, *meta.tree_mask, batch, q_len, k_len, params.mask);
 }
 
 }  // namespace detail

@@ -396,6 +396,7 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
                      kv_heads = k.dimension(2), dv = v.dimension(3);
   detail::require(q_len <= k_len, fn, "q_len = ", q_len, " must be <= k_len = ", k_len,
                   " (the queries' own keys are the last q_len)");
+  detail::require(!metadata.tree_mask, fn, "tree_mask is not supported by dual chunk attention");
 
   const auto at = [](const auto& view, Eigen::Index b, Eigen::Index len) {
     return view ? view->data() + b * len : nullptr;

@@ -368,6 +368,28 @@ class KvCache {
   /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window) before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
+    attend_with(q, out, params, nullptr);
+  }
+
+  /// \brief attend() for a tree of draft tokens (speculative decoding, FlashInfer's custom_mask,
+  /// vLLM's tree attention): the last q_len slots hold the draft tokens, appended so that each
+  /// follows its parent, each at its parent's position + 1; query i sees every earlier slot and
+  /// draft slot t only where tree_mask[b, i, t] != 0 (its ancestors and itself; see
+  /// AttentionMetadata::tree_mask). After verification, erase the rejected slots (last first)
+  /// and the accepted path is an ordinary prefix at consecutive positions.
+  /// tree_mask: [batch, q_len, q_len], entries with t > i zero.
+  /// Throws std::invalid_argument as attend() does, and for a tree mask of the wrong shape, with
+  /// an entry above its diagonal, or with bidirectional params, before writing anything.
+  template <typename TQ>
+  void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out,
+              ConstTensorView<std::uint8_t, 3> tree_mask, const AttentionParams& params = {}) {
+    attend_with(q, out, params, &tree_mask);
+  }
+
+ private:
+  template <typename TQ>
+  void attend_with(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params,
+                   const ConstTensorView<std::uint8_t, 3>* tree_mask) {
     static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
     constexpr std::string_view fn = "KvCache::attend";
     const Eigen::Index q_len = q.dimension(1);
@@ -379,7 +401,9 @@ class KvCache {
     if (latent_) detail::require_latent_scale(fn, params);
     const ConstTensorView<T, 4> k_shape(k_.data(), batch_, size_, kv_heads_, d_);
     const ConstTensorView<T, 4> v_shape(k_.data(), batch_, size_, kv_heads_, dv_);
-    detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
+    AttentionMetadata checked;
+    if (tree_mask) checked.tree_mask = *tree_mask;
+    detail::validate_attention(fn, q, k_shape, v_shape, out, params, checked);
 
     const std::int64_t* qpos = query_positions(q_len);
     const Eigen::Index k_stride = max_len_ * kv_heads_ * d_;
@@ -390,7 +414,8 @@ class KvCache {
                 : detail::AttentionKvRows<T>{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
                                              k_stride, max_len_ * kv_heads_ * dv_};
     kv.scales = scales_;
-    const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_};
+    const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_,
+                                         tree_mask ? tree_mask->data() : nullptr};
     const Eigen::Index heads = q.dimension(2);
     const auto run = [&](const auto& rows) {
       if (rope_) {
@@ -411,7 +436,6 @@ class KvCache {
     run(kv);
   }
 
- private:
   /// Rounds src [batch, n, kv_heads, width] into slots [first, first + n) of dst (FP8: src /
   /// scale, see to_cache_value).
   template <typename Src>

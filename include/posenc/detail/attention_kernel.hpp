@@ -252,6 +252,7 @@ struct AttentionTileBuffers {
   attn_vector<Acc> m, l, alpha, q_rel, slope, first, limit;  // [slots][rows]
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
   std::vector<std::int64_t> chunk;  // [slots][rows] floor(pos_q / chunk), -1: padding row
+  std::vector<std::int64_t> tree;   // [slots][rows] tree-mask row offset of the query, -1: none
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
   /// in place and pass packs = false.
@@ -302,6 +303,7 @@ struct AttentionTileBuffers {
     row_q.assign(ns * r, 0);
     row_h.assign(ns * r, 0);
     chunk.assign(ns * r, -1);
+    tree.assign(ns * r, -1);
   }
 };
 
@@ -345,6 +347,9 @@ struct AttentionProblem {
   const std::int64_t* key_lengths = nullptr;  // [batch] or null
   const std::uint8_t* key_mask = nullptr;  // row b at key_mask + b * meta_batch_stride, or null
   Eigen::Index meta_batch_stride = 0;
+  // Tree attention: [batch, q_len, q_len], query i of sequence b sees draft key t (key
+  // keys_of(b) - q_len + t) only where tree_mask[(b q_len + i) q_len + t] != 0; null = none.
+  const std::uint8_t* tree_mask = nullptr;
   // Per-sequence key counts (paged batches): sequence b has seq_lens[b] <= k_len keys and its
   // queries align bottom-right to them. Null: every sequence has k_len.
   const std::int64_t* seq_lens = nullptr;
@@ -416,6 +421,14 @@ struct AttentionProblem {
       if (!key_in_chunks(b, j, lo, lo)) return true;
     }
     return false;
+  }
+  /// Tree-mask row of query qi of sequence b (an offset into tree_mask), -1 without one.
+  std::int64_t tree_row(Eigen::Index b, Eigen::Index qi) const {
+    return tree_mask ? static_cast<std::int64_t>((b * q_len + qi) * q_len) : -1;
+  }
+  /// Whether keys [j0, j0 + nk) reach the draft tokens of a tree mask.
+  bool tree_cut(Eigen::Index b, Eigen::Index j0, Eigen::Index nk) const {
+    return tree_mask && j0 + nk > keys_of(b) - q_len;
   }
   /// Row j (kv head 0) of sequence b in K, and in V.
   const TKV* k_row(Eigen::Index b, Eigen::Index j) const {
@@ -650,16 +663,18 @@ struct AttnLaneState {
   const Acc* first;  // first visible key index (sliding window)
   const Acc* limit;  // last visible key index (causal mask, sliding window)
   const std::int64_t* chunk;  // floor(pos_q / chunk) (chunked attention), -1: padding lane
+  const std::int64_t* tree;   // tree-mask row of the lane's query (tree attention), -1: none
   Acc* m;            // running max
   Acc* l;            // running sum of exp
   Acc* alpha;        // out: exp(m_old - m_new) of this tile
 };
 
 /// Which masks cut one K tile: some key is padding, the tile crosses some lane's first or limit
-/// (range), or its keys and lanes mix chunks (chunked attention).
+/// (range), its keys and lanes mix chunks (chunked attention), or it holds draft tokens of a
+/// tree mask.
 struct AttnTileCuts {
-  bool padded = false, range = false, chunk = false;
-  bool any() const { return padded || range || chunk; }
+  bool padded = false, range = false, chunk = false, tree = false;
+  bool any() const { return padded || range || chunk || tree; }
 };
 
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
@@ -719,6 +734,16 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
         const std::int64_t kc = p.k_position(b, j0 + j) / p.chunk;
         for (Eigen::Index i = 0; i < lanes; ++i) {
           if (ls.chunk[i] >= 0 && ls.chunk[i] != kc) srow[i] = -std::numeric_limits<Acc>::infinity();
+        }
+      }
+      if (cuts.tree) {
+        const Eigen::Index t = j0 + j - (p.keys_of(b) - p.q_len);  // draft token t, if >= 0
+        if (t >= 0) {
+          for (Eigen::Index i = 0; i < lanes; ++i) {
+            if (ls.tree[i] >= 0 && p.tree_mask[ls.tree[i] + t] == 0) {
+              srow[i] = -std::numeric_limits<Acc>::infinity();
+            }
+          }
         }
       }
     }
@@ -886,6 +911,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.first[at(r)] = real ? static_cast<Acc>(first) : Acc(0);
       ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
       ws.chunk[at(r)] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
+      ws.tree[at(r)] = real ? p.tree_row(b, qi) : -1;
       // A sink starts the row's online softmax as an entry of logit sink_h and no value.
       const bool sink = real && p.sinks;
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
@@ -958,7 +984,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
     const bool upper_cut = j0 + nk - 1 > first_limit;
     const AttnTileCuts cuts{padded, upper_cut || j0 < last_first,
-                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second)};
+                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second),
+                            p.tree_cut(b, j0, nk)};
     // K and V are packed (and converted), one contiguous run of ns * d elements per key row:
     // the micro-kernels pass over the tile once per row / column block, and unpacked rows
     // kv_heads * d apart would all share L1 sets.
@@ -989,8 +1016,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_rows,
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
                          ws.first.data() + s * rs, ws.limit.data() + s * rs,
-                         ws.chunk.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
-                         alpha});
+                         ws.chunk.data() + s * rs, ws.tree.data() + s * rs, ws.m.data() + s * rs,
+                         ws.l.data() + s * rs, alpha});
       attn_pv<Acc>(st, rs, nrows, alpha, vt + s * dv, vstride, keys,
                    ws.o.data() + s * rs * dv, dv);
     }
@@ -1251,6 +1278,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.first[at] = real ? static_cast<Acc>(first) : Acc(0);
     ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
     ws.chunk[at] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
+    ws.tree[at] = real ? p.tree_row(b, qi) : -1;
     const bool sink = real && p.sinks;  // as in the prefill item
     ws.m[at] = sink ? static_cast<Acc>(p.sinks[h]) : -std::numeric_limits<Acc>::infinity();
     ws.l[at] = sink ? Acc(1) : Acc(0);
@@ -1335,7 +1363,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
       for (Eigen::Index j = 0; j < nk; ++j) padded |= kmask[j0 + j] == 0;
     }
     const AttnTileCuts cuts{padded, j0 + nk - 1 > first_limit || j0 < last_first,
-                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second)};
+                            p.chunk_cut(b, j0, nk, chunks.first, chunks.second),
+                            p.tree_cut(b, j0, nk)};
     // S^T: KJ key rows at a time, each walked once from its first kv head to its last
     // (stream_rows: one at a time).
     Eigen::Index j = 0;
@@ -1374,7 +1403,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const Acc* alpha = ws.alpha.data();
     attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_lanes,
                       {ws.q_rel.data(), ws.slope.data(), ws.first.data(), ws.limit.data(),
-                       ws.chunk.data(), ws.m.data(), ws.l.data(), ws.alpha.data()});
+                       ws.chunk.data(), ws.tree.data(), ws.m.data(), ws.l.data(),
+                       ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {

@@ -99,6 +99,10 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
           }
           if (metadata.key_lengths && j >= (*metadata.key_lengths)(b)) visible = false;
           if (metadata.key_mask && (*metadata.key_mask)(b, j) == 0) visible = false;
+          if (metadata.tree_mask && j >= k_len - q_len &&
+              (*metadata.tree_mask)(b, i, j - (k_len - q_len)) == 0) {
+            visible = false;
+          }
           if (!params.alibi_slopes.empty()) {
             s(i, j) += detail::alibi_value(params.alibi_slopes[static_cast<std::size_t>(h)], pq,
                                            pk, params.mask);

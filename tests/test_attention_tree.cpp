@@ -1,0 +1,333 @@
+// Tree attention (speculative decoding: a tree of draft tokens verified in one pass). The
+// independent expectation is the definition: each draft token must attend exactly as it would
+// in an ordinary causal sequence made of the prefix and its path from the root, at the same
+// positions — computed here in long double, with RoPE turned at each token's position and
+// ALiBi from positions. Plus fused == reference, the KV-cache flow (verify, erase the rejected
+// slots, continue) and the error paths.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/attention.hpp>
+#include <posenc/attention_rope.hpp>
+#include <posenc/dual_chunk_attention.hpp>
+#include <posenc/kv_cache.hpp>
+#include <posenc/reference/attention.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "support/check.hpp"
+#include "support/rng.hpp"
+
+namespace {
+
+using Catch::Matchers::Contains;
+using LD = long double;
+
+/// A draft tree: parent[t] < t, or -1 for a child of the prefix's last token.
+struct Tree {
+  std::vector<int> parent;
+  Eigen::Index size() const { return static_cast<Eigen::Index>(parent.size()); }
+  int depth(int t) const { return parent[static_cast<std::size_t>(t)] < 0 ? 0 : 1 + depth(parent[static_cast<std::size_t>(t)]); }
+  bool ancestor_or_self(int a, int t) const {
+    for (int x = t; x >= 0; x = parent[static_cast<std::size_t>(x)])
+      if (x == a) return true;
+    return false;
+  }
+  /// [q_len, q_len] row-major: 1 where draft token t is an ancestor of i or i itself.
+  std::vector<std::uint8_t> mask() const {
+    const auto n = static_cast<std::size_t>(size());
+    std::vector<std::uint8_t> m(n * n, 0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t t = 0; t < n; ++t) m[i * n + t] = ancestor_or_self(static_cast<int>(t), static_cast<int>(i)) ? 1 : 0;
+    return m;
+  }
+  /// Path root .. t (draft indices).
+  std::vector<int> path(int t) const {
+    std::vector<int> p;
+    for (int x = t; x >= 0; x = parent[static_cast<std::size_t>(x)]) p.push_back(x);
+    std::reverse(p.begin(), p.end());
+    return p;
+  }
+};
+
+/// Half-split RoPE of one row at position pos, long double: pair (j, j + D/2) turns by pos / base^(2j/D).
+std::vector<LD> rope_ld(const float* x, Eigen::Index D, std::int64_t pos, LD base) {
+  std::vector<LD> y(static_cast<std::size_t>(D));
+  const Eigen::Index half = D / 2;
+  for (Eigen::Index j = 0; j < half; ++j) {
+    const LD a = static_cast<LD>(pos) * std::pow(base, -2.0L * static_cast<LD>(j) / static_cast<LD>(D));
+    const LD x1 = x[j], x2 = x[j + half];
+    y[static_cast<std::size_t>(j)] = x1 * std::cos(a) - x2 * std::sin(a);
+    y[static_cast<std::size_t>(j + half)] = x2 * std::cos(a) + x1 * std::sin(a);
+  }
+  return y;
+}
+
+/// Causal attention of the last key's query over `keys` (indices into k / v rows of one
+/// sequence, in sequence order, positions pos[key]), long double. rope: turn q and k at their
+/// positions; slope: ALiBi -slope (pq - pk).
+std::vector<LD> path_attention(const float* q, const std::vector<Eigen::Index>& keys, const std::vector<std::int64_t>& pos,
+                               std::int64_t pq, const float* k, const float* v, Eigen::Index kv_row, Eigen::Index D, bool rope,
+                               LD slope) {
+  const LD base = 10000.0L;
+  const auto qr = rope ? rope_ld(q, D, pq, base) : std::vector<LD>(q, q + D);
+  std::vector<LD> w(keys.size());
+  for (std::size_t n = 0; n < keys.size(); ++n) {
+    const float* kr = k + keys[n] * kv_row;
+    const auto kk = rope ? rope_ld(kr, D, pos[static_cast<std::size_t>(keys[n])], base) : std::vector<LD>(kr, kr + D);
+    LD dot = 0;
+    for (Eigen::Index c = 0; c < D; ++c) dot += qr[static_cast<std::size_t>(c)] * kk[static_cast<std::size_t>(c)];
+    w[n] = dot / std::sqrt(static_cast<LD>(D)) - slope * static_cast<LD>(pq - pos[static_cast<std::size_t>(keys[n])]);
+  }
+  const LD top = *std::max_element(w.begin(), w.end());
+  LD sum = 0;
+  std::vector<LD> out(static_cast<std::size_t>(D), 0);
+  for (std::size_t n = 0; n < keys.size(); ++n) {
+    const LD e = std::exp(w[n] - top);
+    sum += e;
+    for (Eigen::Index c = 0; c < D; ++c) out[static_cast<std::size_t>(c)] += e * v[keys[n] * kv_row + c];
+  }
+  for (auto& o : out) o /= sum;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("tree attention: every draft token attends as in the causal sequence of its own path",
+          "[attention][tree]") {
+  // Trees over prefixes that put the draft block across a key tile boundary or not, and sizes
+  // that take the decode work item (q_len * group <= 4) and the prefill one.
+  struct Case {
+    Eigen::Index prefix, heads, kv_heads;
+    std::vector<Tree> trees;  // one per sequence
+  };
+  const std::vector<Case> cases = {
+      {7, 4, 2, {Tree{{-1, 0, 0, 1, 1, 2, 5}}, Tree{{-1, -1, 0, 1, 2, 0, 5}}}},
+      {121, 4, 1, {Tree{{-1, 0, 1, 0, 3, 3, 1, 2, 7}}}},
+      {5, 2, 1, {Tree{{-1, -1}}, Tree{{-1, 0}}}},
+      {64, 8, 2, {Tree{{-1}}}},
+  };
+  const Eigen::Index D = 32;
+  for (const auto& c : cases)
+    for (const bool rope : {false, true})
+      for (const bool alibi : {false, true}) {
+        const Eigen::Index B = static_cast<Eigen::Index>(c.trees.size()), T = c.trees[0].size(), K = c.prefix + T;
+        CAPTURE(c.prefix, T, B, c.heads, c.kv_heads, rope, alibi);
+        const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * T * c.heads * D), 61);
+        const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(B * K * c.kv_heads * D), 62);
+        const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(B * K * c.kv_heads * D), 63);
+        std::vector<std::uint8_t> mask;
+        std::vector<std::int64_t> qpos, kpos;
+        for (const Tree& tr : c.trees) {
+          REQUIRE(tr.size() == T);
+          const auto m = tr.mask();
+          mask.insert(mask.end(), m.begin(), m.end());
+          for (Eigen::Index j = 0; j < c.prefix; ++j) kpos.push_back(j);
+          for (int t = 0; t < T; ++t) {
+            kpos.push_back(c.prefix + tr.depth(t));
+            qpos.push_back(c.prefix + tr.depth(t));
+          }
+        }
+        posenc::AttentionParams params;
+        if (alibi) params.alibi_slopes = posenc::alibi_slopes(c.heads);
+        posenc::AttentionMetadata meta;
+        meta.query_positions = posenc::PositionIdsView(qpos.data(), B, T);
+        meta.key_positions = posenc::PositionIdsView(kpos.data(), B, K);
+        meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), B, T, T);
+        std::vector<float> out(q.size(), -9.0f);
+        const posenc::ConstTensorView<float, 4> qv(q.data(), B, T, c.heads, D), kv(k.data(), B, K, c.kv_heads, D),
+            vv(v.data(), B, K, c.kv_heads, D);
+        const posenc::TensorView<float, 4> ov(out.data(), B, T, c.heads, D);
+        posenc::RopeParams rp;
+        rp.head_dim = D;
+        if (rope) {
+          posenc::attention_with_rope<float>(qv, kv, vv, ov, posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit,
+                                             params, meta);
+        } else {
+          posenc::attention<float>(qv, kv, vv, ov, params, meta);
+        }
+        const Eigen::Index group = c.heads / c.kv_heads;
+        for (Eigen::Index b = 0; b < B; ++b) {
+          const Tree& tr = c.trees[static_cast<std::size_t>(b)];
+          const std::vector<std::int64_t> pos(kpos.begin() + b * K, kpos.begin() + (b + 1) * K);
+          for (int t = 0; t < T; ++t) {
+            std::vector<Eigen::Index> keys;
+            for (Eigen::Index j = 0; j < c.prefix; ++j) keys.push_back(j);
+            for (const int a : tr.path(t)) keys.push_back(c.prefix + a);
+            for (Eigen::Index h = 0; h < c.heads; ++h) {
+              const Eigen::Index g = h / group;
+              const LD slope = alibi ? static_cast<LD>(params.alibi_slopes[static_cast<std::size_t>(h)]) : 0.0L;
+              const auto expect = path_attention(q.data() + ((b * T + t) * c.heads + h) * D, keys, pos, c.prefix + tr.depth(t),
+                                                 k.data() + b * K * c.kv_heads * D + g * D, v.data() + b * K * c.kv_heads * D + g * D,
+                                                 c.kv_heads * D, D, rope, slope);
+              for (Eigen::Index e = 0; e < D; ++e) {
+                CAPTURE(b, t, h, e);
+                REQUIRE_THAT(out[static_cast<std::size_t>(((b * T + t) * c.heads + h) * D + e)],
+                             Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
+              }
+            }
+          }
+        }
+      }
+}
+
+TEMPLATE_TEST_CASE("tree attention: fused == reference, with soft cap, sinks and two threads", "[attention][tree]", float,
+                   Eigen::bfloat16) {
+  const Eigen::Index B = 2, P = 70, T = 12, K = P + T, H = 8, G = 2, D = 64;
+  const Tree tree{{-1, 0, 0, 1, 2, 2, 4, -1, 7, 8, 3, 10}};
+  const auto m = tree.mask();
+  std::vector<std::uint8_t> mask(m);
+  mask.insert(mask.end(), m.begin(), m.end());
+  mask[static_cast<std::size_t>(T * T + 5 * T + 5)] = 0;  // sequence 1: token 5 does not see itself
+  std::vector<std::int64_t> qpos, kpos;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    for (Eigen::Index j = 0; j < P; ++j) kpos.push_back(j);
+    for (int t = 0; t < T; ++t) kpos.push_back(P + tree.depth(t));
+    for (int t = 0; t < T; ++t) qpos.push_back(P + tree.depth(t));
+  }
+  const auto q = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * T * H * D), 64);
+  const auto k = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * K * G * D), 65);
+  const auto v = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * K * G * D), 66);
+  posenc::AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(qpos.data(), B, T);
+  meta.key_positions = posenc::PositionIdsView(kpos.data(), B, K);
+  meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), B, T, T);
+  const posenc::ConstTensorView<TestType, 4> qv(q.data(), B, T, H, D), kv(k.data(), B, K, G, D), vv(v.data(), B, K, G, D);
+  const double tol = std::is_same_v<TestType, float> ? 1e-5 : 1.6e-2;
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    posenc::AttentionParams params;
+    if (variant == 1) {
+      params.logit_softcap = 2.0;
+      params.alibi_slopes = posenc::alibi_slopes(H);
+    }
+    if (variant == 2) {
+      params.sink_logits.assign(static_cast<std::size_t>(H), 0.5);
+      params.num_threads = 2;
+    }
+    std::vector<TestType> fused(q.size()), ref(q.size());
+    std::vector<double> weights(static_cast<std::size_t>(B * H * T * K));
+    posenc::attention<TestType>(qv, kv, vv, posenc::TensorView<TestType, 4>(fused.data(), B, T, H, D), params, meta);
+    posenc::reference::attention<TestType>(qv, kv, vv, posenc::TensorView<TestType, 4>(ref.data(), B, T, H, D), params, meta,
+                                           posenc::TensorView<double, 4>(weights.data(), B, H, T, K));
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE_THAT(posenc::detail::to_double(fused[i]), Catch::Matchers::WithinAbs(posenc::detail::to_double(ref[i]), tol));
+    }
+    // The reference's weights: zero exactly off the tree, and on it where the mask says.
+    for (Eigen::Index b = 0; b < B; ++b)
+      for (Eigen::Index h = 0; h < H; ++h)
+        for (Eigen::Index i = 0; i < T; ++i)
+          for (Eigen::Index t = 0; t < T; ++t) {
+            const double w = weights[static_cast<std::size_t>(((b * H + h) * T + i) * K + P + t)];
+            CAPTURE(b, h, i, t);
+            REQUIRE((mask[static_cast<std::size_t>((b * T + i) * T + t)] != 0) == (w > 0.0));
+          }
+  }
+}
+
+TEST_CASE("tree attention through a KV cache: verify the draft tree, erase the rejected slots, decode on",
+          "[attention][tree][kv_cache]") {
+  // Prefix of 6 tokens; draft tree 0 -> {1, 2}, 1 -> {3}, 2 -> {4} at positions 6 + depth; the
+  // accepted path is 0, 2, 4 (positions 6, 7, 8); then one more token at position 9. Expected:
+  // long-double causal attention over each token's own sequence, RoPE at its position.
+  const Eigen::Index P = 6, T = 5, Hq = 4, Hk = 2, D = 32;
+  const Tree tree{{-1, 0, 0, 1, 2}};
+  posenc::RopeParams rp;
+  rp.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hq * D), 67);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 68);
+  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 69);
+  // Token n of q / k / v: prefix 0 .. 5, draft 6 .. 10, the next token 11.
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(P + T + 1));
+  for (Eigen::Index j = 0; j < P; ++j) pos[static_cast<std::size_t>(j)] = j;
+  for (int t = 0; t < T; ++t) pos[static_cast<std::size_t>(P + t)] = P + tree.depth(t);
+  pos[static_cast<std::size_t>(P + T)] = P + 3;
+  const auto check = [&](const float* got, Eigen::Index token, const std::vector<Eigen::Index>& keys) {
+    for (Eigen::Index h = 0; h < Hq; ++h) {
+      const auto expect = path_attention(q.data() + (token * Hq + h) * D, keys, pos, pos[static_cast<std::size_t>(token)],
+                                         k.data() + (h / (Hq / Hk)) * D, v.data() + (h / (Hq / Hk)) * D, Hk * D, D, true, 0.0L);
+      for (Eigen::Index e = 0; e < D; ++e) {
+        CAPTURE(token, h, e);
+        REQUIRE_THAT(got[h * D + e], Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
+      }
+    }
+  };
+
+  posenc::KvCache<float> cache(1, 16, Hk, D);
+  cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+  const auto rows = [&](const std::vector<float>& x, Eigen::Index first, Eigen::Index n, Eigen::Index heads) {
+    return posenc::ConstTensorView<float, 4>(x.data() + first * heads * D, 1, n, heads, D);
+  };
+  cache.append(rows(k, 0, P, Hk), rows(v, 0, P, Hk), posenc::PositionIdsView(pos.data(), 1, P));
+  cache.append(rows(k, P, T, Hk), rows(v, P, T, Hk), posenc::PositionIdsView(pos.data() + P, 1, T));
+  const auto mask = tree.mask();
+  std::vector<float> out(static_cast<std::size_t>(T * Hq * D), -9.0f);
+  cache.attend(rows(q, P, T, Hq), posenc::TensorView<float, 4>(out.data(), 1, T, Hq, D),
+               posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T));
+  for (int t = 0; t < T; ++t) {
+    std::vector<Eigen::Index> keys;
+    for (Eigen::Index j = 0; j < P; ++j) keys.push_back(j);
+    for (const int a : tree.path(t)) keys.push_back(P + a);
+    check(out.data() + t * Hq * D, P + t, keys);
+  }
+  // Accept 0, 2, 4: erase draft slots 3 and 1 (slots P + 3, P + 1; the last first).
+  cache.erase(P + 3, 1);
+  cache.erase(P + 1, 1);
+  REQUIRE(cache.size() == P + 3);
+  const std::int64_t next_pos[1] = {P + 3};
+  cache.append(rows(k, P + T, 1, Hk), rows(v, P + T, 1, Hk), posenc::PositionIdsView(next_pos, 1, 1));
+  std::vector<float> step(static_cast<std::size_t>(Hq * D));
+  cache.attend(rows(q, P + T, 1, Hq), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D));
+  check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
+}
+
+TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tree][errors]") {
+  const Eigen::Index P = 4, T = 3, K = P + T, H = 2, D = 8;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(T * H * D), 70);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(K * H * D), 71);
+  std::vector<float> out(q.size(), -9.0f);
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, T, H, D), kv(k.data(), 1, K, H, D);
+  const posenc::TensorView<float, 4> ov(out.data(), 1, T, H, D);
+  std::vector<std::uint8_t> mask = {1, 0, 0, 1, 1, 0, 1, 0, 1};
+  posenc::AttentionMetadata meta;
+  meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T);
+  REQUIRE_NOTHROW(posenc::attention<float>(qv, kv, kv, ov, {}, meta));
+  std::fill(out.begin(), out.end(), -9.0f);
+
+  mask[1] = 1;  // query 0 sees draft token 1, listed after it
+  REQUIRE_THROWS_AS(posenc::attention<float>(qv, kv, kv, ov, {}, meta), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, {}, meta),
+                      Contains("tree_mask[0, 0, 1] = 1 must be 0: draft token 1 comes after query 0"));
+  mask[1] = 0;
+  posenc::AttentionParams bidir;
+  bidir.mask = posenc::MaskMode::kBidirectional;
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, bidir, meta), Contains("tree_mask needs the causal mask"));
+  // emplace: assigning a view to an engaged optional view would copy elements (TensorMap's =).
+  meta.tree_mask.emplace(mask.data(), 1, 1, T);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, {}, meta),
+                      Contains("tree_mask shape [1, 1, 3] must be [batch, q_len, q_len] = [1, 3, 3]"));
+  // More draft tokens than keys.
+  const posenc::ConstTensorView<float, 4> short_k(k.data(), 1, 2, H, D);
+  meta.tree_mask.emplace(mask.data(), 1, T, T);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, short_k, short_k, ov, {}, meta), Contains("tree_mask: q_len = 3 must be <= k_len = 2"));
+  // Dual chunk attention does not take one.
+  posenc::RopeParams rp;
+  rp.head_dim = D;
+  posenc::DualChunkPlan plan;
+  plan.freqs = posenc::compute_rope_frequencies(rp);
+  plan.chunks = {8, 4, 64};
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attention<float>(qv, kv, kv, ov, plan, {}, meta),
+                      Contains("tree_mask is not supported by dual chunk attention"));
+  // The cache's overload: the same checks, nothing written.
+  posenc::KvCache<float> cache(1, 8, H, D);
+  cache.append(kv, kv, posenc::PositionIdsView(std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6}.data(), 1, K));
+  mask[2] = 1;
+  REQUIRE_THROWS_WITH(cache.attend(qv, ov, posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T)),
+                      Contains("KvCache::attend: tree_mask[0, 0, 2] = 1 must be 0"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+}
