@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/check.hpp"
+#include "support/kv_prefill.hpp"
 #include "support/rng.hpp"
 
 namespace {
@@ -366,12 +367,7 @@ TEST_CASE("xdrope: a HunYuan-VL prompt in the KV cache, then decode by the cache
   std::vector<float> q(q0.begin(), q0.begin() + n * Hq * D), k(k0.begin(), k0.begin() + n * Hk * D);
   posenc::apply_mrope_qk_inplace<float>(heads(q, 1, n, Hq), heads(k, 1, n, Hk), posenc::MRopePositionsView(prompt_pos.data(), 4, 1, n),
                                         freqs, posenc::RopeLayout::kHalfSplit, sec);
-  std::vector<std::int64_t> index(static_cast<std::size_t>(n));
-  for (Eigen::Index i = 0; i < n; ++i) index[static_cast<std::size_t>(i)] = i;
-  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, n, Hk, D), posenc::ConstTensorView<float, 4>(v0.data(), 1, n, Hk, D),
-               posenc::PositionIdsView(index.data(), 1, n));
-  std::vector<float> out(static_cast<std::size_t>(n * Hq * D));
-  cache.attend(posenc::ConstTensorView<float, 4>(q.data(), 1, n, Hq, D), posenc::TensorView<float, 4>(out.data(), 1, n, Hq, D));
+  const auto out = posenc_test::prefill_rotated(cache, q.data(), k.data(), v0.data(), n, Hq, Hk, D);
   for (Eigen::Index i = 0; i < n; ++i)
     for (Eigen::Index h = 0; h < Hq; ++h) {
       const auto e = expected(i, h);
