@@ -183,6 +183,53 @@ BENCHMARK(BM_Attention_MaskedPrefill)
     ->Args({4096, 0, 1024})
     ->Unit(benchmark::kMillisecond);
 
+// Speculative decoding: 16 draft tokens (a binary tree, 4 levels deep: EAGLE-style) verified
+// in one call against 4096 cached keys + themselves, GQA 32/8, d = 128, positions by depth;
+// against the same 16 queries as a plain causal chunk (tree:0). The mask touches only the last
+// key tile, so the two should run at the same rate (no floor; the flops are the plain chunk's).
+void BM_Attention_TreeVerify(benchmark::State& state) {
+  const bool tree = state.range(0) != 0;
+  const Eigen::Index prefix = 4096, T = 16, K = prefix + T, heads = 32, kv_heads = 8, d = 128;
+  const auto q = filled(static_cast<std::size_t>(T * heads * d), 7);
+  const auto k = filled(static_cast<std::size_t>(K * kv_heads * d), 8);
+  const auto v = filled(static_cast<std::size_t>(K * kv_heads * d), 9);
+  std::vector<float> out(q.size());
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(T * T), 0);
+  std::vector<std::int64_t> qpos(static_cast<std::size_t>(T)), kpos(static_cast<std::size_t>(K));
+  std::iota(kpos.begin(), kpos.begin() + prefix, std::int64_t{0});
+  for (Eigen::Index t = 0; t < T; ++t) {
+    // Token t's parent is (t - 1) / 2 (t > 0): depth floor(log2(t + 1)).
+    Eigen::Index depth = 0;
+    for (Eigen::Index a = t; a >= 0; a = a > 0 ? (a - 1) / 2 : -1) {
+      mask[static_cast<std::size_t>(t * T + a)] = 1;
+      if (a != t) ++depth;
+    }
+    qpos[static_cast<std::size_t>(t)] = kpos[static_cast<std::size_t>(prefix + t)] = prefix + depth;
+  }
+  posenc::AttentionMetadata meta;
+  if (tree) {
+    meta.query_positions = posenc::PositionIdsView(qpos.data(), 1, T);
+    meta.key_positions = posenc::PositionIdsView(kpos.data(), 1, K);
+    meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T);
+  }
+  posenc::AttentionWorkspace ws;
+  for (auto _ : state) {
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, T, heads, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, K, kv_heads, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, K, kv_heads, d),
+                             posenc::TensorView<float, 4>(out.data(), 1, T, heads, d), {}, meta, &ws);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  double pairs = 0.0;  // the plain chunk's visible pairs: query i sees prefix + i + 1 keys
+  for (Eigen::Index i = 0; i < T; ++i) pairs += static_cast<double>(prefix + i + 1);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 2.0 * pairs * double(d) * double(heads) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(tree ? posenc_bench::ratio_label("verify16/plain", 0.0, "GFLOP/s")
+                      : posenc_bench::baseline_label("verify16/plain"));
+}
+BENCHMARK(BM_Attention_TreeVerify)->ArgNames({"tree"})->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_Attention_CausalPrefill)
     ->Name("BM_Attention_SoftcapPrefill")
     ->ArgNames({"kv", "d", "n", "alibi", "threads", "softcap"})
