@@ -307,6 +307,10 @@ TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tr
   posenc::AttentionParams bidir;
   bidir.mask = posenc::MaskMode::kBidirectional;
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, bidir, meta), Contains("tree_mask needs the causal mask"));
+  posenc::AttentionParams windowed;
+  windowed.sliding_window = 4;
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, windowed, meta),
+                      Contains("tree_mask with sliding_window = 4 is not supported"));
   // emplace: assigning a view to an engaged optional view would copy elements (TensorMap's =).
   meta.tree_mask.emplace(mask.data(), 1, 1, T);
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, {}, meta),

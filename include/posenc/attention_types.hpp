@@ -132,8 +132,9 @@ struct AttentionMetadata {
   /// FlashInfer's custom_mask and vLLM's tree attention): [batch, q_len, q_len]; the queries are
   /// the last q_len keys, in an order where every token follows its parent, and query i sees
   /// the keys before them and draft token t only where tree_mask[b, i, t] != 0 (its ancestors
-  /// and itself). Causal mode; entries with t > i must be 0. Positions are the caller's: a draft
-  /// token sits at its parent's position + 1 (query_positions / key_positions, or the cache's).
+  /// and itself). Causal mode, no sliding window (it counts slots, and a path skips its siblings'
+  /// slots); entries with t > i must be 0. Positions are the caller's: a draft token sits at its
+  /// parent's position + 1 (query_positions / key_positions, or the cache's).
   OptionalView<ConstTensorView<std::uint8_t, 3>> tree_mask;
 };
 
@@ -212,17 +213,22 @@ inline void validate_slopes(std::string_view function, const std::vector<double>
   validate_per_head(function, "alibi_slopes", slopes, heads, true);
 }
 
-/// tree_mask: [batch, q_len, q_len] for the last q_len of k_len keys, causal, t <= i (see
-/// AttentionMetadata::tree_mask).
+/// tree_mask: [batch, q_len, q_len] for the last q_len of k_len keys, causal, no sliding
+/// window, t <= i (see AttentionMetadata::tree_mask).
 inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t, 3> tree,
                                Eigen::Index batch, Eigen::Index q_len, Eigen::Index k_len,
-                               MaskMode mask) {
+                               const AttentionParams& params) {
   require(tree.dimension(0) == batch && tree.dimension(1) == q_len && tree.dimension(2) == q_len,
           fn, "tree_mask shape [", tree.dimension(0), ", ", tree.dimension(1), ", ",
           tree.dimension(2), "] must be [batch, q_len, q_len] = [", batch, ", ", q_len, ", ",
           q_len, "]");
-  require(mask == MaskMode::kCausal, fn, "tree_mask needs the causal mask, not ",
-          to_string(mask));
+  require(params.mask == MaskMode::kCausal, fn, "tree_mask needs the causal mask, not ",
+          to_string(params.mask));
+  // A window counts key slots back from the query's; a draft token's path skips the slots of
+  // its siblings, so the window would not be the one of its own sequence.
+  require(params.sliding_window == 0, fn, "tree_mask with sliding_window = ",
+          params.sliding_window, " is not supported: the window counts slots, and a draft ",
+          "token's path skips its siblings' slots");
   require(q_len <= k_len, fn, "tree_mask: q_len = ", q_len, " must be <= k_len = ", k_len,
           " (the draft tokens are the last q_len keys)");
   for (Eigen::Index b = 0; b < batch; ++b) {
@@ -302,7 +308,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
             "key_mask shape [", meta.key_mask->dimension(0), ", ", meta.key_mask->dimension(1),
             "] must be [batch, k_len] = [", batch, ", ", k_len, "]");
   }
-  if (meta.tree_mask) validate_tree_mask(fn, *meta.tree_mask, batch, q_len, k_len, params.mask);
+  if (meta.tree_mask) validate_tree_mask(fn, *meta.tree_mask, batch, q_len, k_len, params);
 }
 
 }  // namespace detail
