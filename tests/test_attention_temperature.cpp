@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <posenc/attention.hpp>
 #include <posenc/attention_temperature.hpp>
 
 #include <algorithm>
@@ -101,4 +102,60 @@ TEST_CASE("attention temperature: bad input is rejected before anything is writt
                       Contains("attn_scale = nan must be finite"));
   REQUIRE(std::all_of(q.begin(), q.end(), [](float e) { return e == 1.5f; }));
   REQUIRE_THROWS_AS(posenc::attention_temperature(-1), std::invalid_argument);
+}
+
+TEST_CASE("attention temperature: Grok-2's log2(pos) / log2(L) past L, by hand", "[attention][temperature][xai]") {
+  AttentionTemperature t;
+  t.form = posenc::TemperatureForm::kXai;
+  t.temperature_len = 1024;
+  // log2(2048) / log2(1024) = 11 / 10, log2(4096) / 10 = 12 / 10, log2(2^20) / 10 = 2.
+  CHECK(posenc::attention_temperature(0, t) == 1.0);
+  CHECK(posenc::attention_temperature(1024, t) == 1.0);  // pos > L starts the scaling
+  CHECK_THAT(posenc::attention_temperature(1025, t), Catch::Matchers::WithinRel(static_cast<double>(std::log2(1025.0L) / 10.0L), 1e-15));
+  CHECK_THAT(posenc::attention_temperature(2048, t), Catch::Matchers::WithinRel(1.1, 1e-15));
+  CHECK_THAT(posenc::attention_temperature(4096, t), Catch::Matchers::WithinRel(1.2, 1e-15));
+  CHECK_THAT(posenc::attention_temperature(std::int64_t{1} << 20, t), Catch::Matchers::WithinRel(2.0, 1e-15));
+  t.temperature_len = 1;
+  REQUIRE_THROWS_AS(posenc::attention_temperature(5, t), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::attention_temperature(5, t), Contains("temperature_len = 1 must be >= 2"));
+}
+
+TEST_CASE("attention temperature: Grok-2's factor scales the logits before the soft cap, in the fused kernel",
+          "[attention][temperature][xai]") {
+  // One query at position 2048 (t = 1.1 exactly) over 6 keys: the same as the scale times 1.1
+  // with no temperature; with Grok-2's soft cap 30 the cap sees the scaled logits. Keys at 0..4
+  // and the query's own at 2048; values chosen large enough that the cap bites.
+  const Eigen::Index K = 6, H = 2, D = 8;
+  std::vector<float> q = posenc_test::random_vector<float>(static_cast<std::size_t>(H * D), 90);
+  std::vector<float> k = posenc_test::random_vector<float>(static_cast<std::size_t>(K * H * D), 91);
+  for (auto& x : q) x *= 40.0f;
+  for (auto& x : k) x *= 4.0f;
+  std::vector<std::int64_t> kpos = {0, 1, 2, 3, 4, 2048};
+  const std::int64_t qpos[1] = {2048};
+  posenc::AttentionMetadata meta;
+  meta.query_positions = PositionIdsView(qpos, 1, 1);
+  meta.key_positions = PositionIdsView(kpos.data(), 1, K);
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, 1, H, D), kv(k.data(), 1, K, H, D);
+  for (const double cap : {0.0, 30.0}) {
+    CAPTURE(cap);
+    posenc::AttentionParams tempered, scaled;
+    tempered.logit_softcap = scaled.logit_softcap = cap;
+    tempered.query_temperature = AttentionTemperature{};
+    tempered.query_temperature->form = posenc::TemperatureForm::kXai;
+    tempered.query_temperature->temperature_len = 1024;
+    scaled.scale = 1.1 / std::sqrt(static_cast<double>(D));
+    std::vector<float> a(static_cast<std::size_t>(H * D)), b(a.size()), plain(a.size());
+    posenc::attention<float>(qv, kv, kv, TensorView<float, 4>(a.data(), 1, 1, H, D), tempered, meta);
+    posenc::attention<float>(qv, kv, kv, TensorView<float, 4>(b.data(), 1, 1, H, D), scaled, meta);
+    posenc::AttentionParams none;
+    none.logit_softcap = cap;
+    posenc::attention<float>(qv, kv, kv, TensorView<float, 4>(plain.data(), 1, 1, H, D), none, meta);
+    double moved = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE_THAT(a[i], Catch::Matchers::WithinAbs(b[i], 1e-5));
+      moved = std::max(moved, static_cast<double>(std::abs(a[i] - plain[i])));
+    }
+    REQUIRE(moved > 1e-3);  // the temperature does something here
+  }
 }

@@ -1151,3 +1151,35 @@ TEST_CASE("hf_config: HunYuan-VL's xdrope reads as Hunyuan's NTK-alpha with four
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 17]}})"),
                       Contains("sum to rotary_dim / 2 = 64"));
 }
+
+TEST_CASE("hf_config: Grok-2's attn_temperature_len gives every layer the xAI query temperature",
+          "[hf_config][temperature][xai]") {
+  // The attention keys of xai-org/grok-2's config.json (top-level rope_type "original": plain
+  // RoPE, as vLLM's Grok1ScalingRotaryEmbedding reads it).
+  const std::string grok = R"({"model_type": "git", "hidden_size": 8192, "head_dim": 128,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 64,
+      "rope_theta": 208533496, "max_position_embeddings": 131072, "attn_logit_softcapping": 30.0,
+      "attn_temperature_len": 1024, "rope_type": "original", "original_max_position_embeddings": 8192,
+      "scaling_factor": 16.0, "extrapolation_factor": 1.0, "attn_factor": 1.0, "beta_fast": 8, "beta_slow": 1})";
+  const auto c = posenc::parse_hf_config(grok);
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(c.rope.theta == 208533496.0);
+  REQUIRE(c.attention_temperature.has_value());
+  REQUIRE(c.attention_temperature->form == posenc::TemperatureForm::kXai);
+  REQUIRE(c.attention_temperature->temperature_len == 1024);
+  REQUIRE(has_note(c, "Grok-2"));
+  for (const Eigen::Index layer : {Eigen::Index{0}, Eigen::Index{63}}) {
+    const auto p = posenc::hf_attention_params(c, layer);
+    REQUIRE(p.query_temperature.has_value());
+    REQUIRE(p.query_temperature->temperature_len == 1024);
+    REQUIRE(p.logit_softcap == 30.0);
+  }
+  // -1 (SGLang's "off") or absent: none; 1: refused; with Llama-4's tuning: refused.
+  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": -1})")
+                    .attention_temperature);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1})"),
+                      Contains("attn_temperature_len\" = 1 must be >= 2"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1024,
+                                                  "attn_temperature_tuning": true})"),
+                      Contains("one query temperature per model"));
+}

@@ -1,5 +1,7 @@
 #pragma once
 /// \file posenc/attention_temperature.hpp
+/// Query temperatures: a factor t(pos) on each query's logits that grows with its position.
+///
 /// Llama-4's attention temperature tuning: on its NoPE layers (no RoPE, full attention over the
 /// whole context) each query is scaled by a factor that grows with the log of its position, so
 /// that softmax over millions of keys does not flatten (Scalable-Softmax, Nakanishi 2025,
@@ -13,6 +15,15 @@
 /// (_get_attn_scale) compute the same factor in float32 from the position (HF: cache_position,
 /// the same number when nothing is left-padded); posenc forms it in double and multiplies each
 /// element in float (double for double), rounding once to the caller's type, as those do.
+///
+/// xAI's Grok-2 (config attn_temperature_len = L = 1024; SGLang's xai_temperature_len in its
+/// attention kernels) scales the logits of every layer, RoPE or not:
+///
+///   t(pos) = log2(pos) / log2(L) for pos > L, else 1        (TemperatureForm::kXai)
+///
+/// so t = 1.1 at pos 2048 and 1.2 at 4096 with L = 1024. SGLang multiplies scale q.k by it
+/// before the soft cap (Grok-2 caps at 30), in float32 from the query's 0-based position in its
+/// sequence; posenc folds it into the scale (before the cap too), in double.
 ///
 /// Scaling q is the same as scaling the logits of its row, so it composes with any
 /// AttentionParams (the scale, ALiBi, masks): apply it to the NoPE layers' queries before
@@ -57,7 +68,7 @@ void apply_attention_temperature_inplace(TensorView<T, 4> q, PositionIdsView pos
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < seq; ++s) {
       const auto factor = static_cast<C>(detail::temperature_at(positions(b, s), t));
-      if (factor == C(1)) continue;  // every position below floor_scale - 1
+      if (factor == C(1)) continue;  // every position before the first step
       T* row = q.data() + (b * seq + s) * width;
       for (Eigen::Index i = 0; i < width; ++i) {
         row[i] = detail::from_value<T>(detail::to_compute(row[i]) * factor);

@@ -71,12 +71,31 @@ constexpr std::string_view to_string(MaskMode mode) noexcept {
   return "unknown";
 }
 
-/// Llama-4's attention temperature t(pos) = 1 + attn_scale ln(1 + floor((pos + 1) /
-/// floor_scale)) for the queries of its NoPE layers (attention_temperature.hpp); the defaults
-/// are Llama-4's config values.
+/// Which position-dependent factor t(pos) multiplies a query's logits
+/// (attention_temperature.hpp).
+enum class TemperatureForm : std::uint8_t {
+  /// Llama-4's NoPE layers: t = 1 + attn_scale ln(1 + floor((pos + 1) / floor_scale)).
+  kLlama4 = 0,
+  /// xAI's Grok-2 (config attn_temperature_len L; SGLang's xai_temperature_len), every layer:
+  /// t = log2(pos) / log2(L) for pos > L, else 1.
+  kXai = 1,
+};
+
+constexpr std::string_view to_string(TemperatureForm form) noexcept {
+  switch (form) {
+    case TemperatureForm::kLlama4: return "llama4";
+    case TemperatureForm::kXai: return "xai";
+  }
+  return "unknown";
+}
+
+/// A query temperature t(pos) (attention_temperature.hpp); the defaults are Llama-4's config
+/// values.
 struct AttentionTemperature {
-  double floor_scale = 8192.0;  ///< positions per step of the floor; finite, > 0
-  double attn_scale = 0.1;      ///< slope of the log; finite
+  double floor_scale = 8192.0;  ///< kLlama4: positions per step of the floor; finite, > 0
+  double attn_scale = 0.1;      ///< kLlama4: slope of the log; finite
+  TemperatureForm form = TemperatureForm::kLlama4;
+  std::int64_t temperature_len = 0;  ///< kXai: L, the last position left at 1; >= 2
 };
 
 /// Per-model attention configuration (plan once, reuse across layers and steps).
@@ -109,8 +128,9 @@ struct AttentionParams {
   /// (slot - left_padding) and vLLM's chunked local attention have them. Key tiles of other
   /// chunks are skipped: the cost grows with C, not k_len. Must be >= 0.
   std::int64_t attention_chunk_size = 0;
-  /// Llama-4's NoPE layers: each query row's logits also multiplied by t(pos_q) (the query
-  /// temperature, AttentionTemperature), folded into the scale when Q is loaded. Empty = none.
+  /// A query temperature: each query row's logits also multiplied by t(pos_q)
+  /// (AttentionTemperature: Llama-4's NoPE layers, Grok-2's every layer), folded into the scale
+  /// when Q is loaded, so before the soft cap. Empty = none.
   std::optional<AttentionTemperature> query_temperature;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.
@@ -162,6 +182,13 @@ inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::In
 }
 
 inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
+  require(t.form == TemperatureForm::kLlama4 || t.form == TemperatureForm::kXai, fn,
+          "temperature form = ", static_cast<int>(t.form), " is not a TemperatureForm");
+  if (t.form == TemperatureForm::kXai) {
+    require(t.temperature_len >= 2, fn, "temperature_len = ", t.temperature_len,
+            " must be >= 2 (t = log2(pos) / log2(temperature_len))");
+    return;
+  }
   require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",
           t.floor_scale, " must be finite and > 0");
   require(std::isfinite(t.attn_scale), fn, "attn_scale = ", t.attn_scale, " must be finite");
@@ -169,6 +196,12 @@ inline void validate_temperature(std::string_view fn, const AttentionTemperature
 
 /// t(position) in double (validated parameters, position in [0, 2^53]).
 inline double temperature_at(std::int64_t position, const AttentionTemperature& t) {
+  if (t.form == TemperatureForm::kXai) {
+    return position > t.temperature_len
+               ? std::log2(static_cast<double>(position)) /
+                     std::log2(static_cast<double>(t.temperature_len))
+               : 1.0;
+  }
   return 1.0 + t.attn_scale *
                    std::log1p(std::floor((static_cast<double>(position) + 1.0) / t.floor_scale));
 }

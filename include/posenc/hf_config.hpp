@@ -203,8 +203,9 @@ struct HfModelConfig {
   /// layers whose layer_types entry is "chunked_attention".
   std::int64_t attention_chunk_size = 0;
   /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale)
-  /// for the queries of the NoPE layers (layer_uses_rope[i] == false): hf_attention_params sets
-  /// it as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
+  /// for the queries of the NoPE layers (layer_uses_rope[i] == false), or Grok-2's
+  /// attn_temperature_len (TemperatureForm::kXai) for every layer: hf_attention_params sets it
+  /// as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
   /// Empty when the model does not tune.
   std::optional<AttentionTemperature> attention_temperature;
   /// Qwen2.5-1M's dual_chunk_attention_config (chunk_size, local_size,
@@ -1286,6 +1287,22 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("attn_temperature_tuning"), "must be a bool or a number, got ", at->type_name());
     }
   }
+  // Grok-2: attn_temperature_len L > 0 scales every layer's logits by log2(pos) / log2(L) past
+  // L (SGLang's xai_temperature_len; -1 or absent: none).
+  if (auto len = r.integer(c, "attn_temperature_len", path("attn_temperature_len")); len && *len > 0) {
+    if (tuning) {
+      r.fail(path("attn_temperature_len"), "and attn_temperature_tuning are both set: one ",
+             "query temperature per model");
+    }
+    if (*len < 2) r.fail(path("attn_temperature_len"), "= ", *len, " must be >= 2 (or <= 0: none)");
+    AttentionTemperature t;
+    t.form = TemperatureForm::kXai;
+    t.temperature_len = *len;
+    out.attention_temperature = t;
+    out.notes.push_back("attention temperature (Grok-2, SGLang xai_temperature_len) on every "
+                        "layer: logits times log2(pos) / log2(" + std::to_string(*len) +
+                        ") past position " + std::to_string(*len));
+  }
   if (tuning) {
     AttentionTemperature t;
     if (auto fs = r.number(c, "floor_scale", path("floor_scale"))) t.floor_scale = *fs;
@@ -1541,8 +1558,9 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
 
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
 /// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
-/// "chunked_attention" layers (Llama-4) its attention_chunk_size and on NoPE layers its query
-/// temperature (Llama-4's attn_temperature_tuning); causal mask,
+/// "chunked_attention" layers (Llama-4) its attention_chunk_size and its query temperature
+/// (Llama-4's attn_temperature_tuning on NoPE layers, Grok-2's attn_temperature_len on all);
+/// causal mask,
 /// one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
 /// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
@@ -1555,7 +1573,11 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   // ... and its NoPE layers scale their queries (attn_temperature_tuning).
   const bool nope = layer < static_cast<Eigen::Index>(c.layer_uses_rope.size()) &&
                     !c.layer_uses_rope[static_cast<std::size_t>(layer)];
-  if (nope && c.attention_temperature) p.query_temperature = c.attention_temperature;
+  // Grok-2's temperature applies to every layer.
+  if (c.attention_temperature &&
+      (nope || c.attention_temperature->form == TemperatureForm::kXai)) {
+    p.query_temperature = c.attention_temperature;
+  }
   if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
   if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
   p.logit_softcap = c.attn_logit_softcapping;
