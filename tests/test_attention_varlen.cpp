@@ -162,3 +162,109 @@ TEST_CASE("attention varlen: bad cu_seqlens and shapes throw before anything is 
   REQUIRE_THROWS_WITH(call({0, 3, 5}, {0, 4, 6}, params), Contains("alibi_slopes has 1 entries"));
   CHECK(untouched());
 }
+
+TEST_CASE("attention varlen: per-token positions and draft-tree masks equal the reference on each sequence with "
+          "the same metadata",
+          "[attention][varlen][tree]") {
+  // Sequence 0: a prefill chunk of 3 after 4 cached keys at positions 10.. (a trimmed prefix);
+  // sequence 1: a draft tree of 4 tokens (parents -1, 0, -1, 2) after 5 keys, at depths 5 5 6
+  // ... ; sequence 2: no queries; sequence 3: one decode token with a 1 x 1 tree (itself).
+  const Packed x({3, 4, 0, 1}, {7, 9, 2, 6});
+  std::vector<std::int64_t> qpos, kpos;
+  for (std::int64_t j = 0; j < 7; ++j) kpos.push_back(10 + j);
+  for (std::int64_t i = 0; i < 3; ++i) qpos.push_back(14 + i);
+  const int parent[4] = {-1, 0, -1, 2};
+  std::int64_t depth[4];
+  for (int t = 0; t < 4; ++t) depth[t] = parent[t] < 0 ? 0 : depth[parent[t]] + 1;
+  for (std::int64_t j = 0; j < 5; ++j) kpos.push_back(j);
+  for (int t = 0; t < 4; ++t) kpos.push_back(5 + depth[t]);
+  for (int t = 0; t < 4; ++t) qpos.push_back(5 + depth[t]);
+  kpos.push_back(0);
+  kpos.push_back(1);
+  for (std::int64_t j = 0; j < 6; ++j) kpos.push_back(100 + j);
+  qpos.push_back(105);
+  // Masks: sequence 0 a plain causal block, sequence 1 the tree, sequence 3 [1].
+  std::vector<std::uint8_t> masks = {1, 0, 0, 1, 1, 0, 1, 1, 1};
+  for (int i = 0; i < 4; ++i)
+    for (int t = 0; t < 4; ++t) {
+      bool anc = false;
+      for (int a = i; a >= 0; a = parent[a]) anc = anc || a == t;
+      masks.push_back(anc ? 1 : 0);
+    }
+  masks.push_back(1);
+  REQUIRE(static_cast<Eigen::Index>(qpos.size()) == x.total_q());
+  REQUIRE(static_cast<Eigen::Index>(kpos.size()) == x.total_k());
+  posenc::VarlenMetadata meta;
+  meta.query_positions = ConstTensorView<std::int64_t, 1>(qpos.data(), x.total_q());
+  meta.key_positions = ConstTensorView<std::int64_t, 1>(kpos.data(), x.total_k());
+  meta.tree_masks = ConstTensorView<std::uint8_t, 1>(masks.data(), static_cast<Eigen::Index>(masks.size()));
+  AttentionParams params;
+  params.alibi_slopes = posenc::alibi_slopes(H);
+  const auto packed_views = [&](std::vector<float>& out) {
+    return std::tuple{ConstTensorView<float, 3>(x.q.data(), x.total_q(), H, d), ConstTensorView<float, 3>(x.k.data(), x.total_k(), KH, d),
+                      ConstTensorView<float, 3>(x.v.data(), x.total_k(), KH, d), TensorView<float, 3>(out.data(), x.total_q(), H, d),
+                      ConstTensorView<std::int64_t, 1>(x.cu_q.data(), x.seqs() + 1),
+                      ConstTensorView<std::int64_t, 1>(x.cu_k.data(), x.seqs() + 1)};
+  };
+  std::vector<float> out(x.q.size(), -9.0f);
+  {
+    const auto [qv, kv, vv, ov, cq, ck] = packed_views(out);
+    posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, meta);
+  }
+  std::size_t mask0 = 0;
+  for (Eigen::Index s = 0; s < x.seqs(); ++s) {
+    const Eigen::Index q0 = x.cu_q[static_cast<std::size_t>(s)], ql = x.cu_q[static_cast<std::size_t>(s) + 1] - q0;
+    const Eigen::Index k0 = x.cu_k[static_cast<std::size_t>(s)], kl = x.cu_k[static_cast<std::size_t>(s) + 1] - k0;
+    if (ql == 0) continue;
+    posenc::AttentionMetadata m;
+    m.query_positions = posenc::PositionIdsView(qpos.data() + q0, 1, ql);
+    m.key_positions = posenc::PositionIdsView(kpos.data() + k0, 1, kl);
+    m.tree_mask = ConstTensorView<std::uint8_t, 3>(masks.data() + mask0, 1, ql, ql);
+    mask0 += static_cast<std::size_t>(ql * ql);
+    std::vector<float> ref(static_cast<std::size_t>(ql * H * d));
+    posenc::reference::attention<float>(ConstTensorView<float, 4>(x.q.data() + q0 * H * d, 1, ql, H, d),
+                                        ConstTensorView<float, 4>(x.k.data() + k0 * KH * d, 1, kl, KH, d),
+                                        ConstTensorView<float, 4>(x.v.data() + k0 * KH * d, 1, kl, KH, d),
+                                        TensorView<float, 4>(ref.data(), 1, ql, H, d), params, m);
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(s, i);
+      REQUIRE_THAT(out[static_cast<std::size_t>(q0 * H * d) + i], Catch::Matchers::WithinAbs(ref[i], 1e-5));
+    }
+  }
+  // The positions matter: slot positions instead give other ALiBi distances.
+  std::vector<float> by_slot(x.q.size());
+  {
+    const auto [qv, kv, vv, ov, cq, ck] = packed_views(by_slot);
+    posenc::VarlenMetadata trees_only;
+    trees_only.tree_masks = ConstTensorView<std::uint8_t, 1>(masks.data(), static_cast<Eigen::Index>(masks.size()));
+    posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, trees_only);
+  }
+  double moved = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i) moved = std::max(moved, static_cast<double>(std::abs(out[i] - by_slot[i])));
+  REQUIRE(moved > 1e-3);
+
+  // Errors, nothing written.
+  std::vector<float> untouched(x.q.size(), -9.0f);
+  const auto [qv, kv, vv, ov, cq, ck] = packed_views(untouched);
+  posenc::VarlenMetadata bad = meta;
+  bad.tree_masks = ConstTensorView<std::uint8_t, 1>(masks.data(), static_cast<Eigen::Index>(masks.size()) - 1);
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, bad),
+                      Contains("tree_masks has 25 entries; it must have sum over sequences of q_len^2 = 26"));
+  bad = meta;
+  bad.key_positions = ConstTensorView<std::int64_t, 1>(kpos.data(), x.total_k() - 1);
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, bad),
+                      Contains("key_positions has 23 entries; it must have total_k = 24"));
+  std::vector<std::uint8_t> upper = masks;
+  upper[9 + 1] = 1;  // sequence 1, query 0 sees draft token 1
+  bad = meta;
+  bad.tree_masks = ConstTensorView<std::uint8_t, 1>(upper.data(), static_cast<Eigen::Index>(upper.size()));
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, bad),
+                      Contains("tree_mask[0, 0, 1] = 1 must be 0"));
+  std::vector<std::int64_t> negative = qpos;
+  negative[4] = -1;
+  bad = meta;
+  bad.query_positions = ConstTensorView<std::int64_t, 1>(negative.data(), x.total_q());
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(qv, kv, vv, ov, cq, ck, params, bad),
+                      Contains("query_positions[0, 1] = -1 must be in [0, 2^53]"));
+  for (const float y : untouched) REQUIRE(y == -9.0f);
+}
