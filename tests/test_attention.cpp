@@ -1052,6 +1052,8 @@ TEST_CASE("attention metadata: assigning a view again rebinds it, the old view's
   CHECK(copy.key_mask->data() == mask_b);
   meta.key_mask = std::nullopt;
   CHECK_FALSE(meta.key_mask.has_value());
+  CHECK(meta.key_mask == std::nullopt);
+  CHECK(meta.query_positions != std::nullopt);
   CHECK(copy.key_mask.has_value());
   copy = meta;  // rebinding the whole struct leaves both masks' memory alone too
   CHECK_FALSE(copy.key_mask);

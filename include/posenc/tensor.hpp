@@ -68,6 +68,8 @@ class OptionalView {
   const View& operator*() const { return *view_; }
   const View* operator->() const { return &*view_; }
   const View& value() const { return view_.value(); }
+  friend bool operator==(const OptionalView& v, std::nullopt_t) noexcept { return !v.view_; }
+  friend bool operator!=(const OptionalView& v, std::nullopt_t) noexcept { return v.view_.has_value(); }
 
  private:
   std::optional<View> view_;
