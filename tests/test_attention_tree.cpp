@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/attention.hpp>
+#include <posenc/attention_paged.hpp>
 #include <posenc/attention_rope.hpp>
 #include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
@@ -334,4 +335,79 @@ TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tr
   REQUIRE_THROWS_WITH(cache.attend(qv, ov, posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T)),
                       Contains("KvCache::attend: tree_mask[0, 0, 2] = 1 must be 0"));
   for (const float x : out) REQUIRE(x == -9.0f);
+}
+
+TEMPLATE_TEST_CASE("tree attention over a paged pool equals attention() over the same keys laid out contiguously",
+                   "[attention][tree][paged]", float, Eigen::bfloat16) {
+  // Pages of 4 keys, handed out in a scrambled order; sequence 0 holds 6 prefix keys + 5 draft
+  // tokens, sequence 1 holds 2 + 5. Keys and queries are taken as already rotated by the caller.
+  const Eigen::Index page = 4, pages = 8, T = 5, H = 4, G = 2, D = 16;
+  const std::vector<Eigen::Index> prefix = {6, 2};
+  const Tree trees[2] = {Tree{{-1, 0, 1, 0, -1}}, Tree{{-1, -1, 1, 2, 0}}};
+  const std::vector<std::int32_t> order = {5, 2, 7, 0, 3, 6, 1, 4};
+  const auto q = posenc_test::random_vector<TestType>(static_cast<std::size_t>(2 * T * H * D), 81);
+  std::vector<TestType> k_pages(static_cast<std::size_t>(pages * page * G * D)), v_pages(k_pages.size());
+  std::vector<std::int32_t> table(2 * 3, 0);
+  std::vector<std::int64_t> lens = {prefix[0] + T, prefix[1] + T};
+  std::vector<std::uint8_t> mask;
+  std::vector<float> out(q.size(), -9.0f);
+  std::size_t next = 0;
+  std::vector<std::vector<TestType>> k_seq(2), v_seq(2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const auto m = trees[b].mask();
+    mask.insert(mask.end(), m.begin(), m.end());
+    const auto n = static_cast<std::size_t>(lens[b]);
+    k_seq[b] = posenc_test::random_vector<TestType>(n * static_cast<std::size_t>(G * D), 82 + b);
+    v_seq[b] = posenc_test::random_vector<TestType>(n * static_cast<std::size_t>(G * D), 84 + b);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j % static_cast<std::size_t>(page) == 0) table[b * 3 + j / static_cast<std::size_t>(page)] = order[next++];
+      const std::size_t slot = static_cast<std::size_t>(table[b * 3 + j / static_cast<std::size_t>(page)]) * static_cast<std::size_t>(page) +
+                               j % static_cast<std::size_t>(page);
+      std::copy_n(k_seq[b].begin() + static_cast<std::ptrdiff_t>(j * G * D), G * D, k_pages.begin() + static_cast<std::ptrdiff_t>(slot * G * D));
+      std::copy_n(v_seq[b].begin() + static_cast<std::ptrdiff_t>(j * G * D), G * D, v_pages.begin() + static_cast<std::ptrdiff_t>(slot * G * D));
+    }
+  }
+  std::vector<TestType> paged_out(q.size());
+  const posenc::ConstTensorView<TestType, 4> kp(k_pages.data(), pages, page, G, D), vp(v_pages.data(), pages, page, G, D);
+  const posenc::ConstTensorView<std::int32_t, 2> tv(table.data(), 2, 3);
+  const posenc::ConstTensorView<std::int64_t, 1> lv(lens.data(), 2);
+  const posenc::ConstTensorView<std::uint8_t, 3> mv(mask.data(), 2, T, T);
+  posenc::attention_paged<TestType, TestType>(posenc::ConstTensorView<TestType, 4>(q.data(), 2, T, H, D), kp, vp, tv, lv,
+                                              posenc::TensorView<TestType, 4>(paged_out.data(), 2, T, H, D), mv);
+  for (Eigen::Index b = 0; b < 2; ++b) {
+    std::vector<TestType> ref(static_cast<std::size_t>(T * H * D));
+    posenc::AttentionMetadata meta;
+    meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data() + b * T * T, 1, T, T);
+    const Eigen::Index n = lens[static_cast<std::size_t>(b)];
+    posenc::attention<TestType>(posenc::ConstTensorView<TestType, 4>(q.data() + b * T * H * D, 1, T, H, D),
+                                posenc::ConstTensorView<TestType, 4>(k_seq[static_cast<std::size_t>(b)].data(), 1, n, G, D),
+                                posenc::ConstTensorView<TestType, 4>(v_seq[static_cast<std::size_t>(b)].data(), 1, n, G, D),
+                                posenc::TensorView<TestType, 4>(ref.data(), 1, T, H, D), {}, meta);
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(b, i);
+      REQUIRE(posenc::detail::to_double(paged_out[static_cast<std::size_t>(b * T * H * D) + i]) ==
+              Approx(posenc::detail::to_double(ref[i])).margin(std::is_same_v<TestType, float> ? 1e-6 : 8e-3));
+    }
+  }
+  // The mask matters here (sequence 1's siblings 0 and 1 do not see each other).
+  std::vector<TestType> unmasked(q.size());
+  posenc::attention_paged<TestType, TestType>(posenc::ConstTensorView<TestType, 4>(q.data(), 2, T, H, D), kp, vp, tv, lv,
+                                              posenc::TensorView<TestType, 4>(unmasked.data(), 2, T, H, D));
+  REQUIRE(unmasked != paged_out);
+
+  // Errors, nothing written: ALiBi (paged positions are slots), a sequence shorter than q_len.
+  std::vector<TestType> untouched(q.size(), TestType(-9.0f));
+  const posenc::TensorView<TestType, 4> uv(untouched.data(), 2, T, H, D);
+  posenc::AttentionParams alibi;
+  alibi.alibi_slopes = posenc::alibi_slopes(H);
+  const auto verify = [&](posenc::ConstTensorView<std::int64_t, 1> seq_lens, const posenc::AttentionParams& params) {
+    posenc::attention_paged<TestType, TestType>(posenc::ConstTensorView<TestType, 4>(q.data(), 2, T, H, D), kp, vp, tv, seq_lens, uv,
+                                                mv, params);
+  };
+  REQUIRE_THROWS_WITH(verify(lv, alibi),
+                      Contains("tree_mask with ALiBi, attention chunks or a query temperature needs the draft tokens' positions"));
+  std::vector<std::int64_t> short_lens = {prefix[0] + T, 3};
+  REQUIRE_THROWS_WITH(verify(posenc::ConstTensorView<std::int64_t, 1>(short_lens.data(), 2), {}),
+                      Contains("seq_lens[1] = 3 must be >= q_len = 5 with tree_mask"));
+  for (const auto x : untouched) REQUIRE(posenc::detail::to_double(x) == -9.0);
 }

@@ -99,7 +99,8 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
                          const AttentionParams& params, AttentionWorkspace& workspace,
                          compute_t<TQ>* lse = nullptr, const std::int64_t* q_pos = nullptr,
                          double softmax_scale_multiplier = 1.0, bool values_in_keys = false,
-                         std::int64_t stream_bytes = 0, const KvScales& scales = {}) {
+                         std::int64_t stream_bytes = 0, const KvScales& scales = {},
+                         const std::uint8_t* tree_mask = nullptr) {
   using Acc = compute_t<TQ>;
   AttentionProblem<Acc, TQ, TKV, TO> p;
   p.q = q.data();
@@ -124,7 +125,53 @@ void run_attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pag
   p.page_table = page_table.data();
   p.page_size = k_pages.dimension(1);
   p.page_table_stride = page_table.dimension(1);
+  p.tree_mask = tree_mask;
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
+}
+
+/// attention_paged with or without a tree mask (null).
+template <typename TQ, typename TKV>
+void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
+                             ConstTensorView<TKV, 4> k_pages, ConstTensorView<TKV, 4> v_pages,
+                             ConstTensorView<std::int32_t, 2> page_table,
+                             ConstTensorView<std::int64_t, 1> seq_lens, TensorView<TQ, 4> out,
+                             const ConstTensorView<std::uint8_t, 3>* tree_mask,
+                             const AttentionParams& params, AttentionWorkspace* workspace,
+                             std::optional<TensorView<lse_t<TQ>, 3>> lse, const KvScales& scales) {
+  static_assert(is_storage_type_v<TQ> && is_kv_storage_type_v<TKV>,
+                "posenc: q must be float, double, Eigen::half or Eigen::bfloat16, the pages "
+                "one of those or FP8");
+  const Eigen::Index batch = q.dimension(0);
+  validate_kv_scales(fn, scales, 0, false);
+  validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
+  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
+  // only their dimensions are read.
+  const Eigen::Index longest = std::max<Eigen::Index>(1, longest_sequence(seq_lens));
+  const ConstTensorView<TKV, 4> k_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
+                                        k_pages.dimension(3));
+  const ConstTensorView<TKV, 4> v_shape(v_pages.data(), batch, longest, v_pages.dimension(2),
+                                        v_pages.dimension(3));
+  AttentionMetadata checked;
+  if (tree_mask) {
+    checked.tree_mask = *tree_mask;
+    // Paged positions are the slots; a draft token's is its depth, which only RoPE applied by
+    // the caller (keys in the pages, q) carries here.
+    require(params.alibi_slopes.empty() && params.attention_chunk_size == 0 &&
+                !params.query_temperature,
+            fn, "tree_mask with ALiBi, attention chunks or a query temperature needs the draft ",
+            "tokens' positions, and paged attention takes its positions from the slots");
+    for (Eigen::Index b = 0; b < batch; ++b) {
+      require(seq_lens(b) >= q.dimension(1), fn, "seq_lens[", b, "] = ", seq_lens(b),
+              " must be >= q_len = ", q.dimension(1), " with tree_mask: the draft tokens are ",
+              "each sequence's last q_len keys");
+    }
+  }
+  validate_attention(fn, q, k_shape, v_shape, out, params, checked);
+  if (lse) validate_lse(fn, q, *lse);
+  AttentionWorkspace local;
+  run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
+                      workspace ? *workspace : local, lse ? lse->data() : nullptr, nullptr, 1.0,
+                      false, 0, scales, tree_mask ? tree_mask->data() : nullptr);
 }
 
 }  // namespace detail
@@ -149,26 +196,27 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                      const AttentionParams& params = {}, AttentionWorkspace* workspace = nullptr,
                      std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt,
                      const KvScales& scales = {}) {
-  static_assert(detail::is_storage_type_v<TQ> && detail::is_kv_storage_type_v<TKV>,
-                "posenc: q must be float, double, Eigen::half or Eigen::bfloat16, the pages "
-                "one of those or FP8");
-  constexpr std::string_view fn = "attention_paged";
-  const Eigen::Index batch = q.dimension(0);
-  detail::validate_kv_scales(fn, scales, 0, false);
-  detail::validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
-  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
-  // only their dimensions are read.
-  const Eigen::Index longest = std::max<Eigen::Index>(1, detail::longest_sequence(seq_lens));
-  const ConstTensorView<TKV, 4> k_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
-                                        k_pages.dimension(3));
-  const ConstTensorView<TKV, 4> v_shape(v_pages.data(), batch, longest, v_pages.dimension(2),
-                                        v_pages.dimension(3));
-  detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
-  if (lse) detail::validate_lse(fn, q, *lse);
-  AttentionWorkspace local;
-  detail::run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
-                              workspace ? *workspace : local, lse ? lse->data() : nullptr,
-                              nullptr, 1.0, false, 0, scales);
+  detail::attention_paged_checked("attention_paged", q, k_pages, v_pages, page_table, seq_lens,
+                                  out, nullptr, params, workspace, lse, scales);
+}
+
+/// \brief attention_paged verifying a tree of draft tokens per sequence (speculative decoding;
+/// AttentionMetadata::tree_mask): the draft tokens are each sequence's last q_len keys, already
+/// in the pages with q and k rotated by the caller at their depths (each its parent's position
+/// + 1). tree_mask: [batch, q_len, q_len], entries with t > i zero.
+/// Throws std::invalid_argument as attention_paged does, and for a bad tree mask (shape, an
+/// entry above its diagonal), a sequence shorter than q_len, a window, ALiBi, chunks or a query
+/// temperature (paged positions are slots), before writing anything.
+template <typename TQ, typename TKV>
+void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
+                     ConstTensorView<TKV, 4> v_pages, ConstTensorView<std::int32_t, 2> page_table,
+                     ConstTensorView<std::int64_t, 1> seq_lens, TensorView<TQ, 4> out,
+                     ConstTensorView<std::uint8_t, 3> tree_mask, const AttentionParams& params = {},
+                     AttentionWorkspace* workspace = nullptr,
+                     std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt,
+                     const KvScales& scales = {}) {
+  detail::attention_paged_checked("attention_paged", q, k_pages, v_pages, page_table, seq_lens,
+                                  out, &tree_mask, params, workspace, lse, scales);
 }
 
 /// \brief Absorbed MLA over a paged pool of latent rows (vLLM's MLA backends, FlashMLA's
