@@ -1168,12 +1168,18 @@ TEST_CASE("hf_config: Grok-2's attn_temperature_len gives every layer the xAI qu
   REQUIRE(c.attention_temperature->form == posenc::TemperatureForm::kXai);
   REQUIRE(c.attention_temperature->temperature_len == 1024);
   REQUIRE(has_note(c, "Grok-2"));
+  REQUIRE(has_note(c, "rope_type = \"original\" at the top level"));
   for (const Eigen::Index layer : {Eigen::Index{0}, Eigen::Index{63}}) {
     const auto p = posenc::hf_attention_params(c, layer);
     REQUIRE(p.query_temperature.has_value());
     REQUIRE(p.query_temperature->temperature_len == 1024);
     REQUIRE(p.logit_softcap == 30.0);
   }
+  // Grok's other top-level modes have no released config: refused, not planned as plain RoPE.
+  std::string yarn_log = grok;
+  yarn_log.replace(yarn_log.find("\"original\""), std::string("\"original\"").size(), "\"yarn_log\"");
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(yarn_log), Contains("rope_type\" = \"yarn_log\" at the top level") &&
+                                                             Contains("is not supported"));
   // -1 (SGLang's "off") or absent: none; 1: refused; with Llama-4's tuning: refused.
   REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": -1})")
                     .attention_temperature);

@@ -1333,6 +1333,22 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     dpath = path("rope_scaling");
   }
   if (dict && !dict->is_object()) r.fail(dpath, "must be an object, got ", dict->type_name());
+  // Grok (xai-org/grok-2) names its RoPE recipe at the top level, beside scaling_factor /
+  // original_max_position_embeddings / beta_fast / beta_slow / extrapolation_factor /
+  // attn_factor: vLLM's Grok1ScalingRotaryEmbedding, whose "original" is plain RoPE (its mscale
+  // is computed but never applied). Its other modes (yarn, yarn_linear, yarn_log, theta_scale)
+  // have no released config; refused rather than planned as plain RoPE.
+  if (!dict) {
+    if (auto top = r.string(c, "rope_type", path("rope_type"))) {
+      if (*top != "original" && *top != "default") {
+        r.fail(path("rope_type"), "= \"", *top, "\" at the top level (Grok's scaling modes, vLLM ",
+               "Grok1ScalingRotaryEmbedding) is not supported: posenc reads \"original\" (plain RoPE)");
+      }
+      out.notes.push_back(path("rope_type") + " = \"" + *top + "\" at the top level (Grok, vLLM " +
+                          "Grok1ScalingRotaryEmbedding): plain RoPE; its scaling_factor, " +
+                          "beta_fast / beta_slow, extrapolation_factor and attn_factor are not used");
+    }
+  }
 
   // transformers >= 5: a dict keyed by layer type holds one RoPE dict per type.
   bool nested = false;
