@@ -10,6 +10,7 @@
 #include <posenc/attention.hpp>
 #include <posenc/attention_paged.hpp>
 #include <posenc/attention_rope.hpp>
+#include <posenc/draft_tree.hpp>
 #include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
@@ -410,4 +411,41 @@ TEMPLATE_TEST_CASE("tree attention over a paged pool equals attention() over the
   REQUIRE_THROWS_WITH(verify(posenc::ConstTensorView<std::int64_t, 1>(short_lens.data(), 2), {}),
                       Contains("seq_lens[1] = 3 must be >= q_len = 5 with tree_mask"));
   for (const auto x : untouched) REQUIRE(posenc::detail::to_double(x) == -9.0);
+}
+
+TEST_CASE("draft trees: parent indices to the ancestor mask and the positions by depth", "[attention][tree]") {
+  // The header's example by hand: parents -1 0 -1 2 after a prefix of 7 tokens.
+  std::vector<std::uint8_t> mask(16, 9);
+  std::vector<std::int64_t> pos(4, -9);
+  posenc::draft_tree_mask({-1, 0, -1, 2}, posenc::TensorView<std::uint8_t, 2>(mask.data(), 4, 4));
+  posenc::draft_tree_positions({-1, 0, -1, 2}, 7, posenc::TensorView<std::int64_t, 1>(pos.data(), 4));
+  CHECK(mask == std::vector<std::uint8_t>{1, 0, 0, 0,  //
+                                          1, 1, 0, 0,  //
+                                          0, 0, 1, 0,  //
+                                          0, 0, 1, 1});
+  CHECK(pos == std::vector<std::int64_t>{7, 8, 7, 8});
+  // The trees of the tests above, against this file's own ancestor walk.
+  for (const Tree& tree : {Tree{{-1, 0, 0, 1, 1, 2, 5}}, Tree{{-1, 0, 0, 1, 2, 2, 4, -1, 7, 8, 3, 10}}}) {
+    const auto n = tree.size();
+    std::vector<std::int64_t> parents(tree.parent.begin(), tree.parent.end());
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(n * n));
+    std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+    posenc::draft_tree_mask(parents, posenc::TensorView<std::uint8_t, 2>(m.data(), n, n));
+    posenc::draft_tree_positions(parents, 100, posenc::TensorView<std::int64_t, 1>(p.data(), n));
+    CHECK(m == tree.mask());
+    for (int t = 0; t < n; ++t) CHECK(p[static_cast<std::size_t>(t)] == 100 + tree.depth(t));
+  }
+  // A parent after its child, or below -1, and wrong shapes: refused, nothing written.
+  REQUIRE_THROWS_AS(posenc::draft_tree_mask({-1, 2, 0}, posenc::TensorView<std::uint8_t, 2>(mask.data(), 3, 3)), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::draft_tree_mask({-1, 2, 0}, posenc::TensorView<std::uint8_t, 2>(mask.data(), 3, 3)),
+                      Contains("parents[1] = 2 must be in [-1, 1)"));
+  REQUIRE_THROWS_WITH(posenc::draft_tree_positions({-2}, 0, posenc::TensorView<std::int64_t, 1>(pos.data(), 1)),
+                      Contains("parents[0] = -2 must be in [-1, 0)"));
+  REQUIRE_THROWS_WITH(posenc::draft_tree_mask({-1, 0}, posenc::TensorView<std::uint8_t, 2>(mask.data(), 2, 3)),
+                      Contains("mask shape [2, 3] must be [T, T] = [2, 2]"));
+  REQUIRE_THROWS_WITH(posenc::draft_tree_positions({-1, 0}, 0, posenc::TensorView<std::int64_t, 1>(pos.data(), 3)),
+                      Contains("positions has 3 entries; it must have T = parents.size() = 2"));
+  REQUIRE_THROWS_WITH(posenc::draft_tree_positions({-1}, -1, posenc::TensorView<std::int64_t, 1>(pos.data(), 1)),
+                      Contains("first_position = -1 must be in [0, 2^53 - T]"));
+  CHECK(pos == std::vector<std::int64_t>{7, 8, 7, 8});
 }

@@ -13,6 +13,7 @@
 #include "posenc/attention_varlen.hpp"
 #include "posenc/diagnostics.hpp"
 #include "posenc/dual_chunk_attention.hpp"
+#include "posenc/draft_tree.hpp"
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/float8.hpp"
