@@ -159,3 +159,78 @@ TEST_CASE("attention temperature: Grok-2's factor scales the logits before the s
     REQUIRE(moved > 1e-3);  // the temperature does something here
   }
 }
+
+TEST_CASE("attention temperature: Mistral-3's llama_4_scaling steps at pos / L0, one position after Llama-4's",
+          "[attention][temperature][mistral3]") {
+  // Ministral-3: beta 0.1, L0 16384. floor(pos / 16384) is 0 up to 16383, 1 from 16384, 2 from
+  // 32768, 15 at 262143 (the 256k context): t = 1, 1 + 0.1 ln 2, 1 + 0.1 ln 3, 1 + 0.1 ln 16.
+  AttentionTemperature m;
+  m.form = posenc::TemperatureForm::kMistral3;
+  m.floor_scale = 16384.0;
+  m.attn_scale = 0.1;
+  const long double ln2 = std::log(2.0L), ln3 = std::log(3.0L), ln16 = std::log(16.0L);
+  CHECK(posenc::attention_temperature(0, m) == 1.0);
+  CHECK(posenc::attention_temperature(16383, m) == 1.0);
+  CHECK_THAT(posenc::attention_temperature(16384, m), Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * ln2), 1e-15));
+  CHECK_THAT(posenc::attention_temperature(32767, m), Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * ln2), 1e-15));
+  CHECK_THAT(posenc::attention_temperature(32768, m), Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * ln3), 1e-15));
+  CHECK_THAT(posenc::attention_temperature(262143, m), Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * ln16), 1e-15));
+  // Llama-4's form with the same constants already steps at 16383 ((16383 + 1) / 16384 = 1).
+  AttentionTemperature llama = m;
+  llama.form = posenc::TemperatureForm::kLlama4;
+  CHECK_THAT(posenc::attention_temperature(16383, llama), Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * ln2), 1e-15));
+  CHECK(posenc::to_string(posenc::TemperatureForm::kMistral3) == "mistral3");
+  m.floor_scale = 0.0;
+  REQUIRE_THROWS_WITH(posenc::attention_temperature(5, m), Contains("floor_scale = 0 must be finite and > 0"));
+}
+
+TEST_CASE("attention temperature: Mistral-3's factor in the fused kernel, queries either side of the step",
+          "[attention][temperature][mistral3]") {
+  // Two queries at positions 16383 (t = 1) and 16384 (t = 1 + 0.1 ln 2) over keys at 0, 1, 2,
+  // 16383, 16384; expected: softmax(t scale q.k) V over the keys at or before the query,
+  // written out in long double.
+  const Eigen::Index Q = 2, K = 5, H = 2, D = 8;
+  std::vector<float> q = posenc_test::random_vector<float>(static_cast<std::size_t>(Q * H * D), 92);
+  std::vector<float> k = posenc_test::random_vector<float>(static_cast<std::size_t>(K * H * D), 93);
+  std::vector<float> v = posenc_test::random_vector<float>(static_cast<std::size_t>(K * H * D), 94);
+  for (auto& x : q) x *= 6.0f;
+  const std::int64_t qpos[Q] = {16383, 16384};
+  const std::int64_t kpos[K] = {0, 1, 2, 16383, 16384};
+  posenc::AttentionMetadata meta;
+  meta.query_positions = PositionIdsView(qpos, 1, Q);
+  meta.key_positions = PositionIdsView(kpos, 1, K);
+  posenc::AttentionParams p;
+  p.query_temperature = AttentionTemperature{16384.0, 0.1, posenc::TemperatureForm::kMistral3, 0};
+  std::vector<float> out(static_cast<std::size_t>(Q * H * D));
+  posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, Q, H, D),
+                           posenc::ConstTensorView<float, 4>(k.data(), 1, K, H, D),
+                           posenc::ConstTensorView<float, 4>(v.data(), 1, K, H, D),
+                           TensorView<float, 4>(out.data(), 1, Q, H, D), p, meta);
+  const long double temps[Q] = {1.0L, 1.0L + 0.1L * std::log(2.0L)};
+  for (Eigen::Index i = 0; i < Q; ++i) {
+    for (Eigen::Index h = 0; h < H; ++h) {
+      std::vector<long double> w;
+      long double top = -1e300L;
+      for (Eigen::Index j = 0; j < K && kpos[j] <= qpos[i]; ++j) {
+        long double dot = 0.0L;
+        for (Eigen::Index c = 0; c < D; ++c) {
+          dot += static_cast<long double>(q[static_cast<std::size_t>((i * H + h) * D + c)]) *
+                 k[static_cast<std::size_t>((j * H + h) * D + c)];
+        }
+        w.push_back(temps[i] * dot / std::sqrt(static_cast<long double>(D)));
+        top = std::max(top, w.back());
+      }
+      long double sum = 0.0L;
+      for (auto& x : w) sum += (x = std::exp(x - top));
+      for (Eigen::Index c = 0; c < D; ++c) {
+        long double expect = 0.0L;
+        for (std::size_t j = 0; j < w.size(); ++j) {
+          expect += w[j] / sum * v[(j * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)) * D + static_cast<std::size_t>(c)];
+        }
+        CAPTURE(i, h, c);
+        REQUIRE_THAT(out[static_cast<std::size_t>((i * H + h) * D + c)],
+                     Catch::Matchers::WithinAbs(static_cast<double>(expect), 1e-5));
+      }
+    }
+  }
+}

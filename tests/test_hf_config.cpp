@@ -1189,3 +1189,61 @@ TEST_CASE("hf_config: Grok-2's attn_temperature_len gives every layer the xAI qu
                                                   "attn_temperature_tuning": true})"),
                       Contains("one query temperature per model"));
 }
+
+TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its query temperature",
+          "[hf_config][temperature][mistral3]") {
+  // The language-model part of mistralai/Ministral-3-8B-Instruct-2512's config.json (a
+  // Mistral3ForConditionalGeneration whose text_config is a ministral3): YaRN 16 from 16384
+  // with mscale = mscale_all_dim = 1, and the query temperature's beta beside it.
+  const std::string ministral = R"({"architectures": ["Mistral3ForConditionalGeneration"],
+      "model_type": "mistral3", "vision_config": {"model_type": "pixtral"},
+      "text_config": {"model_type": "ministral3", "hidden_size": 4096, "head_dim": 128,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 34,
+        "max_position_embeddings": 262144, "sliding_window": null,
+        "rope_parameters": {"rope_type": "yarn", "type": "yarn", "rope_theta": 1000000000.0,
+          "factor": 16.0, "original_max_position_embeddings": 16384, "beta_fast": 32.0,
+          "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1}}})";
+  const auto c = posenc::parse_hf_config(ministral);
+  REQUIRE(c.rope.scaling.type == RopeScalingType::kYarn);
+  REQUIRE(c.rope.scaling.original_max_position_embeddings == 16384);
+  REQUIRE(c.attention_temperature.has_value());
+  REQUIRE(c.attention_temperature->form == posenc::TemperatureForm::kMistral3);
+  REQUIRE(c.attention_temperature->attn_scale == 0.1);
+  REQUIRE(c.attention_temperature->floor_scale == 16384.0);
+  REQUIRE(has_note(c, "Mistral-3 llama_4_scaling"));
+  REQUIRE_FALSE(has_note(c, "llama_4_scaling_beta is not read"));
+  for (const Eigen::Index layer : {Eigen::Index{0}, Eigen::Index{17}, Eigen::Index{33}}) {
+    const auto p = posenc::hf_attention_params(c, layer);
+    REQUIRE(p.query_temperature.has_value());
+    REQUIRE(p.query_temperature->form == posenc::TemperatureForm::kMistral3);
+    CHECK_THAT(posenc::attention_temperature(16384, *p.query_temperature),
+               Catch::Matchers::WithinRel(static_cast<double>(1.0L + 0.1L * std::log(2.0L)), 1e-15));
+  }
+  // The older rope_scaling key and a default recipe (mlx's minimal ministral3 config): read
+  // the same way, L0 from the dict.
+  const auto plain = posenc::parse_hf_config(R"({"model_type": "ministral3", "hidden_size": 64,
+      "num_attention_heads": 4, "num_hidden_layers": 2, "rope_scaling": {"rope_type": "default",
+      "rope_theta": 10000.0, "llama_4_scaling_beta": 0.25, "original_max_position_embeddings": 4096}})");
+  REQUIRE(plain.rope.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(plain.attention_temperature.has_value());
+  REQUIRE(plain.attention_temperature->attn_scale == 0.25);
+  REQUIRE(plain.attention_temperature->floor_scale == 4096.0);
+  REQUIRE_FALSE(has_note(plain, "original_max_position_embeddings is not read"));
+  // beta 0 (GGUF conversions' "none"): no temperature.
+  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.0,
+      "original_max_position_embeddings": 4096}})").attention_temperature);
+  // No L0, a bad L0, or a second temperature: refused with the keys named.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.1}})"),
+                      Contains("llama_4_scaling_beta") && Contains("needs") &&
+                          Contains("original_max_position_embeddings"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.1,
+      "original_max_position_embeddings": 0}})"),
+                      Contains("original_max_position_embeddings\" = 0 must be > 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "attn_temperature_len": 1024, "rope_parameters": {"rope_type": "default",
+      "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 4096}})"),
+                      Contains("one query temperature per model"));
+}

@@ -172,6 +172,18 @@ posenc_rope_inspect_test("Llama-4 chunked RoPE layers judged at the chunk"
   EXPECT "chunked attention    8192 on 36 of 48 layers" "layout               interleaved"
          "0 of 64 pairs reach angles never seen" "1.48598 at the target's last position")
 
+# Ministral-3 (tests/fuzz/corpus/ministral3-temperature.json): every layer's queries times
+# 1 + 0.1 ln(1 + floor(pos / 16384)); at position 262143, floor = 15: 1 + 0.1 ln 16 = 1.27726.
+posenc_rope_inspect_test("Ministral-3 query temperature on every layer"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/ministral3-temperature.json" --length 262144
+  EXPECT "1 + 0.1 ln(1 + floor(pos / 16384)) on every layer, 1.27726 at the target's last position")
+
+# Grok-2 (tests/fuzz/corpus/grok2-temperature.json): log2(4096) / log2(1024) = 12 / 10 at the
+# last position of 4097 tokens.
+posenc_rope_inspect_test("Grok-2 query temperature on every layer"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/grok2-temperature.json" --length 4097
+  EXPECT "log2(pos) / log2(1024) past 1024 on every layer, 1.2 at the target's last position")
+
 # Qwen2.5-7B-Instruct-1M (tests/fuzz/corpus/qwen2.5-1m-dca.json): vLLM runs it with dual chunk
 # attention, so no rotated distance exceeds chunk_size = 262144; at 2^20 tokens the length
 # scale is 1 + 0.1 ln(2^20 / 262144) = 1 + 0.1 ln 4 = 1.13863.

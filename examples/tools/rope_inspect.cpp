@@ -508,8 +508,11 @@ int main(int argc, char** argv) {
     j["attention_chunk_size"] = c.attention_chunk_size;
     j["chunked_layers"] = chunked_layers;
     if (c.attention_temperature) {
-      j["attention_temperature"] = {{"floor_scale", c.attention_temperature->floor_scale},
-                                    {"attn_scale", c.attention_temperature->attn_scale}};
+      const auto& t = *c.attention_temperature;
+      j["attention_temperature"] = {{"form", std::string(posenc::to_string(t.form))},
+                                    {"floor_scale", t.floor_scale},
+                                    {"attn_scale", t.attn_scale},
+                                    {"temperature_len", t.temperature_len}};
     }
     j["attn_logit_softcapping"] = c.attn_logit_softcapping;
     if (c.mrope) {
@@ -575,10 +578,23 @@ int main(int argc, char** argv) {
                 << chunked_layers.size() << " of " << c.layer_types.size() << " layers\n";
     }
     if (c.attention_temperature) {
-      std::cout << "query temperature    1 + " << num(c.attention_temperature->attn_scale)
-                << " ln(1 + floor((pos + 1) / " << num(c.attention_temperature->floor_scale)
-                << ")) on the NoPE layers, " << num(posenc::attention_temperature(
-                                                        length - 1, *c.attention_temperature))
+      const auto& t = *c.attention_temperature;
+      std::cout << "query temperature    ";
+      switch (t.form) {
+        case posenc::TemperatureForm::kLlama4:
+          std::cout << "1 + " << num(t.attn_scale) << " ln(1 + floor((pos + 1) / "
+                    << num(t.floor_scale) << ")) on the NoPE layers";
+          break;
+        case posenc::TemperatureForm::kMistral3:
+          std::cout << "1 + " << num(t.attn_scale) << " ln(1 + floor(pos / " << num(t.floor_scale)
+                    << ")) on every layer";
+          break;
+        case posenc::TemperatureForm::kXai:
+          std::cout << "log2(pos) / log2(" << t.temperature_len << ") past " << t.temperature_len
+                    << " on every layer";
+          break;
+      }
+      std::cout << ", " << num(posenc::attention_temperature(length - 1, t))
                 << " at the target's last position\n";
     }
     if (c.mrope) {

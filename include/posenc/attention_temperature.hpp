@@ -25,6 +25,16 @@
 /// before the soft cap (Grok-2 caps at 30), in float32 from the query's 0-based position in its
 /// sequence; posenc folds it into the scale (before the cap too), in double.
 ///
+/// The Mistral-3 family (Ministral-3, Devstral 2, Mistral Large 3) keeps Llama-4's form with
+/// its own constants in rope_parameters (llama_4_scaling_beta beta = 0.1, the YaRN
+/// original_max_position_embeddings L0 = 16384) and applies it on every layer, after RoPE:
+///
+///   t(pos) = 1 + beta ln(1 + floor(pos / L0))                (TemperatureForm::kMistral3)
+///
+/// with the 0-based position where Llama-4 has pos + 1: t = 1 up to 16383, 1 + 0.1 ln 2 from
+/// 16384 on (transformers' Ministral3Attention `_get_llama_4_attn_scale` on cache_position, vLLM's
+/// `_get_llama_4_scaling` on positions; both float32, posenc double).
+///
 /// Scaling q is the same as scaling the logits of its row, so it composes with any
 /// AttentionParams (the scale, ALiBi, masks): apply it to the NoPE layers' queries before
 /// attention() or KvCache::attend — or set AttentionParams::query_temperature, which folds

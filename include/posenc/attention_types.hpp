@@ -79,12 +79,18 @@ enum class TemperatureForm : std::uint8_t {
   /// xAI's Grok-2 (config attn_temperature_len L; SGLang's xai_temperature_len), every layer:
   /// t = log2(pos) / log2(L) for pos > L, else 1.
   kXai = 1,
+  /// The Mistral-3 family (Ministral-3, Devstral 2, Mistral Large 3; config
+  /// rope_parameters.llama_4_scaling_beta), every layer:
+  /// t = 1 + attn_scale ln(1 + floor(pos / floor_scale)), floor_scale = the YaRN
+  /// original_max_position_embeddings. Llama-4's step at pos + 1, one position later.
+  kMistral3 = 2,
 };
 
 constexpr std::string_view to_string(TemperatureForm form) noexcept {
   switch (form) {
     case TemperatureForm::kLlama4: return "llama4";
     case TemperatureForm::kXai: return "xai";
+    case TemperatureForm::kMistral3: return "mistral3";
   }
   return "unknown";
 }
@@ -92,8 +98,8 @@ constexpr std::string_view to_string(TemperatureForm form) noexcept {
 /// A query temperature t(pos) (attention_temperature.hpp); the defaults are Llama-4's config
 /// values.
 struct AttentionTemperature {
-  double floor_scale = 8192.0;  ///< kLlama4: positions per step of the floor; finite, > 0
-  double attn_scale = 0.1;      ///< kLlama4: slope of the log; finite
+  double floor_scale = 8192.0;  ///< kLlama4, kMistral3: positions per step of the floor; > 0
+  double attn_scale = 0.1;      ///< kLlama4, kMistral3: slope of the log (Mistral's beta)
   TemperatureForm form = TemperatureForm::kLlama4;
   std::int64_t temperature_len = 0;  ///< kXai: L, the last position left at 1; >= 2
 };
@@ -182,8 +188,9 @@ inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::In
 }
 
 inline void validate_temperature(std::string_view fn, const AttentionTemperature& t) {
-  require(t.form == TemperatureForm::kLlama4 || t.form == TemperatureForm::kXai, fn,
-          "temperature form = ", static_cast<int>(t.form), " is not a TemperatureForm");
+  require(t.form == TemperatureForm::kLlama4 || t.form == TemperatureForm::kXai ||
+              t.form == TemperatureForm::kMistral3,
+          fn, "temperature form = ", static_cast<int>(t.form), " is not a TemperatureForm");
   if (t.form == TemperatureForm::kXai) {
     require(t.temperature_len >= 2, fn, "temperature_len = ", t.temperature_len,
             " must be >= 2 (t = log2(pos) / log2(temperature_len))");
@@ -202,8 +209,10 @@ inline double temperature_at(std::int64_t position, const AttentionTemperature& 
                      std::log2(static_cast<double>(t.temperature_len))
                : 1.0;
   }
-  return 1.0 + t.attn_scale *
-                   std::log1p(std::floor((static_cast<double>(position) + 1.0) / t.floor_scale));
+  // Llama-4 steps at floor((pos + 1) / floor_scale), Mistral-3 at floor(pos / floor_scale).
+  const double steps_at = static_cast<double>(position) +
+                          (t.form == TemperatureForm::kLlama4 ? 1.0 : 0.0);
+  return 1.0 + t.attn_scale * std::log1p(std::floor(steps_at / t.floor_scale));
 }
 
 /// Largest position posenc accepts (double counts exactly up to 2^53).

@@ -46,6 +46,8 @@
 ///              SmolLM3Config fill it), layer_types by default chunked_attention on RoPE layers
 ///              and full_attention on NoPE ones, attn_temperature_tuning / floor_scale /
 ///              attn_scale (HfModelConfig::attention_temperature, for the NoPE layers' queries).
+///   Mistral-3  rope_parameters.llama_4_scaling_beta with its original_max_position_embeddings
+///              (HfModelConfig::attention_temperature, TemperatureForm::kMistral3, every layer).
 ///   DCA        dual_chunk_attention_config (Qwen2.5-1M; HfModelConfig::dual_chunk for
 ///              dual_chunk_attention: vLLM's reading, transformers ignores the key).
 ///
@@ -204,7 +206,8 @@ struct HfModelConfig {
   std::int64_t attention_chunk_size = 0;
   /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale)
   /// for the queries of the NoPE layers (layer_uses_rope[i] == false), or Grok-2's
-  /// attn_temperature_len (TemperatureForm::kXai) for every layer: hf_attention_params sets it
+  /// attn_temperature_len (TemperatureForm::kXai) or Mistral-3's rope_parameters
+  /// llama_4_scaling_beta (TemperatureForm::kMistral3) for every layer: hf_attention_params sets it
   /// as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
   /// Empty when the model does not tune.
   std::optional<AttentionTemperature> attention_temperature;
@@ -654,6 +657,9 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   }
   std::vector<std::string_view> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor",
                                          "mrope_section", "mrope_interleaved", "xdrope_section"};
+  if (HfConfigReader::find(*dict, "llama_4_scaling_beta")) {  // Mistral-3's query temperature
+    known.insert(known.end(), {"llama_4_scaling_beta", "original_max_position_embeddings"});
+  }
   switch (sc.type) {
     case RopeScalingType::kDefault: break;
     case RopeScalingType::kLinear:
@@ -1438,6 +1444,35 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   for (const auto& lr : out.layer_ropes) {
     if (lr.layer_type == "full_attention") out.rope = lr.params;
   }
+  // The Mistral-3 family's query temperature (transformers Ministral3Attention, vLLM DeepseekV2
+  // for Mistral Large 3): llama_4_scaling_beta in the RoPE dict, steps of the dict's
+  // original_max_position_embeddings, every layer.
+  if (dict && !nested) {
+    const std::string bkey = dpath + ".llama_4_scaling_beta";
+    if (auto beta = r.number(*dict, "llama_4_scaling_beta", bkey)) {
+      if (out.attention_temperature) {
+        r.fail(bkey, "and ",
+               out.attention_temperature->form == TemperatureForm::kXai ? "attn_temperature_len"
+                                                                         : "attn_temperature_tuning",
+               " are both set: one query temperature per model");
+      }
+      const std::string lkey = dpath + ".original_max_position_embeddings";
+      auto l0 = r.integer(*dict, "original_max_position_embeddings", lkey);
+      if (!l0) r.fail(bkey, "needs ", lkey, " (the temperature steps every L0 positions)");
+      if (*l0 <= 0) r.fail(lkey, "= ", *l0, " must be > 0");
+      if (*beta != 0.0) {  // GGUF conversions write 0 for "none"
+        AttentionTemperature t;
+        t.form = TemperatureForm::kMistral3;
+        t.attn_scale = *beta;
+        t.floor_scale = static_cast<double>(*l0);
+        out.attention_temperature = t;
+        std::ostringstream note;
+        note << "attention temperature (Mistral-3 llama_4_scaling) on every layer's queries: "
+             << "1 + " << *beta << " ln(1 + floor(pos / " << *l0 << "))";
+        out.notes.push_back(note.str());
+      }
+    }
+  }
   // M-RoPE sections of the main RoPE (a flat rope_scaling / rope_parameters dict). ERNIE-4.5-VL
   // lists them as [h, w, t] and alternates h / w pairs; before transformers 5 its config gave
   // only freq_allocation (the t pairs), the rest split evenly between h and w.
@@ -1575,9 +1610,8 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
 /// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
 /// "chunked_attention" layers (Llama-4) its attention_chunk_size and its query temperature
-/// (Llama-4's attn_temperature_tuning on NoPE layers, Grok-2's attn_temperature_len on all);
-/// causal mask,
-/// one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
+/// (Llama-4's attn_temperature_tuning on NoPE layers; Grok-2's attn_temperature_len and
+/// Mistral-3's llama_4_scaling_beta on every layer); causal mask, one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
 /// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
   AttentionParams p;
@@ -1589,9 +1623,9 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   // ... and its NoPE layers scale their queries (attn_temperature_tuning).
   const bool nope = layer < static_cast<Eigen::Index>(c.layer_uses_rope.size()) &&
                     !c.layer_uses_rope[static_cast<std::size_t>(layer)];
-  // Grok-2's temperature applies to every layer.
+  // Grok-2's and Mistral-3's temperatures apply to every layer.
   if (c.attention_temperature &&
-      (nope || c.attention_temperature->form == TemperatureForm::kXai)) {
+      (nope || c.attention_temperature->form != TemperatureForm::kLlama4)) {
     p.query_temperature = c.attention_temperature;
   }
   if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
