@@ -111,13 +111,26 @@ TEST_CASE("tree attention: every draft token attends as in the causal sequence o
       {121, 4, 1, {Tree{{-1, 0, 1, 0, 3, 3, 1, 2, 7}}}},
       {5, 2, 1, {Tree{{-1, -1}}, Tree{{-1, 0}}}},
       {64, 8, 2, {Tree{{-1}}}},
+      // The deepest path ends before the last token (a root child), so the rows' windows do
+      // not start in query order: with W = 70 (prefill item, 64-key tiles) the last row's
+      // starts at 125 and the deepest's at 130, with the whole tile 128 .. 191 between them and
+      // the draft block; with W = 140 (decode item, 128-key tiles) at 127 and 129 around 128.
+      {194, 4, 2, {Tree{{-1, 0, 1, 2, 3, 4, -1}}}},
+      {266, 1, 1, {Tree{{-1, 0, 1, -1}}}},
   };
   const Eigen::Index D = 32;
-  for (const auto& c : cases)
+  for (const auto& c : cases) {
+    int deepest = 0;
+    for (const Tree& tr : c.trees)
+      for (int t = 0; t < tr.size(); ++t) deepest = std::max(deepest, tr.depth(t) + 1);
+    // Sliding windows: none, exactly the deepest path (its prefix part empty), a few prefix
+    // keys more, and ones that cross key tile boundaries of the longer prefixes.
+    for (const std::int64_t window : {std::int64_t{0}, std::int64_t{deepest}, std::int64_t{deepest + 3}, std::int64_t{50},
+                                      std::int64_t{70}, std::int64_t{140}})
     for (const bool rope : {false, true})
       for (const bool alibi : {false, true}) {
         const Eigen::Index B = static_cast<Eigen::Index>(c.trees.size()), T = c.trees[0].size(), K = c.prefix + T;
-        CAPTURE(c.prefix, T, B, c.heads, c.kv_heads, rope, alibi);
+        CAPTURE(c.prefix, T, B, c.heads, c.kv_heads, window, rope, alibi);
         const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(B * T * c.heads * D), 61);
         const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(B * K * c.kv_heads * D), 62);
         const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(B * K * c.kv_heads * D), 63);
@@ -135,6 +148,7 @@ TEST_CASE("tree attention: every draft token attends as in the causal sequence o
         }
         posenc::AttentionParams params;
         if (alibi) params.alibi_slopes = posenc::alibi_slopes(c.heads);
+        params.sliding_window = window;
         posenc::AttentionMetadata meta;
         meta.query_positions = posenc::PositionIdsView(qpos.data(), B, T);
         meta.key_positions = posenc::PositionIdsView(kpos.data(), B, K);
@@ -159,6 +173,10 @@ TEST_CASE("tree attention: every draft token attends as in the causal sequence o
             std::vector<Eigen::Index> keys;
             for (Eigen::Index j = 0; j < c.prefix; ++j) keys.push_back(j);
             for (const int a : tr.path(t)) keys.push_back(c.prefix + a);
+            // The window of the token's own sequence: its last W keys.
+            if (window > 0 && static_cast<std::int64_t>(keys.size()) > window) {
+              keys.erase(keys.begin(), keys.end() - window);
+            }
             for (Eigen::Index h = 0; h < c.heads; ++h) {
               const Eigen::Index g = h / group;
               const LD slope = alibi ? static_cast<LD>(params.alibi_slopes[static_cast<std::size_t>(h)]) : 0.0L;
@@ -174,6 +192,7 @@ TEST_CASE("tree attention: every draft token attends as in the causal sequence o
           }
         }
       }
+  }
 }
 
 TEMPLATE_TEST_CASE("tree attention: fused == reference, with soft cap, sinks and two threads", "[attention][tree]", float,
@@ -199,9 +218,15 @@ TEMPLATE_TEST_CASE("tree attention: fused == reference, with soft cap, sinks and
   meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), B, T, T);
   const posenc::ConstTensorView<TestType, 4> qv(q.data(), B, T, H, D), kv(k.data(), B, K, G, D), vv(v.data(), B, K, G, D);
   const double tol = std::is_same_v<TestType, float> ? 1e-5 : 1.6e-2;
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     CAPTURE(variant);
     posenc::AttentionParams params;
+    // Windows of the tokens' own sequences (the deepest path is 5): one thread and two.
+    if (variant >= 3) {
+      params.sliding_window = variant == 3 ? 5 : 19;
+      params.num_threads = variant == 3 ? 1 : 2;
+      params.alibi_slopes = posenc::alibi_slopes(H);
+    }
     if (variant == 1) {
       params.logit_softcap = 2.0;
       params.alibi_slopes = posenc::alibi_slopes(H);
@@ -227,6 +252,20 @@ TEMPLATE_TEST_CASE("tree attention: fused == reference, with soft cap, sinks and
             const double w = weights[static_cast<std::size_t>(((b * H + h) * T + i) * K + P + t)];
             CAPTURE(b, h, i, t);
             REQUIRE((mask[static_cast<std::size_t>((b * T + i) * T + t)] != 0) == (w > 0.0));
+          }
+    // With a window the prefix keys a query sees are the last W - depth: weights > 0 exactly
+    // there (depth = the draft tokens its mask row holds).
+    if (params.sliding_window > 0)
+      for (Eigen::Index b = 0; b < B; ++b)
+        for (Eigen::Index h = 0; h < H; ++h)
+          for (Eigen::Index i = 0; i < T; ++i) {
+            Eigen::Index depth = 0;
+            for (Eigen::Index t = 0; t < T; ++t) depth += mask[static_cast<std::size_t>((b * T + i) * T + t)] != 0;
+            for (Eigen::Index j = 0; j < P; ++j) {
+              const double w = weights[static_cast<std::size_t>(((b * H + h) * T + i) * K + j)];
+              CAPTURE(b, h, i, j, depth);
+              REQUIRE((j >= P - (params.sliding_window - depth)) == (w > 0.0));
+            }
           }
   }
 }
@@ -288,6 +327,67 @@ TEST_CASE("tree attention through a KV cache: verify the draft tree, erase the r
   check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
 }
 
+TEST_CASE("tree attention through a rolling KV cache: each draft token's window is its own sequence's",
+          "[attention][tree][kv_cache][window]") {
+  // A sliding-window layer (W = 4) in a rolling cache of 8 slots: 6 prefix tokens, then the
+  // draft tree 0 -> {1, 2}, 1 -> {3}, 2 -> {4} (depths 1, 2, 2, 3, 3) overflows it, so the cache
+  // keeps the newest W - 1 = 3 prefix slots and appends the 5 draft tokens. Each draft token
+  // must see the last W keys of prefix + its path (depth 1: prefix 3, 4, 5 and itself; depth 3:
+  // prefix 5 and its path); after erasing the rejected 1 and 3, the next token sees the last 4
+  // of 0 .. 5, d0, d2, d4, next. Expected: long-double causal attention, RoPE at the positions.
+  const Eigen::Index P = 6, T = 5, Hq = 4, Hk = 2, D = 32;
+  const std::int64_t W = 4;
+  const Tree tree{{-1, 0, 0, 1, 2}};
+  posenc::RopeParams rp;
+  rp.head_dim = D;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hq * D), 72);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 73);
+  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 74);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(P + T + 1));
+  for (Eigen::Index j = 0; j < P; ++j) pos[static_cast<std::size_t>(j)] = j;
+  for (int t = 0; t < T; ++t) pos[static_cast<std::size_t>(P + t)] = P + tree.depth(t);
+  pos[static_cast<std::size_t>(P + T)] = P + 3;
+  const auto check = [&](const float* got, Eigen::Index token, std::vector<Eigen::Index> keys) {
+    keys.erase(keys.begin(), keys.end() - W);  // the window: the sequence's last W keys
+    for (Eigen::Index h = 0; h < Hq; ++h) {
+      const auto expect = path_attention(q.data() + (token * Hq + h) * D, keys, pos, pos[static_cast<std::size_t>(token)],
+                                         k.data() + (h / (Hq / Hk)) * D, v.data() + (h / (Hq / Hk)) * D, Hk * D, D, true, 0.0L);
+      for (Eigen::Index e = 0; e < D; ++e) {
+        CAPTURE(token, h, e);
+        REQUIRE_THAT(got[h * D + e], Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
+      }
+    }
+  };
+  posenc::KvCache<float> cache(1, 8, Hk, D, W);
+  cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit);
+  const auto rows = [&](const std::vector<float>& x, Eigen::Index first, Eigen::Index n, Eigen::Index heads) {
+    return posenc::ConstTensorView<float, 4>(x.data() + first * heads * D, 1, n, heads, D);
+  };
+  cache.append(rows(k, 0, P, Hk), rows(v, 0, P, Hk), posenc::PositionIdsView(pos.data(), 1, P));
+  cache.append(rows(k, P, T, Hk), rows(v, P, T, Hk), posenc::PositionIdsView(pos.data() + P, 1, T));
+  REQUIRE(cache.size() == (W - 1) + T);  // the rolling eviction happened
+  const auto mask = tree.mask();
+  posenc::AttentionParams params;
+  params.sliding_window = W;
+  std::vector<float> out(static_cast<std::size_t>(T * Hq * D), -9.0f);
+  cache.attend(rows(q, P, T, Hq), posenc::TensorView<float, 4>(out.data(), 1, T, Hq, D),
+               posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T), params);
+  for (int t = 0; t < T; ++t) {
+    std::vector<Eigen::Index> keys;
+    for (Eigen::Index j = 0; j < P; ++j) keys.push_back(j);
+    for (const int a : tree.path(t)) keys.push_back(P + a);
+    check(out.data() + t * Hq * D, P + t, keys);
+  }
+  const Eigen::Index kept = cache.size() - T;  // prefix slots left in the cache
+  cache.erase(kept + 3, 1);
+  cache.erase(kept + 1, 1);
+  const std::int64_t next_pos[1] = {P + 3};
+  cache.append(rows(k, P + T, 1, Hk), rows(v, P + T, 1, Hk), posenc::PositionIdsView(next_pos, 1, 1));
+  std::vector<float> step(static_cast<std::size_t>(Hq * D));
+  cache.attend(rows(q, P + T, 1, Hq), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D), params);
+  check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
+}
+
 TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tree][errors]") {
   const Eigen::Index P = 4, T = 3, K = P + T, H = 2, D = 8;
   const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(T * H * D), 70);
@@ -310,9 +410,12 @@ TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tr
   bidir.mask = posenc::MaskMode::kBidirectional;
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, bidir, meta), Contains("tree_mask needs the causal mask"));
   posenc::AttentionParams windowed;
-  windowed.sliding_window = 4;
+  windowed.sliding_window = 2;  // paths of 1, 2 and 2 tokens fit
+  REQUIRE_NOTHROW(posenc::attention<float>(qv, kv, kv, ov, windowed, meta));
+  std::fill(out.begin(), out.end(), -9.0f);
+  windowed.sliding_window = 1;
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, windowed, meta),
-                      Contains("tree_mask with sliding_window = 4 is not supported"));
+                      Contains("tree_mask: query 1 of sequence 0 sees 2 draft tokens, more than sliding_window = 1"));
   // emplace: assigning a view to an engaged optional view would copy elements (TensorMap's =).
   meta.tree_mask.emplace(mask.data(), 1, 1, T);
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, kv, kv, ov, {}, meta),
@@ -390,6 +493,29 @@ TEMPLATE_TEST_CASE("tree attention over a paged pool equals attention() over the
               Approx(posenc::detail::to_double(ref[i])).margin(std::is_same_v<TestType, float> ? 1e-6 : 8e-3));
     }
   }
+  // A sliding window of 3 (the deepest paths): each draft token's own sequence's, as attention()
+  // has it over the same keys laid out contiguously.
+  posenc::AttentionParams windowed;
+  windowed.sliding_window = 3;
+  std::vector<TestType> paged_window(q.size());
+  posenc::attention_paged<TestType, TestType>(posenc::ConstTensorView<TestType, 4>(q.data(), 2, T, H, D), kp, vp, tv, lv,
+                                              posenc::TensorView<TestType, 4>(paged_window.data(), 2, T, H, D), mv, windowed);
+  for (Eigen::Index b = 0; b < 2; ++b) {
+    std::vector<TestType> ref(static_cast<std::size_t>(T * H * D));
+    posenc::AttentionMetadata meta;
+    meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data() + b * T * T, 1, T, T);
+    const Eigen::Index n = lens[static_cast<std::size_t>(b)];
+    posenc::reference::attention<TestType>(posenc::ConstTensorView<TestType, 4>(q.data() + b * T * H * D, 1, T, H, D),
+                                           posenc::ConstTensorView<TestType, 4>(k_seq[static_cast<std::size_t>(b)].data(), 1, n, G, D),
+                                           posenc::ConstTensorView<TestType, 4>(v_seq[static_cast<std::size_t>(b)].data(), 1, n, G, D),
+                                           posenc::TensorView<TestType, 4>(ref.data(), 1, T, H, D), windowed, meta);
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(b, i);
+      REQUIRE(posenc::detail::to_double(paged_window[static_cast<std::size_t>(b * T * H * D) + i]) ==
+              Approx(posenc::detail::to_double(ref[i])).margin(std::is_same_v<TestType, float> ? 1e-6 : 8e-3));
+    }
+  }
+  REQUIRE(paged_window != paged_out);
   // The mask matters here (sequence 1's siblings 0 and 1 do not see each other).
   std::vector<TestType> unmasked(q.size());
   posenc::attention_paged<TestType, TestType>(posenc::ConstTensorView<TestType, 4>(q.data(), 2, T, H, D), kp, vp, tv, lv,

@@ -205,8 +205,9 @@ void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
 /// in the pages with q and k rotated by the caller at their depths (each its parent's position
 /// + 1). tree_mask: [batch, q_len, q_len], entries with t > i zero.
 /// Throws std::invalid_argument as attention_paged does, and for a bad tree mask (shape, an
-/// entry above its diagonal), a sequence shorter than q_len, a window, ALiBi, chunks or a query
-/// temperature (paged positions are slots), before writing anything.
+/// entry above its diagonal, a path longer than the sliding window), a sequence shorter than
+/// q_len, ALiBi, chunks or a query temperature (paged positions are slots), before writing
+/// anything. A window is each draft token's own sequence's (AttentionMetadata::tree_mask).
 template <typename TQ, typename TKV>
 void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                      ConstTensorView<TKV, 4> v_pages, ConstTensorView<std::int32_t, 2> page_table,

@@ -158,9 +158,11 @@ struct AttentionMetadata {
   /// FlashInfer's custom_mask and vLLM's tree attention): [batch, q_len, q_len]; the queries are
   /// the last q_len keys, in an order where every token follows its parent, and query i sees
   /// the keys before them and draft token t only where tree_mask[b, i, t] != 0 (its ancestors
-  /// and itself). Causal mode, no sliding window (it counts slots, and a path skips its siblings'
-  /// slots); entries with t > i must be 0. Positions are the caller's: a draft token sits at its
-  /// parent's position + 1 (query_positions / key_positions, or the cache's).
+  /// and itself). Causal mode; entries with t > i must be 0. Positions are the caller's: a draft
+  /// token sits at its parent's position + 1 (query_positions / key_positions, or the cache's).
+  /// A sliding window W is the one of each draft token's own sequence, the prefix and its path:
+  /// query i, seeing d_i draft tokens (its depth), sees the prefix's last W - d_i keys (its
+  /// siblings' slots are not counted); every d_i must be <= W.
   OptionalView<ConstTensorView<std::uint8_t, 3>> tree_mask;
 };
 
@@ -255,8 +257,8 @@ inline void validate_slopes(std::string_view function, const std::vector<double>
   validate_per_head(function, "alibi_slopes", slopes, heads, true);
 }
 
-/// tree_mask: [batch, q_len, q_len] for the last q_len of k_len keys, causal, no sliding
-/// window, t <= i (see AttentionMetadata::tree_mask).
+/// tree_mask: [batch, q_len, q_len] for the last q_len of k_len keys, causal, t <= i, no
+/// path longer than the sliding window (see AttentionMetadata::tree_mask).
 inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t, 3> tree,
                                Eigen::Index batch, Eigen::Index q_len, Eigen::Index k_len,
                                const AttentionParams& params) {
@@ -266,20 +268,24 @@ inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t
           q_len, "]");
   require(params.mask == MaskMode::kCausal, fn, "tree_mask needs the causal mask, not ",
           to_string(params.mask));
-  // A window counts key slots back from the query's; a draft token's path skips the slots of
-  // its siblings, so the window would not be the one of its own sequence.
-  require(params.sliding_window == 0, fn, "tree_mask with sliding_window = ",
-          params.sliding_window, " is not supported: the window counts slots, and a draft ",
-          "token's path skips its siblings' slots");
   require(q_len <= k_len, fn, "tree_mask: q_len = ", q_len, " must be <= k_len = ", k_len,
           " (the draft tokens are the last q_len keys)");
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index i = 0; i < q_len; ++i) {
+      Eigen::Index depth = 0;
+      for (Eigen::Index t = 0; t <= i; ++t) depth += tree(b, i, t) != 0;
       for (Eigen::Index t = i + 1; t < q_len; ++t) {
         require(tree(b, i, t) == 0, fn, "tree_mask[", b, ", ", i, ", ", t, "] = ",
                 static_cast<int>(tree(b, i, t)), " must be 0: draft token ", t,
                 " comes after query ", i, " (list every token after its parent)");
       }
+      // The window of a draft token's own sequence (prefix and path) ends at the token and
+      // counts only its path's slots; a path longer than the window would lose its oldest
+      // ancestors too, which the kernel does not cut.
+      require(params.sliding_window == 0 || depth <= params.sliding_window, fn,
+              "tree_mask: query ", i, " of sequence ", b, " sees ", depth,
+              " draft tokens, more than sliding_window = ", params.sliding_window,
+              " (a path must fit in the window)");
     }
   }
 }

@@ -377,10 +377,13 @@ class KvCache {
   /// draft slot t only where tree_mask[b, i, t] != 0 (its ancestors and itself; see
   /// AttentionMetadata::tree_mask). After verification, erase the rejected slots (last first)
   /// and the accepted path is an ordinary prefix at consecutive positions.
-  /// tree_mask: [batch, q_len, q_len], entries with t > i zero. Not with sliding windows (nor so
-  /// a rolling cache): a window counts slots, and a draft path skips its siblings' slots.
+  /// tree_mask: [batch, q_len, q_len], entries with t > i zero. A sliding window (a rolling
+  /// cache's too) is each draft token's own sequence's: the prefix's last W - depth slots and
+  /// its path (AttentionMetadata::tree_mask); a rolling cache keeps the W - 1 prefix slots the
+  /// shallowest draft tokens need.
   /// Throws std::invalid_argument as attend() does, and for a tree mask of the wrong shape, with
-  /// an entry above its diagonal, with bidirectional params or a window, before writing anything.
+  /// an entry above its diagonal, with a path longer than the window, or with bidirectional
+  /// params, before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out,
               ConstTensorView<std::uint8_t, 3> tree_mask, const AttentionParams& params = {}) {

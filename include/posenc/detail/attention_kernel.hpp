@@ -448,19 +448,44 @@ struct AttentionProblem {
     return page_table ? (j / page_size + 1) * page_size : std::numeric_limits<Eigen::Index>::max();
   }
 
+  /// Draft tokens query qi of sequence b sees under the tree mask: its depth, counting itself.
+  Eigen::Index tree_depth(Eigen::Index b, Eigen::Index qi) const {
+    const std::uint8_t* row = tree_mask + tree_row(b, qi);
+    return static_cast<Eigen::Index>(
+        std::count_if(row, row + qi + 1, [](std::uint8_t m) { return m != 0; }));
+  }
   /// Keys [first, last] that query qi of sequence b may see before key padding: the causal
   /// limit (bottom-right, a = qi + k_len - q_len) and the sliding window (a - j < window, and
-  /// j - a < window when bidirectional), within [0, k_len). last < first when none.
+  /// j - a < window when bidirectional), within [0, k_len). last < first when none. Under a
+  /// tree mask the window is that of the query's own sequence, the prefix and its path: it
+  /// ends at slot k_len - q_len + depth - 1, the query's slot with its siblings' slots taken
+  /// out (validate_tree_mask keeps the whole path inside the window).
   std::pair<Eigen::Index, Eigen::Index> visible_keys(Eigen::Index b, Eigen::Index qi) const {
     const Eigen::Index keys = keys_of(b);
     const Eigen::Index a = keys - q_len + qi;
     Eigen::Index first = 0, last = keys - 1;
     if (causal) last = std::min(last, a);
     if (window > 0) {
-      first = std::max(first, a - window + 1);
+      const Eigen::Index end = tree_mask ? keys - q_len + tree_depth(b, qi) - 1 : a;
+      first = std::max(first, end - window + 1);
       last = std::min(last, a + window - 1);
     }
     return {first, last};
+  }
+  /// {lowest, highest} first visible key of queries [qi0, qi0 + nq): the rows' windows start
+  /// in query order, except under a tree mask, where they follow the rows' depths.
+  std::pair<Eigen::Index, Eigen::Index> window_starts(Eigen::Index b, Eigen::Index qi0,
+                                                      Eigen::Index nq) const {
+    if (!tree_mask || window == 0) {
+      return {visible_keys(b, qi0).first, visible_keys(b, qi0 + nq - 1).first};
+    }
+    Eigen::Index lo = std::numeric_limits<Eigen::Index>::max(), hi = 0;
+    for (Eigen::Index qi = qi0; qi < qi0 + nq; ++qi) {
+      const Eigen::Index first = visible_keys(b, qi).first;
+      lo = std::min(lo, first);
+      hi = std::max(hi, first);
+    }
+    return {lo, hi};
   }
 };
 
@@ -926,13 +951,17 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
   }
 
-  // Keys this tile can see at all: rows are in query order, so both ends of their visible
-  // ranges move forward row by row. Tiles stay on multiples of key_tile (the resident slots).
-  const auto [row0_first, first_limit] = p.visible_keys(b, qi0);  // <= first_limit: every row
-  const auto [last_first, last_limit] = p.visible_keys(b, qi0 + nq - 1);  // >= last_first: too
+  // Keys this tile can see at all: rows are in query order, so the ends of their visible
+  // ranges move forward row by row (their starts too, but for a tree mask's).
+  // Tiles stay on multiples of key_tile (the resident slots).
+  const Eigen::Index first_limit = p.visible_keys(b, qi0).second;  // <= first_limit: every row
+  const Eigen::Index last_limit = p.visible_keys(b, qi0 + nq - 1).second;
+  const auto [row0_first, last_first] = p.window_starts(b, qi0, nq);  // >= last_first: too
   Eigen::Index j_begin = row0_first / key_tile * key_tile;
-  // Row r's window starts at window_low + r / group: unclipped, so that it never overshoots.
-  const Eigen::Index window_low = p.window > 0 ? offset + qi0 - p.window + 1 : -(k_len + nq);
+  // Row r's window starts at window_low + r / group: unclipped, so that it never overshoots
+  // (no skipping under a tree mask, whose rows' windows start by depth).
+  const Eigen::Index window_low =
+      p.window > 0 && !p.tree_mask ? offset + qi0 - p.window + 1 : -(k_len + nq);
   Eigen::Index j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   // Chunked attention: only the keys of the rows' chunks (cost grows with the chunk, not k_len).
@@ -1292,9 +1321,10 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   // Padding lanes are never written by the dot products: zero scores keep their softmax finite.
   for (Eigen::Index j = 0; j < key_tile; ++j) std::fill(st + j * rs + lanes, st + j * rs + vec_lanes, Acc(0));
 
-  // Keys some query can see: from the first query's first to the last one's last.
-  const auto [row0_first, first_limit] = p.visible_keys(b, 0);         // keys <= first_limit: all
-  const auto [last_first, last_limit] = p.visible_keys(b, p.q_len - 1);  // keys >= last_first: all
+  // Keys some query can see: from the lowest first to the last query's last.
+  const Eigen::Index first_limit = p.visible_keys(b, 0).second;            // keys <= it: all
+  const Eigen::Index last_limit = p.visible_keys(b, p.q_len - 1).second;
+  const auto [row0_first, last_first] = p.window_starts(b, 0, p.q_len);  // keys >= last_first: all
   Eigen::Index j_begin = row0_first, j_end = last_limit + 1;
   if (p.key_lengths) j_end = std::min<Eigen::Index>(j_end, p.key_lengths[b]);
   std::pair<std::int64_t, std::int64_t> chunks{0, 0};  // as in the prefill item

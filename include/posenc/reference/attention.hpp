@@ -60,6 +60,12 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
   // evaluator under -O2 with sanitizers.)
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Matrix qh(q_len, d), kh(k_len, d), vh(k_len, dv);
+  // Draft tokens query i of sequence b sees under the tree mask (its depth).
+  const auto tree_depth = [&](Eigen::Index b, Eigen::Index i) {
+    Eigen::Index depth = 0;
+    for (Eigen::Index t = 0; t <= i; ++t) depth += (*metadata.tree_mask)(b, i, t) != 0;
+    return depth;
+  };
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index h = 0; h < heads; ++h) {
       const Eigen::Index g = h / group;
@@ -91,7 +97,13 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
               metadata.key_positions ? (*metadata.key_positions)(b, j) : static_cast<std::int64_t>(j);
           bool visible = !causal || j <= i + offset;
           if (params.sliding_window > 0) {
-            const Eigen::Index ahead = i + offset - j;  // a - j
+            Eigen::Index ahead = i + offset - j;  // a - j
+            if (metadata.tree_mask) {
+              // Slots of the query's own sequence: the prefix, then the draft tokens it sees
+              // (its path), one slot per depth.
+              const Eigen::Index depth = tree_depth(b, i);
+              ahead = j < offset ? offset + depth - 1 - j : depth - tree_depth(b, j - offset);
+            }
             visible = visible && ahead < params.sliding_window && -ahead < params.sliding_window;
           }
           if (params.attention_chunk_size > 0) {
