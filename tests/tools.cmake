@@ -178,6 +178,13 @@ posenc_rope_inspect_test("Ministral-3 query temperature on every layer"
   ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/ministral3-temperature.json" --length 262144
   EXPECT "1 + 0.1 ln(1 + floor(pos / 16384)) on every layer, 1.27726 at the target's last position")
 
+# ModernBERT-base (tests/fuzz/corpus/modernbert-base.json): an encoder; layers 0, 3, ..., 21
+# global (8), the other 14 local with |i - j| <= 128 / 2, posenc's window 65.
+posenc_rope_inspect_test("ModernBERT bidirectional with local layers"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/modernbert-base.json" --length 8192
+  EXPECT "attention mask       bidirectional" "sliding window       65 on 14 of 22 layers"
+         "layer types          22 layers: 8 full_attention 14 sliding_attention")
+
 # Grok-2 (tests/fuzz/corpus/grok2-temperature.json): log2(4096) / log2(1024) = 12 / 10 at the
 # last position of 4097 tokens.
 posenc_rope_inspect_test("Grok-2 query temperature on every layer"

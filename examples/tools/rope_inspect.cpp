@@ -504,6 +504,7 @@ int main(int argc, char** argv) {
     j["layer_types_per_layer"] = c.layer_types;
     j["layer_uses_rope"] = c.layer_uses_rope;
     j["sliding_window"] = c.sliding_window;
+    j["mask"] = std::string(posenc::to_string(c.mask));
     j["sliding_layers"] = sliding_layers;
     j["attention_chunk_size"] = c.attention_chunk_size;
     j["chunked_layers"] = chunked_layers;
@@ -568,6 +569,9 @@ int main(int argc, char** argv) {
       std::cout << "layer types          " << c.layer_types.size() << " layers:";
       for (const auto& lr : c.layer_ropes) std::cout << " " << lr.num_layers << " " << lr.layer_type;
       std::cout << "\n";
+    }
+    if (c.mask == posenc::MaskMode::kBidirectional) {
+      std::cout << "attention mask       bidirectional (an encoder: every key on both sides)\n";
     }
     if (!sliding_layers.empty()) {
       std::cout << "sliding window       " << c.sliding_window << " on " << sliding_layers.size()

@@ -37,7 +37,16 @@
 ///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
 ///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
-///              position_embedding_type = "alibi" (JAIS), model_type "bloom".
+///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
+///              "bloom".
+///   encoders   bidirectional attention (HfModelConfig::mask) for model_type "modernbert",
+///              Jina-BERT (model_type "bert" with ALiBi), is_causal = false, and
+///              use_bidirectional_attention = true / "all" (EmbeddingGemma, Gemma-4). ModernBERT:
+///              global_rope_theta, local_rope_theta on the local layers, every
+///              global_attn_every_n_layers-th layer global (layer 0 first), local_attention l:
+///              |i - j| <= l / 2 (sliding_window l / 2 + 1); transformers' defaults when absent.
+///              Gemma's bidirectional sliding_window s: |i - j| <= s / 2 (transformers' s / 2 + 1
+///              with FlashAttention's exclusive bounds).
 ///   layout     caller's override, else the config key rope_interleave (DeepSeek-V3), else the
 ///              model family table below, else half-split (HF rotate_half).
 ///   Llama-4    attention_chunk_size (its chunked_attention layers: AttentionParams::
@@ -194,8 +203,12 @@ struct HfModelConfig {
   /// Pre-training context L0 (0 = absent; then max_position_embeddings is the trained length).
   std::int64_t original_max_position_embeddings = 0;
   /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false):
-  /// AttentionParams::sliding_window on those layers.
+  /// AttentionParams::sliding_window on those layers (posenc's W: a causal query sees the keys
+  /// a - W < j <= a, a bidirectional one |a - j| < W; an encoder's radius r is read as r + 1).
   std::int64_t sliding_window = 0;
+  /// kBidirectional for encoders (ModernBERT, Jina-BERT's ALiBi, is_causal = false, Gemma's
+  /// use_bidirectional_attention): AttentionParams::mask on every layer.
+  MaskMode mask = MaskMode::kCausal;
   /// Qwen2-family max_window_layers: layers [max_window_layers, ..) slide when no layer_types
   /// are given (-1 = absent).
   std::int64_t max_window_layers = -1;
@@ -948,6 +961,58 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.sliding_window = *sw;
     }
   }
+  // ---- encoders: bidirectional attention ---------------------------------------------------
+  {
+    const std::string fam = detail::hf_lower_alnum(out.model_type);
+    if (fam == "modernbert") {
+      out.mask = MaskMode::kBidirectional;
+      // ModernBERT's local layers: |i - j| <= local_attention / 2 (HF ModernBertModel's
+      // sliding_window_mask, FlashAttention window_size (l / 2, l / 2)).
+      auto local = r.integer(c, "local_attention", path("local_attention"));
+      if (!local) {
+        local = 128;
+        out.notes.push_back("modernbert: local_attention absent, transformers' default 128");
+      }
+      if (*local <= 0 || *local > detail::kHfMaxPosition) {
+        r.fail(path("local_attention"), "= ", *local, " must be in [1, 2^53]");
+      }
+      out.sliding_window = *local / 2 + 1;
+      out.notes.push_back("modernbert: bidirectional; local layers see |i - j| <= local_attention"
+                          " / 2 = " + std::to_string(*local / 2) + " (sliding_window " +
+                          std::to_string(out.sliding_window) + ")");
+    }
+    if (auto causal = r.boolean(c, "is_causal", path("is_causal")); causal && !*causal) {
+      out.mask = MaskMode::kBidirectional;
+      out.notes.push_back("is_causal = false: bidirectional attention");
+    }
+    if (const json* bi = HfConfigReader::find(c, "use_bidirectional_attention")) {
+      const std::string key = path("use_bidirectional_attention");
+      bool all = false;
+      if (bi->is_boolean()) {
+        all = bi->get<bool>();
+      } else if (bi->is_string() && (bi->get<std::string>() == "all" || bi->get<std::string>() == "vision")) {
+        all = bi->get<std::string>() == "all";
+        if (!all) out.notes.push_back(key + " = \"vision\": the text tokens stay causal");
+      } else if (!bi->is_null()) {
+        r.fail(key, "must be a bool, \"all\" or \"vision\", got ", bi->dump());
+      }
+      if (all) {
+        out.mask = MaskMode::kBidirectional;
+        if (out.sliding_window > 0) {
+          // transformers halves it (sliding_window // 2 + 1 "due to fa we set exclusive
+          // bounds"): FlashAttention then sees |i - j| <= s / 2 (its eager mask, inclusive in
+          // later versions, one more key each side).
+          const std::int64_t s0 = out.sliding_window;
+          out.sliding_window = s0 / 2 + 1;
+          out.notes.push_back(key + ": bidirectional; sliding layers see |i - j| <= "
+                              "sliding_window / 2 = " + std::to_string(s0 / 2) +
+                              " (sliding_window " + std::to_string(out.sliding_window) + ")");
+        } else {
+          out.notes.push_back(key + ": bidirectional attention");
+        }
+      }
+    }
+  }
   if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
     if (*ch < 0 || *ch > detail::kHfMaxPosition) {
       r.fail(path("attention_chunk_size"), "= ", *ch, " must be in [0, 2^53]");
@@ -1022,6 +1087,11 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
   if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
+  if (alibi && detail::hf_lower_alnum(out.model_type) == "bert") {
+    // Jina-BERT (jina-embeddings-v2): an encoder whose ALiBi is symmetric, -m |i - j|.
+    out.mask = MaskMode::kBidirectional;
+    out.notes.push_back("bert with ALiBi (Jina-BERT): bidirectional, bias -m |i - j|");
+  }
   if (alibi) {
     if (out.num_attention_heads <= 0) {
       r.fail(path("num_attention_heads"), "is missing; ALiBi needs one slope per head");
@@ -1110,6 +1180,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   if (auto t = r.number(c, "rope_theta", path("rope_theta"))) {
     if (!(*t > 1.0)) r.fail(path("rope_theta"), "= ", *t, " must be > 1");
     ctx.top_theta = *t;
+  } else if (auto g = r.number(c, "global_rope_theta", path("global_rope_theta"))) {
+    if (!(*g > 1.0)) r.fail(path("global_rope_theta"), "= ", *g, " must be > 1");
+    ctx.top_theta = *g;
+    out.notes.push_back("theta read from global_rope_theta (ModernBERT's global layers)");
   } else if (auto b = r.number(c, "rotary_emb_base", path("rotary_emb_base"))) {
     if (!(*b > 1.0)) r.fail(path("rotary_emb_base"), "= ", *b, " must be > 1");
     ctx.top_theta = *b;
@@ -1125,7 +1199,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (const json* rp = HfConfigReader::find(c, "rope_parameters"); rp && rp->is_object()) {
       nested_theta = true;  // transformers >= 5 keeps rope_theta inside; checked per dict
     }
-    if (!nested_theta) out.notes.push_back("rope_theta absent: transformers' default 10000");
+    if (!nested_theta && detail::hf_lower_alnum(out.model_type) == "modernbert") {
+      ctx.top_theta = 160000.0;
+      out.notes.push_back("modernbert: global_rope_theta absent, transformers' default 160000");
+    } else if (!nested_theta) {
+      out.notes.push_back("rope_theta absent: transformers' default 10000");
+    }
   }
 
   if (auto f = r.number(c, "partial_rotary_factor", path("partial_rotary_factor"))) {
@@ -1216,6 +1295,26 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("layer_types built from sliding_window_pattern = " +
                           std::to_string(*pat) + " (every " + std::to_string(*pat) +
                           "th layer full attention)");
+    }
+  }
+  if (out.layer_types.empty() && detail::hf_lower_alnum(out.model_type) == "modernbert") {
+    // ModernBertConfig: layer i is global iff i % global_attn_every_n_layers == 0 (default 3);
+    // the local layers rotate with local_rope_theta (default 10000).
+    auto every = r.integer(c, "global_attn_every_n_layers", path("global_attn_every_n_layers"));
+    if (!every) every = 3;
+    if (*every <= 0) {
+      r.fail(path("global_attn_every_n_layers"), "= ", *every, " must be > 0");
+    }
+    for (Eigen::Index i = 0; i < out.num_hidden_layers; ++i) {
+      out.layer_types.push_back(i % *every != 0 ? "sliding_attention" : "full_attention");
+    }
+    out.notes.push_back("modernbert: layer_types from global_attn_every_n_layers = " +
+                        std::to_string(*every) + " (layers 0, " + std::to_string(*every) +
+                        ", ... global)");
+    if (!local_theta) {
+      local_theta = 10000.0;
+      local_key = "local_rope_theta";
+      out.notes.push_back("modernbert: local_rope_theta absent, transformers' default 10000");
     }
   }
   const std::string family = detail::hf_lower_alnum(out.model_type);
@@ -1426,7 +1525,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.layer_ropes.push_back({"full_attention", main, count_type("full_attention")});
       out.layer_ropes.push_back({"sliding_attention", local, count_type("sliding_attention")});
       out.notes.push_back("sliding_attention layers: default RoPE with theta = " + local_key +
-                          "; full_attention layers: rope_theta and " +
+                          "; full_attention layers: the main theta and " +
                           (dpath.empty() ? std::string("no scaling") : dpath));
     } else {
       if (local_theta) {
@@ -1611,7 +1710,8 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
 /// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
 /// "chunked_attention" layers (Llama-4) its attention_chunk_size and its query temperature
 /// (Llama-4's attn_temperature_tuning on NoPE layers; Grok-2's attn_temperature_len and
-/// Mistral-3's llama_4_scaling_beta on every layer); causal mask, one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
+/// Mistral-3's llama_4_scaling_beta on every layer); the model's mask (causal, bidirectional for
+/// encoders), one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
 /// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
   AttentionParams p;
@@ -1623,6 +1723,7 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   // ... and its NoPE layers scale their queries (attn_temperature_tuning).
   const bool nope = layer < static_cast<Eigen::Index>(c.layer_uses_rope.size()) &&
                     !c.layer_uses_rope[static_cast<std::size_t>(layer)];
+  p.mask = c.mask;
   // Grok-2's and Mistral-3's temperatures apply to every layer.
   if (c.attention_temperature &&
       (nope || c.attention_temperature->form != TemperatureForm::kLlama4)) {

@@ -1,0 +1,175 @@
+// Encoders read from Hugging Face configs: bidirectional attention (HfModelConfig::mask) and the
+// windows of their local layers. Expected values: the keys of answerdotai/ModernBERT-base's
+// config.json and HF ModernBertModel's rules written out by hand (layer i global iff
+// i % global_attn_every_n_layers == 0; local layers see |i - j| <= local_attention / 2, the
+// FlashAttention window (l / 2, l / 2)); the attention itself against softmax over exactly
+// those keys in long double.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/attention.hpp>
+#include <posenc/hf_config.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::MaskMode;
+
+namespace {
+
+bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
+  for (const auto& n : c.notes)
+    if (n.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+// The position keys of answerdotai/ModernBERT-base's config.json.
+const char* const kModernBertBase = R"({"architectures": ["ModernBertForMaskedLM"],
+    "model_type": "modernbert", "hidden_size": 768, "num_attention_heads": 12,
+    "num_hidden_layers": 22, "max_position_embeddings": 8192, "global_attn_every_n_layers": 3,
+    "global_rope_theta": 160000.0, "local_attention": 128, "local_rope_theta": 10000.0})";
+
+}  // namespace
+
+TEST_CASE("hf_config: ModernBERT is bidirectional, global every third layer, local |i - j| <= 64",
+          "[hf_config][encoder]") {
+  const auto c = posenc::parse_hf_config(kModernBertBase);
+  REQUIRE(c.mask == MaskMode::kBidirectional);
+  REQUIRE(c.sliding_window == 65);  // |a - j| < 65  <=>  |a - j| <= 128 / 2
+  REQUIRE(c.layer_types.size() == 22);
+  for (std::size_t i = 0; i < 22; ++i) {
+    CAPTURE(i);
+    REQUIRE(c.layer_types[i] == (i % 3 == 0 ? "full_attention" : "sliding_attention"));
+  }
+  REQUIRE(c.layer_ropes.size() == 2);
+  REQUIRE(c.layer_ropes[0].layer_type == "full_attention");
+  REQUIRE(c.layer_ropes[0].num_layers == 8);  // 0, 3, ..., 21
+  REQUIRE(c.layer_ropes[0].params.theta == 160000.0);
+  REQUIRE(c.layer_ropes[1].layer_type == "sliding_attention");
+  REQUIRE(c.layer_ropes[1].num_layers == 14);
+  REQUIRE(c.layer_ropes[1].params.theta == 10000.0);
+  REQUIRE(c.rope.head_dim == 64);  // 768 / 12
+  REQUIRE(c.rope.layout == posenc::RopeLayout::kHalfSplit);
+  REQUIRE(c.softmax_scale == 0.125);
+  for (const Eigen::Index layer : {Eigen::Index{0}, Eigen::Index{1}, Eigen::Index{2}, Eigen::Index{21}}) {
+    CAPTURE(layer);
+    const auto p = posenc::hf_attention_params(c, layer);
+    REQUIRE(p.mask == MaskMode::kBidirectional);
+    REQUIRE(p.sliding_window == (layer % 3 == 0 ? 0 : 65));
+  }
+  // The same model from transformers' defaults alone.
+  const auto d = posenc::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 768,
+      "num_attention_heads": 12, "num_hidden_layers": 22})");
+  REQUIRE(d.mask == MaskMode::kBidirectional);
+  REQUIRE(d.sliding_window == 65);
+  REQUIRE(d.layer_types == c.layer_types);
+  REQUIRE(d.layer_ropes.size() == 2);
+  REQUIRE(d.layer_ropes[0].params.theta == 160000.0);
+  REQUIRE(d.layer_ropes[1].params.theta == 10000.0);
+  REQUIRE(has_note(d, "local_attention absent"));
+  REQUIRE(has_note(d, "global_rope_theta absent"));
+  REQUIRE(has_note(d, "local_rope_theta absent"));
+  // A decoder stays causal.
+  REQUIRE(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4})").mask == MaskMode::kCausal);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 64,
+      "num_attention_heads": 4, "num_hidden_layers": 3, "local_attention": 0})"),
+                      Contains("local_attention\" = 0 must be in [1, 2^53]"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 64,
+      "num_attention_heads": 4, "num_hidden_layers": 3, "global_attn_every_n_layers": 0})"),
+                      Contains("global_attn_every_n_layers\" = 0 must be > 0"));
+}
+
+TEST_CASE("hf_config: a ModernBERT local layer through attention() sees exactly |i - j| <= 64",
+          "[hf_config][encoder]") {
+  // 150 tokens, one head of 8: every query against softmax over the keys within 64 of it on
+  // both sides, in long double (the window of HF's sliding_window_mask), and a global layer
+  // over all 150.
+  const auto c = posenc::parse_hf_config(kModernBertBase);
+  const Eigen::Index n = 150, d = 8;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(n * d), 301);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(n * d), 302);
+  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(n * d), 303);
+  for (const Eigen::Index layer : {Eigen::Index{0}, Eigen::Index{1}}) {
+    CAPTURE(layer);
+    posenc::AttentionParams p = posenc::hf_attention_params(c, layer);
+    p.scale.reset();  // the test's head is 8 wide, not the model's 64
+    std::vector<float> out(static_cast<std::size_t>(n * d));
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, 1, d),
+                             posenc::ConstTensorView<float, 4>(k.data(), 1, n, 1, d),
+                             posenc::ConstTensorView<float, 4>(v.data(), 1, n, 1, d),
+                             posenc::TensorView<float, 4>(out.data(), 1, n, 1, d), p);
+    const Eigen::Index radius = layer == 0 ? n : 64;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      std::vector<long double> w;
+      std::vector<Eigen::Index> keys;
+      long double top = -1e300L;
+      for (Eigen::Index j = 0; j < n; ++j) {
+        if (std::abs(i - j) > radius) continue;
+        long double dot = 0.0L;
+        for (Eigen::Index e = 0; e < d; ++e) {
+          dot += static_cast<long double>(q[static_cast<std::size_t>(i * d + e)]) * k[static_cast<std::size_t>(j * d + e)];
+        }
+        w.push_back(dot / std::sqrt(static_cast<long double>(d)));
+        keys.push_back(j);
+        top = std::max(top, w.back());
+      }
+      long double sum = 0.0L;
+      for (auto& x : w) sum += (x = std::exp(x - top));
+      for (Eigen::Index e = 0; e < d; ++e) {
+        long double expect = 0.0L;
+        for (std::size_t m = 0; m < w.size(); ++m) {
+          expect += w[m] / sum * v[static_cast<std::size_t>(keys[m] * d + e)];
+        }
+        CAPTURE(i, e);
+        REQUIRE_THAT(out[static_cast<std::size_t>(i * d + e)], Catch::Matchers::WithinAbs(static_cast<double>(expect), 1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("hf_config: other encoders - Jina-BERT's ALiBi, is_causal = false, Gemma's bidirectional attention",
+          "[hf_config][encoder]") {
+  // jinaai/jina-embeddings-v2-base-en: model_type bert with position_embedding_type alibi.
+  const auto jina = posenc::parse_hf_config(R"({"model_type": "bert", "architectures": ["JinaBertForMaskedLM"],
+      "hidden_size": 768, "num_attention_heads": 12, "num_hidden_layers": 12,
+      "position_embedding_type": "alibi", "max_position_embeddings": 8192})");
+  REQUIRE(jina.scheme == posenc::HfPositionScheme::kAlibi);
+  REQUIRE(jina.mask == MaskMode::kBidirectional);
+  REQUIRE(posenc::hf_attention_params(jina, 3).mask == MaskMode::kBidirectional);
+  REQUIRE(has_note(jina, "Jina-BERT"));
+  // JAIS keeps its causal ALiBi.
+  REQUIRE(posenc::parse_hf_config(R"({"model_type": "jais", "hidden_size": 64, "num_attention_heads": 4,
+      "position_embedding_type": "alibi"})").mask == MaskMode::kCausal);
+  REQUIRE(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4, "is_causal": false})").mask ==
+          MaskMode::kBidirectional);
+  REQUIRE(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4, "is_causal": true})").mask ==
+          MaskMode::kCausal);
+  // google/embeddinggemma-300m: Gemma-3 text with use_bidirectional_attention and a window of
+  // 512, which transformers halves to 512 / 2 + 1 = 257 for FlashAttention's exclusive bounds:
+  // |i - j| <= 256, posenc's 257.
+  const std::string gemma = R"({"model_type": "gemma3_text", "hidden_size": 768, "num_attention_heads": 3,
+      "num_key_value_heads": 1, "head_dim": 256, "num_hidden_layers": 24, "sliding_window": 512,
+      "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+      "layer_types": ["sliding_attention", "full_attention"], "use_bidirectional_attention": )";
+  const auto eg = posenc::parse_hf_config(gemma + "true}");
+  REQUIRE(eg.mask == MaskMode::kBidirectional);
+  REQUIRE(eg.sliding_window == 257);
+  REQUIRE(posenc::hf_attention_params(eg, 0).sliding_window == 257);
+  REQUIRE(posenc::hf_attention_params(eg, 0).mask == MaskMode::kBidirectional);
+  REQUIRE(posenc::hf_attention_params(eg, 1).sliding_window == 0);
+  REQUIRE(has_note(eg, "|i - j| <= sliding_window / 2 = 256"));
+  // Gemma-4's string form: "all" as true, "vision" keeps text causal and the window whole.
+  REQUIRE(posenc::parse_hf_config(gemma + "\"all\"}").sliding_window == 257);
+  const auto vision = posenc::parse_hf_config(gemma + "\"vision\"}");
+  REQUIRE(vision.mask == MaskMode::kCausal);
+  REQUIRE(vision.sliding_window == 512);
+  REQUIRE(has_note(vision, "text tokens stay causal"));
+  REQUIRE(posenc::parse_hf_config(gemma + "false}").mask == MaskMode::kCausal);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(gemma + "\"some\"}"),
+                      Contains("use_bidirectional_attention\" must be a bool, \"all\" or \"vision\""));
+}
