@@ -11,7 +11,9 @@
 ///
 ///   geometry   head_dim, else hidden_size / num_attention_heads (integer division, HF); aliases
 ///              n_embd / n_embed / d_model and n_head / n_heads (GPT-J, BLOOM, MPT).
-///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe).
+///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe); the
+///              sparse-attention indexer (index_head_dim, indexer_rope_interleave) rotates
+///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer).
 ///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
 ///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else transformers' default 10000.
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
@@ -194,6 +196,17 @@ struct HfModelConfig {
   /// qk_rope_head_dim, values kv_lora_rank).
   Eigen::Index v_head_dim = 0;
   Eigen::Index kv_lora_rank = 0;
+  /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5; 0 elsewhere): its
+  /// q / k heads of index_head_dim rotate their first qk_rope_head_dim dims ([rope | nope], the
+  /// reverse of MLA's) with the main plan's frequencies, in indexer_layout
+  /// (hf_mla_rope_params(c, HfMlaHead::kIndexer)); index_n_heads query heads, index_topk keys
+  /// kept per query.
+  Eigen::Index index_head_dim = 0;
+  Eigen::Index index_n_heads = 0;
+  Eigen::Index index_topk = 0;
+  /// indexer_rope_interleave: false or absent (DeepSeek-V3.2) half-split, true (GLM-5)
+  /// interleaved — whatever the MLA heads use.
+  RopeLayout indexer_layout = RopeLayout::kHalfSplit;
   /// Attention softmax scale: query_pre_attn_scalar^-1/2 (Gemma) or attention_head_dim^-1/2,
   /// times the RoPE plan's softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim).
   double softmax_scale = 0.0;
@@ -1174,6 +1187,33 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
           std::to_string(out.kv_lora_rank) + " (KvCache::latent, attention_latent), RoPE at " +
           "rotary_offset = " + std::to_string(out.kv_lora_rank));
     }
+    // DeepSeek sparse attention (V3.2's Indexer, vLLM's indexer_rope_emb): the indexer rotates
+    // the first qk_rope_head_dim dims of its index_head_dim heads, half-split unless
+    // indexer_rope_interleave (DeepSeek's own demo code rotated them interleaved until its
+    // 2025-11-17 fix, which degraded the model).
+    if (auto ihd = r.integer(c, "index_head_dim", path("index_head_dim"))) {
+      if (*ihd < *rope_hd || *ihd > detail::kHfMaxDim) {
+        r.fail(path("index_head_dim"), "= ", *ihd, " must be in [qk_rope_head_dim = ", *rope_hd,
+               ", ", detail::kHfMaxDim, "]");
+      }
+      out.index_head_dim = *ihd;
+      for (auto [key, field] : {std::pair{"index_n_heads", &out.index_n_heads},
+                                std::pair{"index_topk", &out.index_topk}}) {
+        const auto value = r.integer(c, key, path(key)).value_or(0);
+        if (value < 0 || value > detail::kHfMaxPosition) {
+          r.fail(path(key), "= ", value, " must be >= 0");
+        }
+        *field = value;
+      }
+      const bool inter = r.boolean(c, "indexer_rope_interleave", path("indexer_rope_interleave"))
+                             .value_or(false);
+      out.indexer_layout = inter ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+      out.notes.push_back("sparse-attention indexer: heads of index_head_dim = " +
+                          std::to_string(*ihd) + " rotate their first " + std::to_string(*rope_hd) +
+                          " dims [rope | nope], " + (inter ? "interleaved" : "half-split") +
+                          " (indexer_rope_interleave = " + (inter ? "true" : "false or absent") +
+                          "; hf_mla_rope_params(c, HfMlaHead::kIndexer))");
+    }
   }
   ctx.head_dim = head_dim;
 
@@ -1739,24 +1779,33 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
 enum class HfMlaHead : std::uint8_t {
   kConcatenated = 0,  ///< [nope | rope] q / k heads of qk_nope + qk_rope (KvCache(.., v_head_dim))
   kLatent = 1,        ///< [c_kv | k_pe] latent rows of kv_lora_rank + qk_rope (KvCache::latent)
+  kIndexer = 2,       ///< [rope | nope] sparse-attention indexer heads of index_head_dim
 };
 
 /// \brief The RoPE parameters of a DeepSeek MLA model for a whole head: c.rope (whose head is
 /// the qk_rope_head_dim part alone, q_pe / k_pe) widened to the concatenated or the latent
-/// head, the rotated slice at its end (rotary_offset = qk_nope_head_dim or kv_lora_rank). The
+/// head, the rotated slice at its end (rotary_offset = qk_nope_head_dim or kv_lora_rank), or
+/// to the sparse-attention indexer's head, the rotated slice first and in c.indexer_layout. The
 /// plan's frequencies, attention factor and softmax multiplier are c.rope's: the exponent runs
 /// over rotary_dim = qk_rope_head_dim either way.
-/// Throws std::invalid_argument when c has no qk_nope_head_dim (kConcatenated) or no
-/// kv_lora_rank (kLatent).
+/// Throws std::invalid_argument when c has no qk_nope_head_dim (kConcatenated), no
+/// kv_lora_rank (kLatent) or no index_head_dim (kIndexer).
 inline RopeParams hf_mla_rope_params(const HfModelConfig& c, HfMlaHead head) {
   constexpr std::string_view fn = "hf_mla_rope_params";
+  RopeParams p = c.rope;
+  p.rotary_dim = resolved_rotary_dim(c.rope);
+  p.partial_rotary_factor = 1.0;
+  if (head == HfMlaHead::kIndexer) {
+    detail::require(c.index_head_dim > 0, fn, "index_head_dim = ", c.index_head_dim, ": ",
+                    c.source, " has no sparse-attention indexer");
+    p.head_dim = c.index_head_dim;
+    p.layout = c.indexer_layout;
+    return p;
+  }
   const bool latent = head == HfMlaHead::kLatent;
   const Eigen::Index prefix = latent ? c.kv_lora_rank : c.qk_nope_head_dim;
   detail::require(prefix > 0, fn, latent ? "kv_lora_rank" : "qk_nope_head_dim", " = ", prefix,
                   ": ", c.source, " is not a DeepSeek MLA config with that head");
-  RopeParams p = c.rope;
-  p.rotary_dim = resolved_rotary_dim(c.rope);
-  p.partial_rotary_factor = 1.0;
   p.rotary_offset = prefix + c.rope.rotary_offset;
   p.head_dim = prefix + c.rope.head_dim;
   return p;
