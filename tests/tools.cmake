@@ -185,6 +185,13 @@ posenc_rope_inspect_test("ModernBERT bidirectional with local layers"
   EXPECT "attention mask       bidirectional" "sliding window       65 on 14 of 22 layers"
          "layer types          22 layers: 8 full_attention 14 sliding_attention")
 
+# DeepSeek-V3.2 (tests/fuzz/corpus/deepseek-v32-indexer.json): the MLA heads interleaved, the
+# sparse-attention indexer's half-split on the first 64 of its 128 dims.
+posenc_rope_inspect_test("DeepSeek-V3.2 indexer layout apart from the MLA heads"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/deepseek-v32-indexer.json" --length 131072
+  EXPECT "layout               interleaved"
+         "heads of index_head_dim = 128 rotate their first 64 dims [rope | nope], half-split")
+
 # Grok-2 (tests/fuzz/corpus/grok2-temperature.json): log2(4096) / log2(1024) = 12 / 10 at the
 # last position of 4097 tokens.
 posenc_rope_inspect_test("Grok-2 query temperature on every layer"
