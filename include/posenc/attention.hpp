@@ -101,6 +101,8 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.alibi = !params.alibi_slopes.empty();
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
+  p.rel_bias = params.relative_bias ? params.relative_bias->by_distance.data() : nullptr;
+  p.rel_span = params.relative_bias ? params.relative_bias->max_distance : 0;
 }
 
 /// The scales into the problem: k into the softmax scale (scale q . (k x) = (k scale) q . x),

@@ -46,6 +46,7 @@
 /// the tokens' absolute positions, never from tensor columns — so it stays right at decode
 /// (one query at position t against cached keys) and under left padding.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -104,6 +105,26 @@ struct AttentionTemperature {
   std::int64_t temperature_len = 0;  ///< kXai: L, the last position left at 1; >= 2
 };
 
+/// T5's bucketed relative attention bias (Raffel et al. 2020, §2.1; relative_bias.hpp): a
+/// learned scalar per (bucket, head) added to every score, the bucket of the relative position
+/// pos_k - pos_q. Build it with relative_position_bias() from the checkpoint's
+/// relative_attention_bias table; the kernel reads by_distance.
+struct RelativePositionBias {
+  std::int64_t num_buckets = 32;    ///< relative_attention_num_buckets
+  std::int64_t max_distance = 128;  ///< relative_attention_max_distance
+  /// true: encoders (keys on both sides get buckets of their own); false: decoder
+  /// self-attention (every later key shares bucket 0).
+  bool bidirectional = true;
+  Eigen::Index heads = 0;
+  /// [num_buckets][heads]: the checkpoint's relative_attention_bias weight (HF nn.Embedding
+  /// layout), the bias of head h in bucket k at table[k * heads + h].
+  std::vector<double> table;
+  /// [heads][2 max_distance + 1]: the table read at the bucket of pos_k - pos_q = r for r in
+  /// [-max_distance, max_distance]; farther distances take the end values (the buckets
+  /// saturate there). What the fused kernel reads.
+  std::vector<double> by_distance;
+};
+
 /// Per-model attention configuration (plan once, reuse across layers and steps).
 struct AttentionParams {
   MaskMode mask = MaskMode::kCausal;
@@ -138,6 +159,9 @@ struct AttentionParams {
   /// (AttentionTemperature: Llama-4's NoPE layers, Grok-2's every layer), folded into the scale
   /// when Q is loaded, so before the soft cap. Empty = none.
   std::optional<AttentionTemperature> query_temperature;
+  /// T5's relative attention bias (relative_position_bias()), added to the scaled (and capped)
+  /// scores as ALiBi's is; T5 itself does not scale q.k: set scale = 1. Empty = none.
+  std::optional<RelativePositionBias> relative_bias;
   /// Threads the fused kernel may use (1 = the calling thread only). Work is split over
   /// (batch, kv_head, query tile); results do not depend on the thread count.
   int num_threads = 1;
@@ -201,6 +225,71 @@ inline void validate_temperature(std::string_view fn, const AttentionTemperature
   require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",
           t.floor_scale, " must be finite and > 0");
   require(std::isfinite(t.attn_scale), fn, "attn_scale = ", t.attn_scale, " must be finite");
+}
+
+/// T5's bucket of relative position rel = pos_k - pos_q (HF T5Attention._relative_position_bucket,
+/// Mesh TensorFlow's _relative_position_bucket): half the buckets (of each side, when
+/// bidirectional) exact, the rest logarithmic up to max_distance, then the last. The log branch
+/// is evaluated in float as HF's float32 tensors are (truncated toward zero).
+inline std::int64_t relative_bucket(std::int64_t rel, std::int64_t num_buckets,
+                                    std::int64_t max_distance, bool bidirectional) {
+  std::int64_t bucket = 0, n = num_buckets;
+  if (bidirectional) {
+    n /= 2;
+    if (rel > 0) bucket += n;
+    rel = rel < 0 ? -rel : rel;
+  } else {
+    rel = rel < 0 ? -rel : 0;
+  }
+  const std::int64_t max_exact = n / 2;
+  if (rel < max_exact) return bucket + rel;
+  const float ratio = static_cast<float>(rel) / static_cast<float>(max_exact);
+  const auto denom = static_cast<float>(std::log(static_cast<double>(max_distance) /
+                                                 static_cast<double>(max_exact)));
+  const float large = std::log(ratio) / denom * static_cast<float>(n - max_exact);
+  // rel <= 2^53 keeps large below 2^31; truncation as torch's .to(torch.long).
+  const std::int64_t log_bucket = max_exact + static_cast<std::int64_t>(large);
+  return bucket + std::min(log_bucket, n - 1);
+}
+
+/// num_buckets / max_distance that make relative_bucket well defined: at least one exact
+/// bucket (max_exact >= 1) and max_distance above it.
+inline void validate_relative_buckets(std::string_view fn, std::int64_t num_buckets,
+                                      std::int64_t max_distance, bool bidirectional) {
+  const std::int64_t min_buckets = bidirectional ? 4 : 2;
+  require(num_buckets >= min_buckets && num_buckets <= (std::int64_t{1} << 20), fn,
+          "num_buckets = ", num_buckets, " must be in [", min_buckets, ", 2^20] (",
+          bidirectional ? "bidirectional" : "unidirectional", ": at least one exact bucket)");
+  const std::int64_t max_exact = (bidirectional ? num_buckets / 2 : num_buckets) / 2;
+  require(max_distance > max_exact && max_distance <= (std::int64_t{1} << 20), fn,
+          "max_distance = ", max_distance, " must be in (", max_exact, " (the exact buckets), 2^20]");
+}
+
+inline void validate_relative_bias(std::string_view fn, const RelativePositionBias& r,
+                                   Eigen::Index heads) {
+  validate_relative_buckets(fn, r.num_buckets, r.max_distance, r.bidirectional);
+  require(r.heads == heads, fn, "relative_bias has ", r.heads, " heads; q has heads = ", heads);
+  require(r.table.size() == static_cast<std::size_t>(r.num_buckets * heads), fn,
+          "relative_bias.table has ", r.table.size(), " entries; it must have num_buckets * ",
+          "heads = ", r.num_buckets * heads);
+  const auto span = static_cast<std::size_t>(2 * r.max_distance + 1);
+  require(r.by_distance.size() == static_cast<std::size_t>(heads) * span, fn,
+          "relative_bias.by_distance has ", r.by_distance.size(), " entries; it must have heads * ",
+          "(2 max_distance + 1) = ", static_cast<std::size_t>(heads) * span,
+          " (build it with relative_position_bias)");
+  for (const auto* v : {&r.table, &r.by_distance}) {
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      require(std::isfinite((*v)[i]), fn, "relative_bias.", v == &r.table ? "table" : "by_distance",
+              "[", i, "] = ", (*v)[i], " must be finite");
+    }
+  }
+}
+
+/// The bias of head h at pos_k - pos_q = rel (validated r).
+inline double relative_bias_at(const RelativePositionBias& r, Eigen::Index h, std::int64_t rel) {
+  const std::int64_t md = r.max_distance;
+  const std::int64_t at = std::clamp<std::int64_t>(rel, -md, md) + md;
+  return r.by_distance[static_cast<std::size_t>(h * (2 * md + 1) + at)];
 }
 
 /// t(position) in double (validated parameters, position in [0, 2^53]).
@@ -331,6 +420,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
   require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
           " must be >= 0 (0 = no window)");
   if (params.query_temperature) validate_temperature(fn, *params.query_temperature);
+  if (params.relative_bias) validate_relative_bias(fn, *params.relative_bias, heads);
   require(params.attention_chunk_size >= 0, fn, "attention_chunk_size = ",
           params.attention_chunk_size, " must be >= 0 (0 = no chunks)");
   require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");

@@ -21,6 +21,7 @@
 #include "posenc/learned.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/paged_kv_cache.hpp"
+#include "posenc/relative_bias.hpp"
 #include "posenc/rope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"

@@ -253,6 +253,7 @@ struct AttentionTileBuffers {
   std::vector<Eigen::Index> row_q, row_h;             // [slots][rows]
   std::vector<std::int64_t> chunk;  // [slots][rows] floor(pos_q / chunk), -1: padding row
   std::vector<std::int64_t> tree;   // [slots][rows] tree-mask row offset of the query, -1: none
+  std::vector<std::int64_t> qpos;   // [slots][rows] the row's query position
 
   /// Grows (never shrinks); allocation happens only when a shape grows. Decode items read K / V
   /// in place and pass packs = false.
@@ -304,6 +305,7 @@ struct AttentionTileBuffers {
     row_h.assign(ns * r, 0);
     chunk.assign(ns * r, -1);
     tree.assign(ns * r, -1);
+    qpos.assign(ns * r, 0);
   }
 };
 
@@ -341,6 +343,9 @@ struct AttentionProblem {
   const AttentionTemperature* temperature = nullptr;
   bool alibi = false;
   const double* slopes = nullptr;          // [heads] when alibi
+  // T5's relative bias: [heads][2 rel_span + 1] by pos_k - pos_q (RelativePositionBias), or null.
+  const double* rel_bias = nullptr;
+  std::int64_t rel_span = 0;
   const double* sinks = nullptr;           // [heads] sink logits (GPT-OSS), or null
   const std::int64_t* q_pos = nullptr;     // [batch, q_len] or null: k_len - q_len + i
   const std::int64_t* k_pos = nullptr;     // row b at k_pos + b * meta_batch_stride, or null: j
@@ -689,6 +694,8 @@ struct AttnLaneState {
   const Acc* limit;  // last visible key index (causal mask, sliding window)
   const std::int64_t* chunk;  // floor(pos_q / chunk) (chunked attention), -1: padding lane
   const std::int64_t* tree;   // tree-mask row of the lane's query (tree attention), -1: none
+  const std::int64_t* q_pos;  // the lane's query position (T5's relative bias)
+  const Eigen::Index* head;   // the lane's query head (T5's relative bias)
   Acc* m;            // running max
   Acc* l;            // running sum of exp
   Acc* alpha;        // out: exp(m_old - m_new) of this tile
@@ -736,6 +743,19 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
         const P sl = ei::ploadu<P>(ls.slope + i);
         const P bias = p.causal ? ei::pmul(sl, diff) : ei::pnegate(ei::pmul(sl, ei::pabs(diff)));
         ei::pstoreu(srow + i, ei::padd(ei::ploadu<P>(srow + i), bias));
+      }
+    }
+  }
+  if (p.rel_bias) {
+    // T5: the learned bias of each lane's head at pos_k - pos_q, clamped to the span beyond
+    // which the buckets no longer change.
+    const std::int64_t span = p.rel_span, row = 2 * span + 1;
+    for (Eigen::Index j = 0; j < nk; ++j) {
+      const std::int64_t pk = p.k_position(b, j0 + j);
+      Acc* srow = st + j * rs;
+      for (Eigen::Index i = 0; i < lanes; ++i) {
+        const std::int64_t rel = std::clamp<std::int64_t>(pk - ls.q_pos[i], -span, span);
+        srow[i] += static_cast<Acc>(p.rel_bias[ls.head[i] * row + rel + span]);
       }
     }
   }
@@ -937,6 +957,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.limit[at(r)] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
       ws.chunk[at(r)] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
       ws.tree[at(r)] = real ? p.tree_row(b, qi) : -1;
+      ws.qpos[at(r)] = q_position(qi);
       // A sink starts the row's online softmax as an entry of logit sink_h and no value.
       const bool sink = real && p.sinks;
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
@@ -1045,7 +1066,8 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_rows,
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
                          ws.first.data() + s * rs, ws.limit.data() + s * rs,
-                         ws.chunk.data() + s * rs, ws.tree.data() + s * rs, ws.m.data() + s * rs,
+                         ws.chunk.data() + s * rs, ws.tree.data() + s * rs,
+                         ws.qpos.data() + s * rs, ws.row_h.data() + s * rs, ws.m.data() + s * rs,
                          ws.l.data() + s * rs, alpha});
       attn_pv<Acc>(st, rs, nrows, alpha, vt + s * dv, vstride, keys,
                    ws.o.data() + s * rs * dv, dv);
@@ -1308,6 +1330,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.limit[at] = real ? static_cast<Acc>(last) : static_cast<Acc>(k_len);
     ws.chunk[at] = real && p.chunk > 0 ? q_position(qi) / p.chunk : -1;
     ws.tree[at] = real ? p.tree_row(b, qi) : -1;
+    ws.qpos[at] = q_position(qi);
     const bool sink = real && p.sinks;  // as in the prefill item
     ws.m[at] = sink ? static_cast<Acc>(p.sinks[h]) : -std::numeric_limits<Acc>::infinity();
     ws.l[at] = sink ? Acc(1) : Acc(0);
@@ -1433,8 +1456,8 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     const Acc* alpha = ws.alpha.data();
     attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_lanes,
                       {ws.q_rel.data(), ws.slope.data(), ws.first.data(), ws.limit.data(),
-                       ws.chunk.data(), ws.tree.data(), ws.m.data(), ws.l.data(),
-                       ws.alpha.data()});
+                       ws.chunk.data(), ws.tree.data(), ws.qpos.data(), ws.row_h.data(),
+                       ws.m.data(), ws.l.data(), ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {

@@ -119,6 +119,14 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
             s(i, j) += detail::alibi_value(params.alibi_slopes[static_cast<std::size_t>(h)], pq,
                                            pk, params.mask);
           }
+          if (params.relative_bias) {
+            // T5: the table at the bucket of pos_k - pos_q, from the definition (the kernel
+            // reads the plan's clamped rows instead).
+            const auto& r = *params.relative_bias;
+            const std::int64_t bucket =
+                detail::relative_bucket(pk - pq, r.num_buckets, r.max_distance, r.bidirectional);
+            s(i, j) += r.table[static_cast<std::size_t>(bucket * heads + h)];
+          }
           if (!visible) s(i, j) = neg_inf;
           row_max = std::max(row_max, s(i, j));
         }

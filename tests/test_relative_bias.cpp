@@ -1,0 +1,287 @@
+// T5's relative attention bias. Expected values: buckets worked by hand from the formula in
+// Raffel et al. / HF T5Attention._relative_position_bucket, the same formula transcribed here in
+// long double, and attention as softmax(q.k + table[bucket]) V written out in long double.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/attention.hpp>
+#include <posenc/kv_cache.hpp>
+#include <posenc/reference/attention.hpp>
+#include <posenc/relative_bias.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::relative_position_bucket;
+
+namespace {
+
+using LD = long double;
+
+/// The bucket formula in long double (the test's own transcription).
+std::int64_t bucket_ld(std::int64_t rel, std::int64_t nb, std::int64_t md, bool bidir) {
+  std::int64_t out = 0;
+  if (bidir) {
+    nb /= 2;
+    if (rel > 0) out += nb;
+    rel = std::llabs(rel);
+  } else {
+    rel = rel < 0 ? -rel : 0;
+  }
+  const std::int64_t e = nb / 2;
+  if (rel < e) return out + rel;
+  const LD large = static_cast<LD>(e) + std::trunc(std::log(static_cast<LD>(rel) / e) /
+                                                   std::log(static_cast<LD>(md) / e) * (nb - e));
+  return out + std::min<std::int64_t>(static_cast<std::int64_t>(large), nb - 1);
+}
+
+/// softmax(scale q.k + bias) V for one query row, long double; keys[m] visible.
+std::vector<LD> attend_ld(const float* q, const float* k, const float* v, Eigen::Index kv_row, Eigen::Index d,
+                          const std::vector<Eigen::Index>& keys, const std::vector<LD>& bias, LD scale) {
+  std::vector<LD> w(keys.size());
+  LD top = -std::numeric_limits<LD>::infinity();
+  for (std::size_t m = 0; m < keys.size(); ++m) {
+    LD dot = 0;
+    for (Eigen::Index c = 0; c < d; ++c) dot += static_cast<LD>(q[c]) * k[keys[m] * kv_row + c];
+    w[m] = scale * dot + bias[m];
+    top = std::max(top, w[m]);
+  }
+  LD sum = 0;
+  for (auto& x : w) sum += (x = std::exp(x - top));
+  std::vector<LD> out(static_cast<std::size_t>(d), 0);
+  for (std::size_t m = 0; m < keys.size(); ++m)
+    for (Eigen::Index c = 0; c < d; ++c) out[static_cast<std::size_t>(c)] += w[m] / sum * v[keys[m] * kv_row + c];
+  return out;
+}
+
+posenc::RelativePositionBias plan(std::int64_t nb, Eigen::Index heads, std::int64_t md, bool bidir, std::vector<float>& table,
+                                  std::uint64_t seed) {
+  table = posenc_test::random_vector<float>(static_cast<std::size_t>(nb * heads), seed);
+  for (auto& x : table) x *= 3.0f;
+  return posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), nb, heads), md, bidir);
+}
+
+}  // namespace
+
+TEST_CASE("relative bias: T5's buckets worked by hand", "[relative_bias]") {
+  // Bidirectional, 32 buckets, max_distance 128: 16 per side, 8 exact, then 8 + trunc(8 ln(r / 8)
+  // / ln 16) = 8 + trunc(2 log2(r / 8)): r = 11 -> 8 + trunc(0.919) = 8, 12 -> 8 + trunc(1.170) = 9,
+  // 16 -> 10, 32 -> 12, 64 -> 14, 128 -> 16 -> capped 15. Keys after the query: + 16.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> bidir = {
+      {0, 0}, {-1, 1}, {-7, 7}, {-8, 8}, {-11, 8}, {-12, 9}, {-16, 10}, {-32, 12}, {-64, 14}, {-127, 15},
+      {-128, 15}, {-100000, 15}, {1, 17}, {7, 23}, {8, 24}, {16, 26}, {128, 31}, {std::int64_t{1} << 40, 31}};
+  for (const auto& [rel, bucket] : bidir) {
+    CAPTURE(rel);
+    REQUIRE(relative_position_bucket(rel) == bucket);
+  }
+  // Unidirectional (decoder self-attention), 32 buckets, 128: every r >= 0 in bucket 0; 16
+  // exact; 16 + trunc(16 ln(r / 16) / ln 8): r = 32 -> 16 + trunc(5.33) = 21, 64 -> 26, 128 -> 31.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> unidir = {
+      {5, 0}, {0, 0}, {-1, 1}, {-15, 15}, {-16, 16}, {-32, 21}, {-64, 26}, {-127, 31}, {-128, 31}, {-5000, 31}};
+  for (const auto& [rel, bucket] : unidir) {
+    CAPTURE(rel);
+    REQUIRE(relative_position_bucket(rel, 32, 128, false) == bucket);
+  }
+}
+
+TEST_CASE("relative bias: buckets equal the long-double formula, so float evaluation changes none",
+          "[relative_bias]") {
+  // HF evaluates the log branch in float32; posenc does too. For the configurations in use the
+  // exact value of e + ln(r / e) / ln(D / e) (n - e) is never within float rounding of an
+  // integer it is not equal to, so the long-double buckets are the same at every distance.
+  struct Config {
+    std::int64_t nb, md;
+  };
+  for (const Config c : {Config{32, 128}, Config{32, 256}, Config{64, 128}, Config{128, 256}, Config{320, 800}, Config{8, 16}})
+    for (const bool bidir : {true, false})
+      for (std::int64_t rel = -3 * c.md; rel <= 3 * c.md; ++rel) {
+        CAPTURE(c.nb, c.md, bidir, rel);
+        REQUIRE(relative_position_bucket(rel, c.nb, c.md, bidir) == bucket_ld(rel, c.nb, c.md, bidir));
+      }
+}
+
+TEST_CASE("relative bias: the plan's rows are the table at each distance's bucket", "[relative_bias]") {
+  std::vector<float> table;
+  const auto r = plan(32, 3, 128, true, table, 501);
+  REQUIRE(r.by_distance.size() == 3u * 257u);
+  std::vector<std::int64_t> qpos = {300, 0}, kpos = {0, 290, 299, 300, 301, 310, 500, 1000};
+  std::vector<float> out(2 * 3 * 1 * 8);
+  // Two sequences of one query each: positions 300 and 0 against the same keys.
+  std::vector<std::int64_t> q2 = {300, 0}, k2(16);
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 8; ++j) k2[static_cast<std::size_t>(b * 8 + j)] = kpos[static_cast<std::size_t>(j)];
+  posenc::relative_position_bias_matrix<float>(r, posenc::PositionIdsView(q2.data(), 2, 1),
+                                               posenc::PositionIdsView(k2.data(), 2, 8),
+                                               posenc::TensorView<float, 4>(out.data(), 2, 3, 1, 8));
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int j = 0; j < 8; ++j) {
+        const std::int64_t bucket = bucket_ld(kpos[static_cast<std::size_t>(j)] - q2[static_cast<std::size_t>(b)], 32, 128, true);
+        CAPTURE(b, h, j, bucket);
+        REQUIRE(out[static_cast<std::size_t>((b * 3 + h) * 8 + j)] == table[static_cast<std::size_t>(bucket * 3 + h)]);
+      }
+}
+
+TEST_CASE("relative bias: an encoder (bidirectional buckets and mask) against long double",
+          "[relative_bias][attention]") {
+  // 40 tokens with 8 buckets and max_distance 16 (so most pairs lie beyond it), and 150
+  // tokens with T5's 32 / 128; 3 heads of 8, T5's scale 1; one sequence left-padded by 2.
+  for (const auto& [n, nb, md] : {std::tuple<Eigen::Index, std::int64_t, std::int64_t>{40, 8, 16},
+                                  std::tuple<Eigen::Index, std::int64_t, std::int64_t>{150, 32, 128}}) {
+    const Eigen::Index H = 3, D = 8;
+    std::vector<float> table;
+    posenc::AttentionParams p;
+    p.mask = posenc::MaskMode::kBidirectional;
+    p.scale = 1.0;
+    p.relative_bias = plan(nb, H, md, true, table, 502);
+    const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * n * H * D), 503);
+    const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * n * H * D), 504);
+    const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * n * H * D), 505);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(2 * n));
+    std::vector<std::uint8_t> keep(pos.size(), 1);
+    for (Eigen::Index j = 0; j < n; ++j) {
+      pos[static_cast<std::size_t>(j)] = j;
+      pos[static_cast<std::size_t>(n + j)] = std::max<Eigen::Index>(0, j - 2);  // left padding of 2
+    }
+    keep[static_cast<std::size_t>(n)] = keep[static_cast<std::size_t>(n + 1)] = 0;
+    posenc::AttentionMetadata meta;
+    meta.query_positions = posenc::PositionIdsView(pos.data(), 2, n);
+    meta.key_positions = posenc::PositionIdsView(pos.data(), 2, n);
+    meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(keep.data(), 2, n);
+    std::vector<float> out(q.size());
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 2, n, H, D),
+                             posenc::ConstTensorView<float, 4>(k.data(), 2, n, H, D),
+                             posenc::ConstTensorView<float, 4>(v.data(), 2, n, H, D),
+                             posenc::TensorView<float, 4>(out.data(), 2, n, H, D), p, meta);
+    for (Eigen::Index b = 0; b < 2; ++b)
+      for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index h = 0; h < H; ++h) {
+          std::vector<Eigen::Index> keys;
+          std::vector<LD> bias;
+          for (Eigen::Index j = 0; j < n; ++j) {
+            if (!keep[static_cast<std::size_t>(b * n + j)]) continue;
+            keys.push_back(j);
+            const std::int64_t rel = pos[static_cast<std::size_t>(b * n + j)] - pos[static_cast<std::size_t>(b * n + i)];
+            bias.push_back(table[static_cast<std::size_t>(bucket_ld(rel, nb, md, true) * H + h)]);
+          }
+          const auto expect = attend_ld(q.data() + ((b * n + i) * H + h) * D, k.data() + b * n * H * D + h * D,
+                                        v.data() + b * n * H * D + h * D, H * D, D, keys, bias, 1.0L);
+          for (Eigen::Index c = 0; c < D; ++c) {
+            CAPTURE(n, b, i, h, c);
+            REQUIRE_THAT(out[static_cast<std::size_t>(((b * n + i) * H + h) * D + c)],
+                         Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(c)]), 2e-5));
+          }
+        }
+  }
+}
+
+TEST_CASE("relative bias: a decoder's cached decode reads the bias at the query's position",
+          "[relative_bias][kv_cache]") {
+  // Unidirectional buckets, causal mask: 20 prompt tokens through a KV cache, then 6 decode
+  // steps; each step must equal that row of one causal forward over all 26 tokens, and the
+  // bias of step t must be table[bucket(j - t)], not the bucket of a 1-token query's index.
+  const Eigen::Index n = 26, prompt = 20, H = 4, G = 2, D = 16;
+  std::vector<float> table;
+  posenc::AttentionParams p;
+  p.scale = 1.0;
+  p.relative_bias = plan(32, H, 128, false, table, 506);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(n * H * D), 507);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(n * G * D), 508);
+  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(n * G * D), 509);
+  std::vector<float> full(q.size());
+  posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, H, D),
+                           posenc::ConstTensorView<float, 4>(k.data(), 1, n, G, D),
+                           posenc::ConstTensorView<float, 4>(v.data(), 1, n, G, D),
+                           posenc::TensorView<float, 4>(full.data(), 1, n, H, D), p);
+  for (Eigen::Index t = 0; t < n; ++t)
+    for (Eigen::Index h = 0; h < H; ++h) {
+      std::vector<Eigen::Index> keys;
+      std::vector<LD> bias;
+      for (Eigen::Index j = 0; j <= t; ++j) {
+        keys.push_back(j);
+        bias.push_back(table[static_cast<std::size_t>(bucket_ld(j - t, 32, 128, false) * H + h)]);
+      }
+      const auto expect = attend_ld(q.data() + (t * H + h) * D, k.data() + (h / 2) * D, v.data() + (h / 2) * D, G * D, D,
+                                    keys, bias, 1.0L);
+      for (Eigen::Index c = 0; c < D; ++c) {
+        CAPTURE(t, h, c);
+        REQUIRE_THAT(full[static_cast<std::size_t>((t * H + h) * D + c)],
+                     Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(c)]), 2e-5));
+      }
+    }
+  posenc::KvCache<float> cache(1, n, G, D);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+  for (Eigen::Index j = 0; j < n; ++j) pos[static_cast<std::size_t>(j)] = j;
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, prompt, G, D), posenc::ConstTensorView<float, 4>(v.data(), 1, prompt, G, D),
+               posenc::PositionIdsView(pos.data(), 1, prompt));
+  for (Eigen::Index t = prompt; t < n; ++t) {
+    cache.append(posenc::ConstTensorView<float, 4>(k.data() + t * G * D, 1, 1, G, D),
+                 posenc::ConstTensorView<float, 4>(v.data() + t * G * D, 1, 1, G, D), posenc::PositionIdsView(pos.data() + t, 1, 1));
+    std::vector<float> step(static_cast<std::size_t>(H * D));
+    cache.attend(posenc::ConstTensorView<float, 4>(q.data() + t * H * D, 1, 1, H, D), posenc::TensorView<float, 4>(step.data(), 1, 1, H, D),
+                 p);
+    for (Eigen::Index e = 0; e < H * D; ++e) {
+      CAPTURE(t, e);
+      REQUIRE_THAT(step[static_cast<std::size_t>(e)], Catch::Matchers::WithinAbs(full[static_cast<std::size_t>(t * H * D + e)], 1e-5));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("relative bias: fused == reference, GQA, with ALiBi and soft cap, two threads",
+                   "[relative_bias][attention]", float, Eigen::bfloat16) {
+  const Eigen::Index B = 2, n = 90, H = 8, G = 2, D = 32;
+  std::vector<float> table;
+  const auto q = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * n * H * D), 510);
+  const auto k = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * n * G * D), 511);
+  const auto v = posenc_test::random_vector<TestType>(static_cast<std::size_t>(B * n * G * D), 512);
+  const posenc::ConstTensorView<TestType, 4> qv(q.data(), B, n, H, D), kv(k.data(), B, n, G, D), vv(v.data(), B, n, G, D);
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    posenc::AttentionParams p;
+    p.relative_bias = plan(32, H, 64, variant != 1, table, 513);
+    if (variant == 1) p.mask = posenc::MaskMode::kCausal;
+    if (variant != 1) p.mask = posenc::MaskMode::kBidirectional;
+    if (variant == 2) {
+      p.alibi_slopes = posenc::alibi_slopes(H);
+      p.logit_softcap = 5.0;
+      p.num_threads = 2;
+    }
+    std::vector<TestType> fused(q.size()), ref(q.size());
+    posenc::attention<TestType>(qv, kv, vv, posenc::TensorView<TestType, 4>(fused.data(), B, n, H, D), p);
+    posenc::reference::attention<TestType>(qv, kv, vv, posenc::TensorView<TestType, 4>(ref.data(), B, n, H, D), p);
+    const double tol = std::is_same_v<TestType, float> ? 1e-5 : 1.6e-2;
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE_THAT(posenc::detail::to_double(fused[i]), Catch::Matchers::WithinAbs(posenc::detail::to_double(ref[i]), tol));
+    }
+  }
+}
+
+TEST_CASE("relative bias: bad parameters throw before writing", "[relative_bias][errors]") {
+  REQUIRE_THROWS_WITH(relative_position_bucket(1, 2, 128, true), Contains("num_buckets = 2 must be in [4, 2^20]"));
+  REQUIRE_THROWS_WITH(relative_position_bucket(1, 32, 8, true), Contains("max_distance = 8 must be in (8 (the exact buckets), 2^20]"));
+  REQUIRE_THROWS_WITH(relative_position_bucket(std::int64_t{1} << 60), Contains("relative_position = "));
+  std::vector<float> table(32 * 4, 0.5f);
+  table[7] = std::numeric_limits<float>::infinity();
+  REQUIRE_THROWS_WITH(posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 4)),
+                      Contains("table[1, 3] = inf must be finite"));
+  table[7] = 0.5f;
+  const auto r = posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 4));
+  const Eigen::Index n = 5, D = 8;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(n * 2 * D), 514);
+  std::vector<float> out(q.size(), -9.0f);
+  const posenc::ConstTensorView<float, 4> qv(q.data(), 1, n, 2, D);
+  const posenc::TensorView<float, 4> ov(out.data(), 1, n, 2, D);
+  posenc::AttentionParams p;
+  p.relative_bias = r;  // 4 heads against q's 2
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, qv, qv, ov, p), Contains("relative_bias has 4 heads; q has heads = 2"));
+  p.relative_bias = posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 2));
+  p.relative_bias->by_distance.pop_back();
+  REQUIRE_THROWS_WITH(posenc::attention<float>(qv, qv, qv, ov, p), Contains("build it with relative_position_bias"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+}
