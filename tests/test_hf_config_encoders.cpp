@@ -1,6 +1,7 @@
-// Encoders read from Hugging Face configs: bidirectional attention (HfModelConfig::mask) and the
-// windows of their local layers. Expected values: the keys of answerdotai/ModernBERT-base's
-// config.json and HF ModernBertModel's rules written out by hand (layer i global iff
+// Encoders read from Hugging Face configs: bidirectional attention (HfModelConfig::mask), the
+// windows of their local layers, and T5-style relative bias configs. Expected values: the
+// keys of answerdotai/ModernBERT-base's and google-t5/t5-small's config.json and HF's rules
+// written out by hand (ModernBertModel: layer i global iff
 // i % global_attn_every_n_layers == 0; local layers see |i - j| <= local_attention / 2, the
 // FlashAttention window (l / 2, l / 2)); the attention itself against softmax over exactly
 // those keys in long double.
@@ -172,4 +173,39 @@ TEST_CASE("hf_config: other encoders - Jina-BERT's ALiBi, is_causal = false, Gem
   REQUIRE(posenc::parse_hf_config(gemma + "false}").mask == MaskMode::kCausal);
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(gemma + "\"some\"}"),
                       Contains("use_bidirectional_attention\" must be a bool, \"all\" or \"vision\""));
+}
+
+TEST_CASE("hf_config: T5's relative attention bias, not RoPE", "[hf_config][relative_bias]") {
+  // google-t5/t5-small's config.json: d_model 512, 8 heads of d_kv 64, 32 buckets up to 128.
+  const auto c = posenc::parse_hf_config(R"({"architectures": ["T5ForConditionalGeneration"],
+      "model_type": "t5", "d_ff": 2048, "d_kv": 64, "d_model": 512, "num_heads": 8, "num_layers": 6,
+      "num_decoder_layers": 6, "relative_attention_num_buckets": 32,
+      "relative_attention_max_distance": 128, "is_encoder_decoder": true, "n_positions": 512})");
+  REQUIRE(c.scheme == posenc::HfPositionScheme::kRelativeBias);
+  REQUIRE(c.relative_attention_num_buckets == 32);
+  REQUIRE(c.relative_attention_max_distance == 128);
+  REQUIRE(c.attention_head_dim == 64);
+  REQUIRE(c.softmax_scale == 1.0);          // T5 does not scale q.k
+  REQUIRE(c.mask == MaskMode::kCausal);     // the decoder's; the note names both stacks
+  REQUIRE(has_note(c, "encoder self-attention: bidirectional buckets and mask"));
+  REQUIRE(posenc::to_string(c.scheme) == "relative_bias");
+  // T5-11B keeps its inner width apart from d_model: 128 heads of d_kv 128 over d_model 1024;
+  // an old config without max_distance takes transformers' 128.
+  const auto big = posenc::parse_hf_config(R"({"model_type": "t5", "d_kv": 128, "d_model": 1024,
+      "num_heads": 128, "relative_attention_num_buckets": 32})");
+  REQUIRE(big.attention_head_dim == 128);
+  REQUIRE(big.relative_attention_max_distance == 128);
+  REQUIRE(has_note(big, "relative_attention_max_distance absent"));
+  // MPNet: an encoder with T5 buckets and BERT's 1 / sqrt(d) scale.
+  const auto mpnet = posenc::parse_hf_config(R"({"model_type": "mpnet", "hidden_size": 768,
+      "num_attention_heads": 12, "relative_attention_num_buckets": 32})");
+  REQUIRE(mpnet.scheme == posenc::HfPositionScheme::kRelativeBias);
+  REQUIRE(mpnet.mask == MaskMode::kBidirectional);
+  REQUIRE(mpnet.softmax_scale == 0.125);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "t5", "d_model": 64, "num_heads": 4,
+      "relative_attention_num_buckets": 2})"),
+                      Contains("relative_attention_num_buckets\" = 2 must be in [4, 2^20]"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "t5", "d_model": 64, "num_heads": 4,
+      "relative_attention_num_buckets": 32, "relative_attention_max_distance": 16})"),
+                      Contains("relative_attention_max_distance\" = 16 must be in (16 (the exact buckets)"));
 }

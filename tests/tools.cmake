@@ -192,6 +192,12 @@ posenc_rope_inspect_test("DeepSeek-V3.2 indexer layout apart from the MLA heads"
   EXPECT "layout               interleaved"
          "heads of index_head_dim = 128 rotate their first 64 dims [rope | nope], half-split")
 
+# T5-small (tests/fuzz/corpus/t5-small.json): relative bias, not RoPE; no q.k scaling.
+posenc_rope_inspect_test("T5 relative attention bias"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/t5-small.json" --length 1024
+  EXPECT "position scheme      relative_bias" "softmax scale        1  (q.k width 64)"
+         "relative buckets     32 up to distance 128")
+
 # Grok-2 (tests/fuzz/corpus/grok2-temperature.json): log2(4096) / log2(1024) = 12 / 10 at the
 # last position of 4097 tokens.
 posenc_rope_inspect_test("Grok-2 query temperature on every layer"

@@ -532,6 +532,10 @@ int main(int argc, char** argv) {
       layers.push_back(layer_json(c, c.layer_ropes[i], reports[i]));
     }
     j["layers"] = std::move(layers);
+    if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
+      j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
+      j["relative_attention_max_distance"] = c.relative_attention_max_distance;
+    }
     if (c.scheme == posenc::HfPositionScheme::kAlibi) {
       j["alibi_slopes"] = c.alibi_slopes;
       j["alibi_max_bias"] = c.alibi_max_bias;
@@ -564,6 +568,10 @@ int main(int argc, char** argv) {
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: absolute position embeddings (hard limit "
                 << c.max_position_embeddings << ")\n";
+    } else if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
+      std::cout << "relative buckets     " << c.relative_attention_num_buckets
+                << " up to distance " << c.relative_attention_max_distance
+                << " (farther keys share the last bucket of their side)\n";
     }
     if (!c.layer_types.empty()) {
       std::cout << "layer types          " << c.layer_types.size() << " layers:";

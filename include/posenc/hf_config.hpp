@@ -41,6 +41,9 @@
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
+///   T5 bias    relative_attention_num_buckets (+ relative_attention_max_distance, default
+///              128; d_kv heads): scheme kRelativeBias, softmax scale 1 for the T5 family;
+///              MPNet (no is_encoder_decoder) an encoder with 1 / sqrt(d).
 ///   encoders   bidirectional attention (HfModelConfig::mask) for model_type "modernbert",
 ///              Jina-BERT (model_type "bert" with ALiBi), is_causal = false, and
 ///              use_bidirectional_attention = true / "all" (EmbeddingGemma, Gemma-4). ModernBERT:
@@ -118,6 +121,9 @@ enum class HfPositionScheme : std::uint8_t {
   kRope = 0,      ///< rotary (RopeParams per layer type)
   kAlibi = 1,     ///< linear attention biases (alibi_slopes)
   kAbsolute = 2,  ///< learned / sinusoidal absolute embeddings (nothing for RoPE or ALiBi)
+  /// T5's bucketed relative attention bias (relative_attention_num_buckets /
+  /// relative_attention_max_distance; the table is a weight: relative_position_bias())
+  kRelativeBias = 3,
 };
 
 constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
@@ -125,6 +131,7 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
     case HfPositionScheme::kRope: return "rope";
     case HfPositionScheme::kAlibi: return "alibi";
     case HfPositionScheme::kAbsolute: return "absolute";
+    case HfPositionScheme::kRelativeBias: return "relative_bias";
   }
   return "unknown";
 }
@@ -219,6 +226,10 @@ struct HfModelConfig {
   /// AttentionParams::sliding_window on those layers (posenc's W: a causal query sees the keys
   /// a - W < j <= a, a bidirectional one |a - j| < W; an encoder's radius r is read as r + 1).
   std::int64_t sliding_window = 0;
+  /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
+  /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
+  std::int64_t relative_attention_num_buckets = 0;
+  std::int64_t relative_attention_max_distance = 0;
   /// kBidirectional for encoders (ModernBERT, Jina-BERT's ALiBi, is_causal = false, Gemma's
   /// use_bidirectional_attention): AttentionParams::mask on every layer.
   MaskMode mask = MaskMode::kCausal;
@@ -1074,6 +1085,66 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("attn_logit_softcapping"), "= ", *cap, " must be finite and > 0");
     }
     out.attn_logit_softcapping = *cap;
+  }
+
+  // ---- T5's relative attention bias ---------------------------------------------------------
+  if (auto nb = r.integer(c, "relative_attention_num_buckets", path("relative_attention_num_buckets"))) {
+    // T5 and its descendants (mT5, UMT5, Flan-T5, Switch, Pix2Struct, ...), MPNet: a learned
+    // bias per (bucket, head); no RoPE, no ALiBi.
+    auto md = r.integer(c, "relative_attention_max_distance", path("relative_attention_max_distance"));
+    if (!md) {
+      md = 128;
+      out.notes.push_back("relative_attention_max_distance absent: transformers' default 128");
+    }
+    const std::string fam = detail::hf_lower_alnum(out.model_type);
+    const bool encoder_decoder = r.boolean(c, "is_encoder_decoder", path("is_encoder_decoder"))
+                                     .value_or(fam.find("t5") != std::string::npos);
+    // Two-sided buckets (encoders) need an exact bucket per side, and max_distance must lie
+    // beyond the exact buckets of every stack (a decoder's one-sided ones: num_buckets / 2).
+    if (*nb < 4 || *nb > (std::int64_t{1} << 20)) {
+      r.fail(path("relative_attention_num_buckets"), "= ", *nb, " must be in [4, 2^20]");
+    }
+    const std::int64_t exact = encoder_decoder ? *nb / 2 : *nb / 4;
+    if (*md <= exact || *md > (std::int64_t{1} << 20)) {
+      r.fail(path("relative_attention_max_distance"), "= ", *md, " must be in (", exact,
+             " (the exact buckets), 2^20]");
+    }
+    out.scheme = HfPositionScheme::kRelativeBias;
+    out.relative_attention_num_buckets = *nb;
+    out.relative_attention_max_distance = *md;
+    // T5 keeps the inner width apart from d_model (d_kv x num_heads; T5-11B: 128 x 128 vs 1024).
+    Eigen::Index head_dim = out.hidden_size > 0 && out.num_attention_heads > 0
+                                ? out.hidden_size / out.num_attention_heads
+                                : 0;
+    if (auto dkv = r.integer(c, "d_kv", path("d_kv"))) {
+      if (*dkv <= 0 || *dkv > detail::kHfMaxDim) {
+        r.fail(path("d_kv"), "= ", *dkv, " must be in [1, ", detail::kHfMaxDim, "]");
+      }
+      head_dim = *dkv;
+    }
+    out.attention_head_dim = head_dim;
+    const bool t5_scale = fam.find("t5") != std::string::npos || fam == "switchtransformers" ||
+                          fam == "pix2struct" || fam == "udop" || fam == "pop2piano";
+    if (t5_scale) {
+      // T5 does not scale q.k (Mesh TensorFlow folds 1 / sqrt(d_kv) into the initialisation).
+      out.softmax_scale = 1.0;
+    } else if (head_dim > 0) {
+      out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    }
+    if (!encoder_decoder) out.mask = MaskMode::kBidirectional;
+    std::ostringstream note;
+    note << "relative attention bias (T5 buckets): " << *nb << " buckets up to distance " << *md
+         << "; the table is the checkpoint's relative_attention_bias weight "
+            "(relative_position_bias(table, max_distance, bidirectional)); softmax scale "
+         << (t5_scale ? "1 (T5 does not scale q.k)" : "1 / sqrt(head_dim)");
+    if (encoder_decoder) {
+      note << "; encoder self-attention: bidirectional buckets and mask, decoder self-attention: "
+              "one-sided buckets, causal";
+    } else {
+      note << "; an encoder: bidirectional buckets and mask";
+    }
+    out.notes.push_back(note.str());
+    return out;
   }
 
   // ---- ALiBi -----------------------------------------------------------------------------
