@@ -17,6 +17,7 @@
 #include <posenc/dual_chunk_attention.hpp>
 #include <posenc/float8.hpp>
 #include <posenc/kv_cache.hpp>
+#include <posenc/relative_bias.hpp>
 
 #include <sys/resource.h>
 
@@ -108,22 +109,30 @@ void BM_Attention_CausalPrefill(benchmark::State& state) {
   const bool alibi = state.range(3) != 0;
   const int threads = static_cast<int>(state.range(4));
   // Last argument: 0 plain, 1 / 2 the thread-scaling pairs (wall clock / CPU time), 3 the
-  // logit soft cap (compared with the plain run).
+  // logit soft cap, 4 T5's relative bias (32 one-sided buckets up to 128; both compared with
+  // the plain run).
   const bool scaling = state.range(5) == 1 || state.range(5) == 2;
   const bool softcap = state.range(5) == 3;
+  const bool relbias = state.range(5) == 4;
   const Eigen::Index heads = 32;
   posenc::AttentionParams params;
   params.mask = posenc::MaskMode::kCausal;
   params.num_threads = threads;
   if (alibi) params.alibi_slopes = posenc::alibi_slopes(heads);
   if (softcap) params.logit_softcap = 50.0;  // Gemma-2's attn_logit_softcapping
+  if (relbias) {
+    const auto table = filled(static_cast<std::size_t>(32 * heads), 9);
+    params.relative_bias = posenc::relative_position_bias(
+        posenc::ConstTensorView<float, 2>(table.data(), 32, heads), 128, false);
+  }
   time_prefill(state, n, heads, kv_heads, d, params, 3);
   const double flops = 2.0 * 2.0 * double(n) * double(n) * double(d) * double(heads) / 2.0;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const std::string plain = "causal/kv" + std::to_string(kv_heads) + "/" + shape_id(d, n);
   std::string label;
-  if (softcap) {
-    label = posenc_bench::ratio_label(plain, 0.0, "GFLOP/s");  // the tanh per score, no floor
+  if (softcap || relbias) {
+    // The tanh, or the bias lookup, per score: reported, no floor.
+    label = posenc_bench::ratio_label(plain, 0.0, "GFLOP/s");
   } else if (scaling) {
     // scaling = 1: wall-clock rates, 2 threads >= 1.7x one thread (needs two idle cores).
     // scaling = 2: rates per CPU-second of the whole process, i.e. parallel efficiency; the
@@ -234,6 +243,11 @@ BENCHMARK(BM_Attention_CausalPrefill)
     ->Name("BM_Attention_SoftcapPrefill")
     ->ArgNames({"kv", "d", "n", "alibi", "threads", "softcap"})
     ->Args({32, 128, 2048, 0, 1, 3})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention_CausalPrefill)
+    ->Name("BM_Attention_RelBiasPrefill")
+    ->ArgNames({"kv", "d", "n", "alibi", "threads", "relbias"})
+    ->Args({32, 64, 2048, 0, 1, 4})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Attention_CausalPrefill)
     ->Name("BM_Attention_ThreadScaling")
