@@ -14,6 +14,7 @@
 #include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
+#include <posenc/relative_bias.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -532,7 +533,11 @@ TEMPLATE_TEST_CASE("tree attention over a paged pool equals attention() over the
                                                 mv, params);
   };
   REQUIRE_THROWS_WITH(verify(lv, alibi),
-                      Contains("tree_mask with ALiBi, attention chunks or a query temperature needs the draft tokens' positions"));
+                      Contains("tree_mask with ALiBi, a relative bias, attention chunks or a query temperature needs the draft tokens' positions"));
+  posenc::AttentionParams t5;
+  std::vector<float> t5_table(32 * H, 0.25f);
+  t5.relative_bias = posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(t5_table.data(), 32, H));
+  REQUIRE_THROWS_WITH(verify(lv, t5), Contains("a relative bias"));
   std::vector<std::int64_t> short_lens = {prefix[0] + T, 3};
   REQUIRE_THROWS_WITH(verify(posenc::ConstTensorView<std::int64_t, 1>(short_lens.data(), 2), {}),
                       Contains("seq_lens[1] = 3 must be >= q_len = 5 with tree_mask"));

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/attention.hpp>
+#include <posenc/dual_chunk_attention.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
 #include <posenc/relative_bias.hpp>
@@ -283,5 +284,14 @@ TEST_CASE("relative bias: bad parameters throw before writing", "[relative_bias]
   p.relative_bias = posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 2));
   p.relative_bias->by_distance.pop_back();
   REQUIRE_THROWS_WITH(posenc::attention<float>(qv, qv, qv, ov, p), Contains("build it with relative_position_bias"));
+  // Dual chunk attention remaps positions: a positional bias has no meaning there.
+  p.relative_bias = posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 2));
+  posenc::RopeParams rp;
+  rp.head_dim = D;
+  posenc::DualChunkPlan dca;
+  dca.freqs = posenc::compute_rope_frequencies(rp);
+  dca.chunks = {8, 4, 64};
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attention<float>(qv, qv, qv, ov, dca, p),
+                      Contains("relative_bias must be empty: dual chunk attention is a RoPE scheme"));
   for (const float x : out) REQUIRE(x == -9.0f);
 }

@@ -157,9 +157,10 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
     // Paged positions are the slots; a draft token's is its depth, which only RoPE applied by
     // the caller (keys in the pages, q) carries here.
     require(params.alibi_slopes.empty() && params.attention_chunk_size == 0 &&
-                !params.query_temperature,
-            fn, "tree_mask with ALiBi, attention chunks or a query temperature needs the draft ",
-            "tokens' positions, and paged attention takes its positions from the slots");
+                !params.query_temperature && !params.relative_bias,
+            fn, "tree_mask with ALiBi, a relative bias, attention chunks or a query temperature ",
+            "needs the draft tokens' positions, and paged attention takes its positions from ",
+            "the slots");
     for (Eigen::Index b = 0; b < batch; ++b) {
       require(seq_lens(b) >= q.dimension(1), fn, "seq_lens[", b, "] = ", seq_lens(b),
               " must be >= q_len = ", q.dimension(1), " with tree_mask: the draft tokens are ",

@@ -112,9 +112,10 @@ inline void validate_dual_chunk_attention(std::string_view fn, const DualChunkPl
   validate_attention_rope(fn, plan.freqs, plan.layout, d);
   require(params.mask == MaskMode::kCausal, fn, "params.mask = ", to_string(params.mask),
           " must be causal (dual chunk attention is defined for decoders)");
-  require(params.alibi_slopes.empty() && params.sink_logits.empty(), fn,
-          "params.alibi_slopes (", params.alibi_slopes.size(), ") and params.sink_logits (",
-          params.sink_logits.size(), ") must be empty: dual chunk attention is a RoPE scheme");
+  require(params.alibi_slopes.empty() && params.sink_logits.empty() && !params.relative_bias,
+          fn, "params.alibi_slopes (", params.alibi_slopes.size(), "), params.sink_logits (",
+          params.sink_logits.size(), ") and relative_bias must be empty: dual chunk attention ",
+          "is a RoPE scheme");
   require(params.sliding_window == 0 && params.attention_chunk_size == 0 &&
               !params.query_temperature,
           fn, "params.sliding_window = ", params.sliding_window, ", attention_chunk_size = ",
