@@ -22,6 +22,7 @@
 /// row of t, not of the query's index (HF computes it from cache_position for the same reason).
 /// The log branch is evaluated in float, as HF's float32 tensors are.
 
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <vector>
