@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "support/attention_ld.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
@@ -208,28 +209,17 @@ TEST_CASE("attention temperature: Mistral-3's factor in the fused kernel, querie
                            TensorView<float, 4>(out.data(), 1, Q, H, D), p, meta);
   const long double temps[Q] = {1.0L, 1.0L + 0.1L * std::log(2.0L)};
   for (Eigen::Index i = 0; i < Q; ++i) {
+    std::vector<Eigen::Index> keys;
+    for (Eigen::Index j = 0; j < K; ++j) {
+      if (kpos[j] <= qpos[i]) keys.push_back(j);
+    }
     for (Eigen::Index h = 0; h < H; ++h) {
-      std::vector<long double> w;
-      long double top = -1e300L;
-      for (Eigen::Index j = 0; j < K && kpos[j] <= qpos[i]; ++j) {
-        long double dot = 0.0L;
-        for (Eigen::Index c = 0; c < D; ++c) {
-          dot += static_cast<long double>(q[static_cast<std::size_t>((i * H + h) * D + c)]) *
-                 k[static_cast<std::size_t>((j * H + h) * D + c)];
-        }
-        w.push_back(temps[i] * dot / std::sqrt(static_cast<long double>(D)));
-        top = std::max(top, w.back());
-      }
-      long double sum = 0.0L;
-      for (auto& x : w) sum += (x = std::exp(x - top));
+      const auto expect = posenc_test::attend_ld(q.data() + (i * H + h) * D, k.data() + h * D, v.data() + h * D, H * D, D,
+                                                 keys, {}, temps[i] / std::sqrt(static_cast<long double>(D)));
       for (Eigen::Index c = 0; c < D; ++c) {
-        long double expect = 0.0L;
-        for (std::size_t j = 0; j < w.size(); ++j) {
-          expect += w[j] / sum * v[(j * static_cast<std::size_t>(H) + static_cast<std::size_t>(h)) * D + static_cast<std::size_t>(c)];
-        }
         CAPTURE(i, h, c);
         REQUIRE_THAT(out[static_cast<std::size_t>((i * H + h) * D + c)],
-                     Catch::Matchers::WithinAbs(static_cast<double>(expect), 1e-5));
+                     Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(c)]), 1e-5));
       }
     }
   }

@@ -271,11 +271,16 @@ TEMPLATE_TEST_CASE("tree attention: fused == reference, with soft cap, sinks and
   }
 }
 
-TEST_CASE("tree attention through a KV cache: verify the draft tree, erase the rejected slots, decode on",
+TEST_CASE("tree attention through a KV cache, plain and rolling: verify the draft tree, erase the rejected slots, decode on",
           "[attention][tree][kv_cache]") {
-  // Prefix of 6 tokens; draft tree 0 -> {1, 2}, 1 -> {3}, 2 -> {4} at positions 6 + depth; the
-  // accepted path is 0, 2, 4 (positions 6, 7, 8); then one more token at position 9. Expected:
-  // long-double causal attention over each token's own sequence, RoPE at its position.
+  // Prefix of 6 tokens; draft tree 0 -> {1, 2}, 1 -> {3}, 2 -> {4} (depths 1, 2, 2, 3, 3) at
+  // positions 6 + depth; the accepted path is 0, 2, 4 (positions 6, 7, 8); then one more token
+  // at position 9. Expected: long-double causal attention over each token's own sequence,
+  // RoPE at its position. W = 0: a cache of 16 slots, no window. W = 4: a sliding-window layer
+  // in a rolling cache of 8 slots, which the drafts overflow, so it keeps the newest W - 1 = 3
+  // prefix slots; each draft token must see the last W keys of prefix + its path (depth 1:
+  // prefix 3, 4, 5 and itself; depth 3: prefix 5 and its path), the next token the last 4 of
+  // 0 .. 5, d0, d2, d4, next.
   const Eigen::Index P = 6, T = 5, Hq = 4, Hk = 2, D = 32;
   const Tree tree{{-1, 0, 0, 1, 2}};
   posenc::RopeParams rp;
@@ -289,104 +294,51 @@ TEST_CASE("tree attention through a KV cache: verify the draft tree, erase the r
   for (Eigen::Index j = 0; j < P; ++j) pos[static_cast<std::size_t>(j)] = j;
   for (int t = 0; t < T; ++t) pos[static_cast<std::size_t>(P + t)] = P + tree.depth(t);
   pos[static_cast<std::size_t>(P + T)] = P + 3;
-  const auto check = [&](const float* got, Eigen::Index token, const std::vector<Eigen::Index>& keys) {
-    for (Eigen::Index h = 0; h < Hq; ++h) {
-      const auto expect = path_attention(q.data() + (token * Hq + h) * D, keys, pos, pos[static_cast<std::size_t>(token)],
-                                         k.data() + (h / (Hq / Hk)) * D, v.data() + (h / (Hq / Hk)) * D, Hk * D, D, true, 0.0L);
-      for (Eigen::Index e = 0; e < D; ++e) {
-        CAPTURE(token, h, e);
-        REQUIRE_THAT(got[h * D + e], Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
-      }
-    }
-  };
-
-  posenc::KvCache<float> cache(1, 16, Hk, D);
-  cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
   const auto rows = [&](const std::vector<float>& x, Eigen::Index first, Eigen::Index n, Eigen::Index heads) {
     return posenc::ConstTensorView<float, 4>(x.data() + first * heads * D, 1, n, heads, D);
   };
-  cache.append(rows(k, 0, P, Hk), rows(v, 0, P, Hk), posenc::PositionIdsView(pos.data(), 1, P));
-  cache.append(rows(k, P, T, Hk), rows(v, P, T, Hk), posenc::PositionIdsView(pos.data() + P, 1, T));
   const auto mask = tree.mask();
-  std::vector<float> out(static_cast<std::size_t>(T * Hq * D), -9.0f);
-  cache.attend(rows(q, P, T, Hq), posenc::TensorView<float, 4>(out.data(), 1, T, Hq, D),
-               posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T));
-  for (int t = 0; t < T; ++t) {
-    std::vector<Eigen::Index> keys;
-    for (Eigen::Index j = 0; j < P; ++j) keys.push_back(j);
-    for (const int a : tree.path(t)) keys.push_back(P + a);
-    check(out.data() + t * Hq * D, P + t, keys);
-  }
-  // Accept 0, 2, 4: erase draft slots 3 and 1 (slots P + 3, P + 1; the last first).
-  cache.erase(P + 3, 1);
-  cache.erase(P + 1, 1);
-  REQUIRE(cache.size() == P + 3);
-  const std::int64_t next_pos[1] = {P + 3};
-  cache.append(rows(k, P + T, 1, Hk), rows(v, P + T, 1, Hk), posenc::PositionIdsView(next_pos, 1, 1));
-  std::vector<float> step(static_cast<std::size_t>(Hq * D));
-  cache.attend(rows(q, P + T, 1, Hq), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D));
-  check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
-}
-
-TEST_CASE("tree attention through a rolling KV cache: each draft token's window is its own sequence's",
-          "[attention][tree][kv_cache][window]") {
-  // A sliding-window layer (W = 4) in a rolling cache of 8 slots: 6 prefix tokens, then the
-  // draft tree 0 -> {1, 2}, 1 -> {3}, 2 -> {4} (depths 1, 2, 2, 3, 3) overflows it, so the cache
-  // keeps the newest W - 1 = 3 prefix slots and appends the 5 draft tokens. Each draft token
-  // must see the last W keys of prefix + its path (depth 1: prefix 3, 4, 5 and itself; depth 3:
-  // prefix 5 and its path); after erasing the rejected 1 and 3, the next token sees the last 4
-  // of 0 .. 5, d0, d2, d4, next. Expected: long-double causal attention, RoPE at the positions.
-  const Eigen::Index P = 6, T = 5, Hq = 4, Hk = 2, D = 32;
-  const std::int64_t W = 4;
-  const Tree tree{{-1, 0, 0, 1, 2}};
-  posenc::RopeParams rp;
-  rp.head_dim = D;
-  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hq * D), 72);
-  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 73);
-  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>((P + T + 1) * Hk * D), 74);
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(P + T + 1));
-  for (Eigen::Index j = 0; j < P; ++j) pos[static_cast<std::size_t>(j)] = j;
-  for (int t = 0; t < T; ++t) pos[static_cast<std::size_t>(P + t)] = P + tree.depth(t);
-  pos[static_cast<std::size_t>(P + T)] = P + 3;
-  const auto check = [&](const float* got, Eigen::Index token, std::vector<Eigen::Index> keys) {
-    keys.erase(keys.begin(), keys.end() - W);  // the window: the sequence's last W keys
-    for (Eigen::Index h = 0; h < Hq; ++h) {
-      const auto expect = path_attention(q.data() + (token * Hq + h) * D, keys, pos, pos[static_cast<std::size_t>(token)],
-                                         k.data() + (h / (Hq / Hk)) * D, v.data() + (h / (Hq / Hk)) * D, Hk * D, D, true, 0.0L);
-      for (Eigen::Index e = 0; e < D; ++e) {
-        CAPTURE(token, h, e);
-        REQUIRE_THAT(got[h * D + e], Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
+  for (const std::int64_t W : {std::int64_t{0}, std::int64_t{4}}) {
+    CAPTURE(W);
+    // keys: the token's own sequence; with a window, its last W.
+    const auto check = [&](const float* got, Eigen::Index token, std::vector<Eigen::Index> keys) {
+      if (W > 0) keys.erase(keys.begin(), keys.end() - W);
+      for (Eigen::Index h = 0; h < Hq; ++h) {
+        const auto expect = path_attention(q.data() + (token * Hq + h) * D, keys, pos, pos[static_cast<std::size_t>(token)],
+                                           k.data() + (h / (Hq / Hk)) * D, v.data() + (h / (Hq / Hk)) * D, Hk * D, D, true, 0.0L);
+        for (Eigen::Index e = 0; e < D; ++e) {
+          CAPTURE(token, h, e);
+          REQUIRE_THAT(got[h * D + e], Catch::Matchers::WithinAbs(static_cast<double>(expect[static_cast<std::size_t>(e)]), 2e-5));
+        }
       }
+    };
+    posenc::KvCache<float> cache(1, W > 0 ? 8 : 16, Hk, D, W);
+    cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
+    posenc::AttentionParams params;
+    params.sliding_window = W;
+    cache.append(rows(k, 0, P, Hk), rows(v, 0, P, Hk), posenc::PositionIdsView(pos.data(), 1, P));
+    cache.append(rows(k, P, T, Hk), rows(v, P, T, Hk), posenc::PositionIdsView(pos.data() + P, 1, T));
+    REQUIRE(cache.size() == (W > 0 ? (W - 1) + T : P + T));  // the rolling eviction happened
+    std::vector<float> out(static_cast<std::size_t>(T * Hq * D), -9.0f);
+    cache.attend(rows(q, P, T, Hq), posenc::TensorView<float, 4>(out.data(), 1, T, Hq, D),
+                 posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T), params);
+    for (int t = 0; t < T; ++t) {
+      std::vector<Eigen::Index> keys;
+      for (Eigen::Index j = 0; j < P; ++j) keys.push_back(j);
+      for (const int a : tree.path(t)) keys.push_back(P + a);
+      check(out.data() + t * Hq * D, P + t, keys);
     }
-  };
-  posenc::KvCache<float> cache(1, 8, Hk, D, W);
-  cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit);
-  const auto rows = [&](const std::vector<float>& x, Eigen::Index first, Eigen::Index n, Eigen::Index heads) {
-    return posenc::ConstTensorView<float, 4>(x.data() + first * heads * D, 1, n, heads, D);
-  };
-  cache.append(rows(k, 0, P, Hk), rows(v, 0, P, Hk), posenc::PositionIdsView(pos.data(), 1, P));
-  cache.append(rows(k, P, T, Hk), rows(v, P, T, Hk), posenc::PositionIdsView(pos.data() + P, 1, T));
-  REQUIRE(cache.size() == (W - 1) + T);  // the rolling eviction happened
-  const auto mask = tree.mask();
-  posenc::AttentionParams params;
-  params.sliding_window = W;
-  std::vector<float> out(static_cast<std::size_t>(T * Hq * D), -9.0f);
-  cache.attend(rows(q, P, T, Hq), posenc::TensorView<float, 4>(out.data(), 1, T, Hq, D),
-               posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), 1, T, T), params);
-  for (int t = 0; t < T; ++t) {
-    std::vector<Eigen::Index> keys;
-    for (Eigen::Index j = 0; j < P; ++j) keys.push_back(j);
-    for (const int a : tree.path(t)) keys.push_back(P + a);
-    check(out.data() + t * Hq * D, P + t, keys);
+    // Accept 0, 2, 4: erase draft slots 3 and 1 (the last first).
+    const Eigen::Index kept = cache.size() - T;  // prefix slots in the cache
+    cache.erase(kept + 3, 1);
+    cache.erase(kept + 1, 1);
+    REQUIRE(cache.size() == kept + 3);
+    const std::int64_t next_pos[1] = {P + 3};
+    cache.append(rows(k, P + T, 1, Hk), rows(v, P + T, 1, Hk), posenc::PositionIdsView(next_pos, 1, 1));
+    std::vector<float> step(static_cast<std::size_t>(Hq * D));
+    cache.attend(rows(q, P + T, 1, Hq), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D), params);
+    check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
   }
-  const Eigen::Index kept = cache.size() - T;  // prefix slots left in the cache
-  cache.erase(kept + 3, 1);
-  cache.erase(kept + 1, 1);
-  const std::int64_t next_pos[1] = {P + 3};
-  cache.append(rows(k, P + T, 1, Hk), rows(v, P + T, 1, Hk), posenc::PositionIdsView(next_pos, 1, 1));
-  std::vector<float> step(static_cast<std::size_t>(Hq * D));
-  cache.attend(rows(q, P + T, 1, Hq), posenc::TensorView<float, 4>(step.data(), 1, 1, Hq, D), params);
-  check(step.data(), P + T, {0, 1, 2, 3, 4, 5, P + 0, P + 2, P + 4, P + T});
 }
 
 TEST_CASE("tree attention: bad tree masks throw before writing", "[attention][tree][errors]") {

@@ -15,10 +15,12 @@
 #include <limits>
 #include <vector>
 
+#include "support/attention_ld.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::relative_position_bucket;
+using posenc_test::attend_ld;
 
 namespace {
 
@@ -39,25 +41,6 @@ std::int64_t bucket_ld(std::int64_t rel, std::int64_t nb, std::int64_t md, bool 
   const LD large = static_cast<LD>(e) + std::trunc(std::log(static_cast<LD>(rel) / e) /
                                                    std::log(static_cast<LD>(md) / e) * (nb - e));
   return out + std::min<std::int64_t>(static_cast<std::int64_t>(large), nb - 1);
-}
-
-/// softmax(scale q.k + bias) V for one query row, long double; keys[m] visible.
-std::vector<LD> attend_ld(const float* q, const float* k, const float* v, Eigen::Index kv_row, Eigen::Index d,
-                          const std::vector<Eigen::Index>& keys, const std::vector<LD>& bias, LD scale) {
-  std::vector<LD> w(keys.size());
-  LD top = -std::numeric_limits<LD>::infinity();
-  for (std::size_t m = 0; m < keys.size(); ++m) {
-    LD dot = 0;
-    for (Eigen::Index c = 0; c < d; ++c) dot += static_cast<LD>(q[c]) * k[keys[m] * kv_row + c];
-    w[m] = scale * dot + bias[m];
-    top = std::max(top, w[m]);
-  }
-  LD sum = 0;
-  for (auto& x : w) sum += (x = std::exp(x - top));
-  std::vector<LD> out(static_cast<std::size_t>(d), 0);
-  for (std::size_t m = 0; m < keys.size(); ++m)
-    for (Eigen::Index c = 0; c < d; ++c) out[static_cast<std::size_t>(c)] += w[m] / sum * v[keys[m] * kv_row + c];
-  return out;
 }
 
 posenc::RelativePositionBias plan(std::int64_t nb, Eigen::Index heads, std::int64_t md, bool bidir, std::vector<float>& table,

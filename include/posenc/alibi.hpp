@@ -121,17 +121,11 @@ void alibi_bias(const std::vector<double>& slopes, PositionIdsView query_positio
   detail::validate_alibi_bias(fn, slopes, heads, mode);
   detail::validate_positions(fn, "query_positions", query_positions, batch, q_len, "q_len");
   detail::validate_positions(fn, "key_positions", key_positions, batch, k_len, "k_len");
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      for (Eigen::Index i = 0; i < q_len; ++i) {
-        for (Eigen::Index j = 0; j < k_len; ++j) {
-          out(b, h, i, j) = detail::from_value<T>(
-              detail::alibi_value(slopes[static_cast<std::size_t>(h)], query_positions(b, i),
-                                  key_positions(b, j), mode));
-        }
-      }
-    }
-  }
+  detail::fill_position_bias(query_positions, key_positions, out,
+                             [&](Eigen::Index h, std::int64_t pq, std::int64_t pk) {
+                               return detail::alibi_value(slopes[static_cast<std::size_t>(h)], pq,
+                                                          pk, mode);
+                             });
 }
 
 }  // namespace posenc

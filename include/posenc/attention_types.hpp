@@ -53,6 +53,7 @@
 #include <string_view>
 #include <vector>
 
+#include "posenc/detail/numeric.hpp"
 #include "posenc/error.hpp"
 #include "posenc/tensor.hpp"
 
@@ -304,6 +305,22 @@ inline double temperature_at(std::int64_t position, const AttentionTemperature& 
   const double steps_at = static_cast<double>(position) +
                           (t.form == TemperatureForm::kLlama4 ? 1.0 : 0.0);
   return 1.0 + t.attn_scale * std::log1p(std::floor(steps_at / t.floor_scale));
+}
+
+/// out[b, h, i, j] = value(h, query_positions(b, i), key_positions(b, j)) rounded to T: the
+/// materialising bias builders (alibi_bias, relative_position_bias_matrix), shapes validated.
+template <typename T, typename Value>
+void fill_position_bias(PositionIdsView query_positions, PositionIdsView key_positions,
+                        TensorView<T, 4> out, Value value) {
+  for (Eigen::Index b = 0; b < out.dimension(0); ++b) {
+    for (Eigen::Index h = 0; h < out.dimension(1); ++h) {
+      for (Eigen::Index i = 0; i < out.dimension(2); ++i) {
+        for (Eigen::Index j = 0; j < out.dimension(3); ++j) {
+          out(b, h, i, j) = from_value<T>(value(h, query_positions(b, i), key_positions(b, j)));
+        }
+      }
+    }
+  }
 }
 
 /// Largest position posenc accepts (double counts exactly up to 2^53).

@@ -103,16 +103,10 @@ void relative_position_bias_matrix(const RelativePositionBias& bias, PositionIds
   detail::validate_relative_bias(fn, bias, heads);
   detail::validate_positions(fn, "query_positions", query_positions, batch, q_len, "q_len");
   detail::validate_positions(fn, "key_positions", key_positions, batch, k_len, "k_len");
-  for (Eigen::Index b = 0; b < batch; ++b) {
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      for (Eigen::Index i = 0; i < q_len; ++i) {
-        for (Eigen::Index j = 0; j < k_len; ++j) {
-          out(b, h, i, j) = detail::from_value<T>(
-              detail::relative_bias_at(bias, h, key_positions(b, j) - query_positions(b, i)));
-        }
-      }
-    }
-  }
+  detail::fill_position_bias(query_positions, key_positions, out,
+                             [&](Eigen::Index h, std::int64_t pq, std::int64_t pk) {
+                               return detail::relative_bias_at(bias, h, pk - pq);
+                             });
 }
 
 }  // namespace posenc
