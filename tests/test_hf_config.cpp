@@ -1247,3 +1247,15 @@ TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its que
       "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 4096}})"),
                       Contains("one query temperature per model"));
 }
+
+TEST_CASE("hf_config: InternS1-Pro's FoPE keys are read and named, not reported as unread",
+          "[hf_config][fope]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "interns1_pro_text", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "max_position_embeddings": 262144, "rope_parameters": {"rope_type": "default",
+      "rope_theta": 5000000, "fope_init_factor": 0.5, "fope_sep_head": true}})");
+  REQUIRE(c.rope.theta == 5000000.0);
+  REQUIRE(has_note(c, "FoPE (fope_sep_head = true, num_inv_freq = absent)"));
+  REQUIRE_FALSE(has_note(c, "fope_init_factor is not read"));
+  REQUIRE_FALSE(has_note(c, "fope_sep_head is not read"));
+}

@@ -697,6 +697,22 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
   if (HfConfigReader::find(*dict, "llama_4_scaling_beta")) {  // Mistral-3's query temperature
     known.insert(known.end(), {"llama_4_scaling_beta", "original_max_position_embeddings"});
   }
+  // FoPE (InternS1-Pro): its cos / sin mixtures are weights (fope.hpp); the keys say how many
+  // frequencies they mix and whether each kv head has its own.
+  const bool fope = HfConfigReader::find(*dict, "fope_init_factor") ||
+                    HfConfigReader::find(*dict, "fope_sep_head") ||
+                    HfConfigReader::find(*dict, "num_inv_freq");
+  if (fope) {
+    known.insert(known.end(), {"fope_init_factor", "fope_sep_head", "num_inv_freq"});
+    const auto num = HfConfigReader::find(*dict, "num_inv_freq");
+    const auto sep = HfConfigReader::find(*dict, "fope_sep_head");
+    notes.push_back(dpath + ": FoPE (fope_sep_head = " +
+                    (sep && sep->is_boolean() ? (sep->get<bool>() ? "true" : "false") : "absent") +
+                    ", num_inv_freq = " + (num && num->is_number_integer() ? num->dump() : "absent") +
+                    "): the cos / sin are learned mixtures of this plan's frequencies, weights of "
+                    "the checkpoint (fope_num_frequencies, fill_fope_cos_sin_cache, "
+                    "apply_fope_qk_inplace)");
+  }
   switch (sc.type) {
     case RopeScalingType::kDefault: break;
     case RopeScalingType::kLinear:

@@ -17,6 +17,7 @@
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/float8.hpp"
+#include "posenc/fope.hpp"
 #include "posenc/kv_cache.hpp"
 #include "posenc/learned.hpp"
 #include "posenc/mrope.hpp"

@@ -1,0 +1,153 @@
+// FoPE (Fourier Position Embedding): the frequency count by hand, the cos / sin cache and the
+// rotation against the definition written out in long double, and the identity mixture equal to
+// plain half-split RoPE.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/fope.hpp>
+#include <posenc/rope.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using LD = long double;
+
+namespace {
+
+posenc::RopeFrequencies plan(Eigen::Index head_dim, double theta = 10000.0) {
+  posenc::RopeParams p;
+  p.head_dim = head_dim;
+  p.theta = theta;
+  return posenc::compute_rope_frequencies(p);
+}
+
+/// cos / sin of pair d at position t for coefficient table hc, long double from the definition.
+std::pair<LD, LD> fope_ld(const posenc::RopeFrequencies& f, const std::vector<float>& C, const std::vector<float>& S,
+                          Eigen::Index hc, Eigen::Index F, Eigen::Index t, Eigen::Index d) {
+  if (d >= F) return {1.0L, 0.0L};
+  LD c = 0, s = 0;
+  for (Eigen::Index k = 0; k < F; ++k) {
+    const LD w = static_cast<LD>(f.inv_freq[static_cast<std::size_t>(k)]) * static_cast<LD>(t);
+    c += std::cos(w) * C[static_cast<std::size_t>((hc * F + k) * F + d)];
+    s += std::sin(w) * S[static_cast<std::size_t>((hc * F + k) * F + d)];
+  }
+  return {c, s};
+}
+
+}  // namespace
+
+TEST_CASE("fope: the frequencies that complete a period within the trained length", "[fope]") {
+  // theta 10000, head_dim 128: w_j = 10000^(-j/64) > 2 pi / 4096 <=> j < 64 ln(4096 / (2 pi)) /
+  // ln 10000 = 45.03, so j = 0 .. 45: 46 frequencies.
+  const auto f = plan(128);
+  REQUIRE(posenc::fope_num_frequencies(f, std::nullopt, 4096) == 46);
+  REQUIRE(posenc::fope_num_frequencies(f, Eigen::Index{10}, 4096) == 10);
+  REQUIRE_THROWS_WITH(posenc::fope_num_frequencies(f, Eigen::Index{65}, 4096), Contains("num_inv_freq = 65 must be in [1, 64]"));
+}
+
+TEST_CASE("fope: the cache and the rotation against the definition, per kv head and shared",
+          "[fope]") {
+  const Eigen::Index D = 16, F = 5, KV = 2, group = 2, H = KV * group, maxpos = 40, B = 2, S = 3;
+  const auto f = plan(D);
+  for (const Eigen::Index hc : {KV, Eigen::Index{1}}) {
+    CAPTURE(hc);
+    const auto C = posenc_test::random_vector<float>(static_cast<std::size_t>(hc * F * F), 601);
+    const auto Sn = posenc_test::random_vector<float>(static_cast<std::size_t>(hc * F * F), 602);
+    std::vector<float> cache(static_cast<std::size_t>(KV * maxpos * D));
+    posenc::fill_fope_cos_sin_cache<float>(f, posenc::ConstTensorView<float, 3>(C.data(), hc, F, F),
+                                           posenc::ConstTensorView<float, 3>(Sn.data(), hc, F, F),
+                                           posenc::TensorView<float, 3>(cache.data(), KV, maxpos, D));
+    for (Eigen::Index h = 0; h < KV; ++h)
+      for (Eigen::Index t = 0; t < maxpos; ++t)
+        for (Eigen::Index d = 0; d < D / 2; ++d) {
+          const auto [c, s] = fope_ld(f, C, Sn, hc == 1 ? 0 : h, F, t, d);
+          CAPTURE(h, t, d);
+          REQUIRE_THAT(cache[static_cast<std::size_t>((h * maxpos + t) * D + d)], Catch::Matchers::WithinAbs(static_cast<double>(c), 1e-6));
+          REQUIRE_THAT(cache[static_cast<std::size_t>((h * maxpos + t) * D + D / 2 + d)],
+                       Catch::Matchers::WithinAbs(static_cast<double>(s), 1e-6));
+        }
+    // q / k of 2 sequences x 3 tokens at scattered positions; q heads 0, 1 use kv head 0.
+    const std::vector<std::int64_t> pos = {0, 7, 39, 12, 12, 3};
+    const auto q0 = posenc_test::random_vector<float>(static_cast<std::size_t>(B * S * H * D), 603);
+    const auto k0 = posenc_test::random_vector<float>(static_cast<std::size_t>(B * S * KV * D), 604);
+    auto q = q0, k = k0;
+    posenc::apply_fope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), B, S, H, D)),
+                                         posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), B, S, KV, D)),
+                                         posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), B, S)),
+                                         posenc::ConstTensorView<float, 3>(cache.data(), KV, maxpos, D));
+    const auto check = [&](const std::vector<float>& x0, const std::vector<float>& x, Eigen::Index heads, Eigen::Index per_kv) {
+      for (Eigen::Index n = 0; n < B * S; ++n)
+        for (Eigen::Index h = 0; h < heads; ++h) {
+          const Eigen::Index g = h / per_kv;
+          for (Eigen::Index d = 0; d < D / 2; ++d) {
+            const auto [c, s] = fope_ld(f, C, Sn, hc == 1 ? 0 : g, F, pos[static_cast<std::size_t>(n)], d);
+            const float* in = x0.data() + (n * heads + h) * D;
+            const float* out = x.data() + (n * heads + h) * D;
+            CAPTURE(n, h, d);
+            REQUIRE_THAT(out[d], Catch::Matchers::WithinAbs(static_cast<double>(in[d] * c - in[d + D / 2] * s), 2e-6));
+            REQUIRE_THAT(out[d + D / 2], Catch::Matchers::WithinAbs(static_cast<double>(in[d + D / 2] * c + in[d] * s), 2e-6));
+          }
+        }
+    };
+    check(q0, q, H, group);
+    check(k0, k, KV, 1);
+  }
+}
+
+TEST_CASE("fope: the identity mixture of every frequency is plain half-split RoPE", "[fope]") {
+  const Eigen::Index D = 32, F = D / 2, S = 9;
+  const auto f = plan(D, 500000.0);
+  std::vector<float> eye(static_cast<std::size_t>(F * F), 0.0f);
+  for (Eigen::Index i = 0; i < F; ++i) eye[static_cast<std::size_t>(i * F + i)] = 1.0f;
+  std::vector<float> cache(static_cast<std::size_t>(1000 * D));
+  posenc::fill_fope_cos_sin_cache<float>(f, posenc::ConstTensorView<float, 3>(eye.data(), 1, F, F),
+                                         posenc::ConstTensorView<float, 3>(eye.data(), 1, F, F),
+                                         posenc::TensorView<float, 3>(cache.data(), 1, 1000, D));
+  const std::vector<std::int64_t> pos = {0, 1, 2, 100, 500, 999, 3, 4, 5};
+  const auto q0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * 4 * D), 605);
+  const auto k0 = posenc_test::random_vector<float>(static_cast<std::size_t>(S * D), 606);
+  auto q = q0, k = k0, qr = q0, kr = k0;
+  const auto ids = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S));
+  posenc::apply_fope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), 1, S, 4, D)),
+                                       posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), 1, S, 1, D)), ids,
+                                       posenc::ConstTensorView<float, 3>(cache.data(), 1, 1000, D));
+  posenc::apply_rope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(qr.data(), 1, S, 4, D)),
+                                       posenc::rope_heads(posenc::TensorView<float, 4>(kr.data(), 1, S, 1, D)), ids, f,
+                                       posenc::RopeLayout::kHalfSplit);
+  for (std::size_t i = 0; i < q.size(); ++i) REQUIRE_THAT(q[i], Catch::Matchers::WithinAbs(qr[i], 1e-6));
+  for (std::size_t i = 0; i < k.size(); ++i) REQUIRE_THAT(k[i], Catch::Matchers::WithinAbs(kr[i], 1e-6));
+}
+
+TEST_CASE("fope: bad input throws before writing", "[fope]") {
+  const Eigen::Index D = 8, F = 2;
+  const auto f = plan(D);
+  std::vector<float> C(static_cast<std::size_t>(2 * F * F), 0.5f), cache(static_cast<std::size_t>(2 * 10 * D), -9.0f);
+  C[3] = std::numeric_limits<float>::quiet_NaN();
+  const posenc::ConstTensorView<float, 3> cv(C.data(), 2, F, F);
+  REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<float>(f, cv, cv, posenc::TensorView<float, 3>(cache.data(), 2, 10, D)),
+                      Contains("cos_coef entry 3 = nan must be finite"));
+  C[3] = 0.5f;
+  REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<float>(f, cv, cv, posenc::TensorView<float, 3>(cache.data(), 3, 5, D)),
+                      Contains("must be [1 or kv_heads = 3, F, F]"));
+  for (const float x : cache) REQUIRE(x == -9.0f);
+  posenc::fill_fope_cos_sin_cache<float>(f, cv, cv, posenc::TensorView<float, 3>(cache.data(), 2, 10, D));
+  std::vector<float> q(static_cast<std::size_t>(4 * D), 1.0f), k(static_cast<std::size_t>(2 * D), 1.0f);
+  const std::vector<std::int64_t> pos = {10};  // one past the cache
+  REQUIRE_THROWS_WITH(posenc::apply_fope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), 1, 1, 4, D)),
+                                                           posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), 1, 1, 2, D)),
+                                                           posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, 1)),
+                                                           posenc::ConstTensorView<float, 3>(cache.data(), 2, 10, D)),
+                      Contains("position[0, 0] = 10 must be in [0, max_position = 10)"));
+  REQUIRE_THROWS_WITH(posenc::apply_fope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), 1, 1, 4, D)),
+                                                           posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), 1, 1, 1, D)),
+                                                           posenc::RopePositions::contiguous(1, 1),
+                                                           posenc::ConstTensorView<float, 3>(cache.data(), 2, 10, D)),
+                      Contains("k heads = 1 must equal the cache's kv_heads = 2"));
+  for (const float x : q) REQUIRE(x == 1.0f);
+  for (const float x : k) REQUIRE(x == 1.0f);
+}
