@@ -1,0 +1,166 @@
+// Resizing learned 2-D position grids (ViT / CLIP / SigLIP / DINOv2 interpolate_pos_encoding).
+// Expected values: 1 x 2 -> 1 x 4 worked by hand from Keys' cubic convolution (A = -0.75) and
+// from linear interpolation, constants and identity resizes, and PyTorch's sampling rules
+// (area_pixel_compute_source_index, the cubic taps) transcribed here in long double.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/learned_grid.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "support/rng.hpp"
+
+using Catch::Matchers::Contains;
+using posenc::GridInterpolation;
+using posenc::GridResize;
+
+namespace {
+
+using LD = long double;
+
+std::vector<float> resize(const std::vector<float>& in, Eigen::Index ih, Eigen::Index iw, Eigen::Index d,
+                          Eigen::Index oh, Eigen::Index ow, const GridResize& o) {
+  std::vector<float> out(static_cast<std::size_t>(oh * ow * d));
+  posenc::resize_learned_grid<float>(posenc::ConstTensorView<float, 2>(in.data(), ih * iw, d), ih, iw,
+                                     posenc::TensorView<float, 2>(out.data(), oh * ow, d), oh, ow, o);
+  return out;
+}
+
+LD keys_cubic(LD u) {
+  const LD a = -0.75L;
+  u = std::fabs(u);
+  if (u <= 1) return (a + 2) * u * u * u - (a + 3) * u * u + 1;
+  if (u < 2) return a * u * u * u - 5 * a * u * u + 8 * a * u - 4 * a;
+  return 0;
+}
+
+/// One axis of PyTorch's sampling, long double: (row, weight) pairs for output index o.
+std::vector<std::pair<Eigen::Index, LD>> axis(Eigen::Index o, Eigen::Index in, Eigen::Index out, bool cubic, bool corners,
+                                              LD factor) {
+  LD x;
+  if (corners) {
+    x = out > 1 ? static_cast<LD>(o) * (in - 1) / (out - 1) : 0;
+  } else {
+    const LD step = factor > 0 ? 1 / factor : static_cast<LD>(in) / out;
+    x = (o + 0.5L) * step - 0.5L;
+  }
+  const auto clampi = [in](Eigen::Index r) { return r < 0 ? Eigen::Index{0} : r > in - 1 ? in - 1 : r; };
+  std::vector<std::pair<Eigen::Index, LD>> taps;
+  if (!cubic) {
+    if (x < 0) x = 0;
+    Eigen::Index i = static_cast<Eigen::Index>(std::floor(x));
+    if (i > in - 1) i = in - 1;
+    const LD t = x - i;
+    taps = {{i, 1 - t}, {clampi(i + 1), t}};
+    return taps;
+  }
+  Eigen::Index i = static_cast<Eigen::Index>(std::floor(x));
+  if (i > in - 1) i = in - 1;
+  LD t = x - i;
+  t = t < 0 ? 0 : t > 1 ? 1 : t;
+  for (int k = -1; k <= 2; ++k) taps.push_back({clampi(i + k), keys_cubic(t - k)});
+  return taps;
+}
+
+}  // namespace
+
+TEST_CASE("learned grid: 1 x 2 -> 1 x 4 by hand, bicubic and bilinear", "[learned][grid]") {
+  // Bicubic, A = -0.75: W(0.25) = 0.87890625, W(0.75) = 0.26171875, W(1.25) = -0.10546875,
+  // W(1.75) = -0.03515625. Sources x = -0.25, 0.25, 0.75, 1.25 (step 1/2), rows clamped to
+  // {0, 1}, values [0, 1]: W(1.25) = -0.10546875; W(0.75) + W(1.75) = 0.2265625; W(0.25) +
+  // W(1.25) = 0.7734375; W(0.25) + W(0.75) + W(1.75) = 1.10546875.
+  const std::vector<float> in = {0.0f, 1.0f};
+  const auto cubic = resize(in, 1, 2, 1, 1, 4, {});
+  const std::vector<float> want_cubic = {-0.10546875f, 0.2265625f, 0.7734375f, 1.10546875f};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    REQUIRE(cubic[i] == want_cubic[i]);  // dyadic: exact in float
+  }
+  // Bilinear: x clamped at 0, so 0, then 0.25, 0.75, and the last row: [0, 0.25, 0.75, 1].
+  GridResize lin;
+  lin.mode = GridInterpolation::kBilinear;
+  const auto linear = resize(in, 1, 2, 1, 1, 4, lin);
+  const std::vector<float> want_linear = {0.0f, 0.25f, 0.75f, 1.0f};
+  for (std::size_t i = 0; i < 4; ++i) REQUIRE(linear[i] == want_linear[i]);
+  // align_corners: x = o / 3, so [0, 1/3, 2/3, 1] bilinearly.
+  lin.align_corners = true;
+  const auto corners = resize(in, 1, 2, 1, 1, 4, lin);
+  REQUIRE_THAT(corners[1], Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-7));
+  REQUIRE_THAT(corners[2], Catch::Matchers::WithinAbs(2.0 / 3.0, 1e-7));
+  REQUIRE(corners[3] == 1.0f);
+}
+
+TEST_CASE("learned grid: constants stay, the same size is the identity", "[learned][grid]") {
+  for (const auto mode : {GridInterpolation::kBicubic, GridInterpolation::kBilinear}) {
+    CAPTURE(posenc::to_string(mode));
+    GridResize o;
+    o.mode = mode;
+    const std::vector<float> flat(static_cast<std::size_t>(5 * 7 * 3), 0.625f);
+    for (const float x : resize(flat, 5, 7, 3, 11, 4, o)) REQUIRE_THAT(x, Catch::Matchers::WithinAbs(0.625, 1e-6));
+    const auto grid = posenc_test::random_vector<float>(static_cast<std::size_t>(6 * 6 * 8), 701);
+    REQUIRE(resize(grid, 6, 6, 8, 6, 6, o) == grid);
+  }
+}
+
+TEST_CASE("learned grid: PyTorch's sampling in long double, up, down, scale factors, corners",
+          "[learned][grid]") {
+  struct Case {
+    Eigen::Index ih, iw, oh, ow;
+    GridResize o;
+  };
+  GridResize bilinear;
+  bilinear.mode = GridInterpolation::kBilinear;
+  GridResize corners;
+  corners.align_corners = true;
+  GridResize dinov2;  // DINOv2: scale_factor = (h + 0.1) / sqrt(N) in older ports
+  dinov2.scale_factor_h = 24.1 / 16.0;
+  dinov2.scale_factor_w = 20.1 / 16.0;
+  const std::vector<Case> cases = {
+      {16, 16, 24, 24, {}},  // SigLIP 256 -> 384 patches of 16
+      {24, 24, 16, 16, {}},  // down, no antialias
+      {7, 5, 11, 9, bilinear},
+      {7, 5, 3, 2, bilinear},
+      {6, 4, 9, 10, corners},
+      {16, 16, 24, 20, dinov2},
+  };
+  const Eigen::Index d = 5;
+  for (const auto& c : cases) {
+    CAPTURE(c.ih, c.iw, c.oh, c.ow, posenc::to_string(c.o.mode), c.o.align_corners);
+    const auto in = posenc_test::random_vector<float>(static_cast<std::size_t>(c.ih * c.iw * d), 702);
+    const auto out = resize(in, c.ih, c.iw, d, c.oh, c.ow, c.o);
+    const bool cubic = c.o.mode == GridInterpolation::kBicubic;
+    for (Eigen::Index y = 0; y < c.oh; ++y)
+      for (Eigen::Index x = 0; x < c.ow; ++x) {
+        const auto ty = axis(y, c.ih, c.oh, cubic, c.o.align_corners, c.o.scale_factor_h);
+        const auto tx = axis(x, c.iw, c.ow, cubic, c.o.align_corners, c.o.scale_factor_w);
+        for (Eigen::Index e = 0; e < d; ++e) {
+          LD want = 0;
+          for (const auto& [ry, wy] : ty)
+            for (const auto& [rx, wx] : tx) want += wy * wx * in[static_cast<std::size_t>((ry * c.iw + rx) * d + e)];
+          CAPTURE(y, x, e);
+          REQUIRE_THAT(out[static_cast<std::size_t>((y * c.ow + x) * d + e)],
+                       Catch::Matchers::WithinAbs(static_cast<double>(want), 1e-6));
+        }
+      }
+  }
+}
+
+TEST_CASE("learned grid: bad input throws before writing", "[learned][grid]") {
+  const std::vector<float> in(static_cast<std::size_t>(4 * 4 * 2), 1.0f);
+  std::vector<float> out(static_cast<std::size_t>(6 * 6 * 2), -9.0f);
+  const posenc::ConstTensorView<float, 2> iv(in.data(), 16, 2);
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(iv, 4, 3, posenc::TensorView<float, 2>(out.data(), 36, 2), 6, 6),
+                      Contains("table shape [16, 2] must be [in_h * in_w = 12"));
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(iv, 4, 4, posenc::TensorView<float, 2>(out.data(), 36, 2), 6, 5),
+                      Contains("out shape [36, 2] must be [out_h * out_w = 30"));
+  GridResize bad;
+  bad.scale_factor_w = -1.0;
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(iv, 4, 4, posenc::TensorView<float, 2>(out.data(), 36, 2), 6, 6, bad),
+                      Contains("scale factor = -1 must be finite and >= 0"));
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(iv, 4, 4, posenc::TensorView<float, 2>(out.data(), 36, 2), 0, 6),
+                      Contains("must have positive sizes"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+}
