@@ -20,6 +20,7 @@
 #include "posenc/fope.hpp"
 #include "posenc/kv_cache.hpp"
 #include "posenc/learned.hpp"
+#include "posenc/learned_grid.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/paged_kv_cache.hpp"
 #include "posenc/relative_bias.hpp"
