@@ -8,6 +8,13 @@
 // expect: embeddings unchanged after the throw: yes
 // A position >= max_positions has no row: posenc throws std::out_of_range and writes nothing.
 // Extending the table makes room, but the new rows are untrained.
+//
+// Vision encoders resample a 2-D grid of learned positions instead (PyTorch's bicubic
+// interpolate, Keys' cubic A = -0.75: W(0.25) = 0.87890625, W(0.75) = 0.26171875,
+// W(1.25) = -0.10546875, W(1.75) = -0.03515625). A 1 x 2 grid [0, 1] to 1 x 4 samples
+// x = -0.25, 0.25, 0.75, 1.25 with the taps clamped to the grid: W(1.25) = -0.1055,
+// W(0.75) + W(1.75) = 0.2266, W(0.25) + W(1.25) = 0.7734, W(0.25) + W(0.75) + W(1.75) = 1.1055.
+// expect: bicubic 1x2 -> 1x4: [-0.1055, 0.2266, 0.7734, 1.1055]
 
 #include <cstdio>
 #include <string>
@@ -15,6 +22,7 @@
 #include <vector>
 
 #include <posenc/learned.hpp>
+#include <posenc/learned_grid.hpp>
 
 int main() {
   std::vector<float> emb{0.2f, 0.1f, 0.7f, 0.3f};  // [batch 1, seq 2, d 2]
@@ -46,5 +54,12 @@ int main() {
   std::printf("extended table (policy %s): P[1] = [%.1f, %.1f], P[2] = [%.1f, %.1f] (untrained copy)\n",
               std::string(posenc::to_string(posenc::LearnedExtendInit::kRepeatLast)).c_str(),
               looked_up[0], looked_up[1], looked_up[2], looked_up[3]);
+
+  const std::vector<float> grid{0.0f, 1.0f};  // [1 x 2 cells, d 1]
+  std::vector<float> resized(4);
+  posenc::resize_learned_grid<float>(posenc::ConstTensorView<float, 2>(grid.data(), 2, 1), 1, 2,
+                                     posenc::TensorView<float, 2>(resized.data(), 4, 1), 1, 4);
+  std::printf("bicubic 1x2 -> 1x4: [%.4f, %.4f, %.4f, %.4f]\n", resized[0], resized[1], resized[2],
+              resized[3]);
   return 0;
 }
