@@ -782,6 +782,38 @@ TEST_CASE("hf_config: absolute-position models are recognised", "[hf_config][abs
       R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
           "position_embedding_type": "absolute", "max_position_embeddings": 512})");
   REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+  // Families whose configs never say so were read as RoPE (theta 10000) before: GPT-2's wpe,
+  // OPT's and BART's tables read at position + 2 (OPTLearnedPositionalEmbedding /
+  // BartLearnedPositionalEmbedding), RoBERTa's at padding_idx + 1 = 2, Marian's sinusoids;
+  // BART and Whisper name their heads per stack and are read without them.
+  const std::vector<std::tuple<std::string, std::int64_t, std::string>> families = {
+      {R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024})", 0, "learned"},
+      {R"({"model_type": "opt", "hidden_size": 768, "num_attention_heads": 12, "max_position_embeddings": 2048})", 2, "learned"},
+      {R"({"model_type": "bart", "d_model": 1024, "encoder_attention_heads": 16, "max_position_embeddings": 1024})", 2,
+       "learned"},
+      {R"({"model_type": "roberta", "hidden_size": 768, "num_attention_heads": 12})", 2, "learned"},
+      {R"({"model_type": "whisper", "d_model": 384, "encoder_attention_heads": 6})", 0, "learned"},
+      {R"({"model_type": "clip_text_model", "hidden_size": 512, "num_attention_heads": 8})", 0, "learned"},
+      {R"({"model_type": "marian", "d_model": 512, "encoder_attention_heads": 8})", 0, "sinusoidal"},
+  };
+  for (const auto& [json, offset, kind] : families) {
+    CAPTURE(json);
+    const auto f = posenc::parse_hf_config(json);
+    REQUIRE(f.scheme == HfPositionScheme::kAbsolute);
+    REQUIRE(f.absolute_position_offset == offset);
+    REQUIRE(has_note(f, kind + " absolute positions"));
+  }
+  REQUIRE(posenc::parse_hf_config(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024})")
+              .max_position_embeddings == 1024);
+  // A config that names a rotary scheme keeps it, whatever its model_type; GPT-NeoX is rotary.
+  REQUIRE(posenc::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+      "rope_theta": 10000})").scheme == HfPositionScheme::kRope);
+  REQUIRE(posenc::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 768, "num_attention_heads": 12})")
+              .scheme == HfPositionScheme::kRope);
+  // Shaw-style relative key embeddings are no posenc scheme: refused by name.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768,
+      "num_attention_heads": 12, "position_embedding_type": "relative_key_query"})"),
+                      Contains("position_embedding_type\" = \"relative_key_query\"") && Contains("is not supported"));
 }
 
 TEST_CASE("hf_config: bad input throws invalid_argument naming the key and the file",

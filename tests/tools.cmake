@@ -199,6 +199,12 @@ posenc_rope_inspect_test("T5 relative attention bias"
   EXPECT "position scheme      relative_bias" "softmax scale        1  (q.k width 64)"
          "relative buckets     32 up to distance 128")
 
+# OPT-125m (tests/fuzz/corpus/opt-125m.json): a learned table read at position + 2, no RoPE
+# (its config names no position scheme; it was read as default RoPE before).
+posenc_rope_inspect_test("OPT learned absolute positions with their offset"
+  ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/opt-125m.json"
+  EXPECT "position scheme      absolute" "hard limit 2048), rows read at position + 2")
+
 # Grok-2 (tests/fuzz/corpus/grok2-temperature.json): log2(4096) / log2(1024) = 12 / 10 at the
 # last position of 4097 tokens.
 posenc_rope_inspect_test("Grok-2 query temperature on every layer"

@@ -567,7 +567,11 @@ int main(int argc, char** argv) {
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: absolute position embeddings (hard limit "
-                << c.max_position_embeddings << ")\n";
+                << c.max_position_embeddings << ")";
+      if (c.absolute_position_offset > 0) {
+        std::cout << ", rows read at position + " << c.absolute_position_offset;
+      }
+      std::cout << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       std::cout << "relative buckets     " << c.relative_attention_num_buckets
                 << " up to distance " << c.relative_attention_max_distance

@@ -38,6 +38,12 @@
 ///   vision     Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V (root model_type): the vision tower's
 ///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
 ///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
+///   absolute   position_embedding_type absolute / learned / sinusoidal, or a family that never
+///              wrote one (GPT-2, GPT-BigCode, GPT-Neo, OPT, BioGPT, BERT, RoBERTa, XLM-R,
+///              DistilBERT, ELECTRA, ALBERT, CLIP, SigLIP, BART, mBART, Blenderbot, Whisper;
+///              sinusoidal Marian, Pegasus, M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT) unless
+///              the config names a rotary key; absolute_position_offset 2 where the table has two
+///              leading rows (OPT, BART, RoBERTa, M2M-100). relative_key(_query): refused.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -226,6 +232,8 @@ struct HfModelConfig {
   /// AttentionParams::sliding_window on those layers (posenc's W: a causal query sees the keys
   /// a - W < j <= a, a bidirectional one |a - j| < W; an encoder's radius r is read as r + 1).
   std::int64_t sliding_window = 0;
+  /// Scheme kAbsolute: the row of position p is p + this (OPT, BART, RoBERTa, M2M-100: 2).
+  std::int64_t absolute_position_offset = 0;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;
@@ -398,6 +406,40 @@ inline bool hf_family_is_ernie_vl(std::string_view name) {
 
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
+/// Model families whose positions are absolute embeddings, with no position_embedding_type key
+/// to say so (read as RoPE otherwise): the rows a token at position p reads start at p + offset.
+struct HfAbsoluteFamily {
+  std::string_view family;  ///< hf_lower_alnum(model_type)
+  bool sinusoidal;          ///< fixed sinusoids (stored or computed) rather than a learned table
+  std::int64_t offset;      ///< OPT / BART / RoBERTa-style leading rows
+};
+
+inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
+  // transformers' modeling code: learned tables (GPT-2 wpe, BERT / CLIP position_embedding,
+  // OPTLearnedPositionalEmbedding / BartLearnedPositionalEmbedding offset 2, RoBERTa's
+  // padding_idx + 1 = 2) and sinusoidal ones (Marian, Pegasus, M2M-100 / NLLB offset 2, XGLM
+  // offset 2, Speech2Text, FSMT). Whisper: a learned decoder table (its encoder's sinusoids are
+  // stored as weights).
+  static constexpr HfAbsoluteFamily kFamilies[] = {
+      {"gpt2", false, 0},       {"gptbigcode", false, 0},     {"gptneo", false, 0},
+      {"opt", false, 2},        {"biogpt", false, 2},         {"bert", false, 0},
+      {"roberta", false, 2},    {"xlmroberta", false, 2},     {"camembert", false, 2},
+      {"distilbert", false, 0}, {"electra", false, 0},        {"albert", false, 0},
+      {"layoutlm", false, 0},   {"clip", false, 0},           {"clip_text_model", false, 0},
+      {"clip_vision_model", false, 0}, {"siglip", false, 0},  {"siglip_text_model", false, 0},
+      {"siglip_vision_model", false, 0},
+      {"bart", false, 2},       {"mbart", false, 2},          {"blenderbot", false, 0},
+      {"whisper", false, 0},    {"marian", true, 0},          {"pegasus", true, 0},
+      {"m2m100", true, 2},      {"nllbmoe", true, 2},         {"xglm", true, 2},
+      {"speechtotext", true, 0}, {"fsmt", true, 0},
+  };
+  const std::string n = hf_lower_alnum(model_type);
+  for (const HfAbsoluteFamily& f : kFamilies) {
+    if (n == hf_lower_alnum(f.family)) return &f;
+  }
+  return nullptr;
+}
+
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
   static constexpr std::string_view kInterleaved[] = {
       "gptj",       "codegen",      "cohere2",       "cohere",     "cohere2vision",
@@ -1178,13 +1220,40 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
   if (auto a = r.boolean(c, "alibi", path("alibi")); a && *a) alibi = true;
+  const detail::HfAbsoluteFamily* absolute = detail::hf_absolute_family(out.model_type);
   if (auto pe = r.string(c, "position_embedding_type", path("position_embedding_type"))) {
     if (*pe == "alibi") alibi = true;
+    if (*pe == "relative_key" || *pe == "relative_key_query") {
+      // Shaw et al.'s learned distance embeddings inside q.k (BERT variants): not a posenc scheme.
+      r.fail(path("position_embedding_type"), "= \"", *pe, "\" (learned relative-distance ",
+             "embeddings inside the scores) is not supported: posenc reads rope, alibi, absolute");
+    }
     if (*pe == "absolute" || *pe == "learned" || *pe == "sinusoidal") {
       out.scheme = HfPositionScheme::kAbsolute;
+      out.absolute_position_offset = absolute ? absolute->offset : 0;
       out.notes.push_back("position_embedding_type = \"" + *pe + "\": no RoPE, no ALiBi");
       return out;
     }
+  }
+  // Families that never wrote position_embedding_type (GPT-2, OPT, BART, Whisper, CLIP, ...):
+  // absolute embeddings, unless the config itself names a rotary or ALiBi scheme.
+  const bool names_rotary = HfConfigReader::find(c, "rope_theta") ||
+                            HfConfigReader::find(c, "rope_scaling") ||
+                            HfConfigReader::find(c, "rope_parameters") ||
+                            HfConfigReader::find(c, "rotary_dim") ||
+                            HfConfigReader::find(c, "partial_rotary_factor");
+  if (absolute && !alibi && !names_rotary) {
+    out.scheme = HfPositionScheme::kAbsolute;
+    out.absolute_position_offset = absolute->offset;
+    std::string note = "model_type \"" + out.model_type + "\": " +
+                       (absolute->sinusoidal ? "sinusoidal" : "learned") +
+                       " absolute positions (no RoPE, no ALiBi)";
+    if (absolute->offset > 0) {
+      note += "; the table's rows start at position + " + std::to_string(absolute->offset) +
+              " (LearnedPositionTable's position_offset)";
+    }
+    out.notes.push_back(note);
+    return out;
   }
   if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
   if (alibi && detail::hf_lower_alnum(out.model_type) == "bert") {
