@@ -929,6 +929,194 @@ inline bool hf_nesting_within(std::string_view text, int limit) {
   return true;
 }
 
+/// Encoders: bidirectional attention (ModernBERT and its local window, is_causal = false,
+/// Gemma's use_bidirectional_attention and its halved window) into out.mask / sliding_window.
+inline void hf_read_encoder_mask(const HfConfigReader& r, const nlohmann::json& c,
+                                 const std::string& prefix, HfModelConfig& out) {
+  using json = nlohmann::json;
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const std::string fam = detail::hf_lower_alnum(out.model_type);
+  if (fam == "modernbert") {
+    out.mask = MaskMode::kBidirectional;
+    // ModernBERT's local layers: |i - j| <= local_attention / 2 (HF ModernBertModel's
+    // sliding_window_mask, FlashAttention window_size (l / 2, l / 2)).
+    auto local = r.integer(c, "local_attention", path("local_attention"));
+    if (!local) {
+      local = 128;
+      out.notes.push_back("modernbert: local_attention absent, transformers' default 128");
+    }
+    if (*local <= 0 || *local > detail::kHfMaxPosition) {
+      r.fail(path("local_attention"), "= ", *local, " must be in [1, 2^53]");
+    }
+    out.sliding_window = *local / 2 + 1;
+    out.notes.push_back("modernbert: bidirectional; local layers see |i - j| <= local_attention"
+                        " / 2 = " + std::to_string(*local / 2) + " (sliding_window " +
+                        std::to_string(out.sliding_window) + ")");
+  }
+  if (auto causal = r.boolean(c, "is_causal", path("is_causal")); causal && !*causal) {
+    out.mask = MaskMode::kBidirectional;
+    out.notes.push_back("is_causal = false: bidirectional attention");
+  }
+  if (const json* bi = HfConfigReader::find(c, "use_bidirectional_attention")) {
+    const std::string key = path("use_bidirectional_attention");
+    bool all = false;
+    if (bi->is_boolean()) {
+      all = bi->get<bool>();
+    } else if (bi->is_string() && (bi->get<std::string>() == "all" || bi->get<std::string>() == "vision")) {
+      all = bi->get<std::string>() == "all";
+      if (!all) out.notes.push_back(key + " = \"vision\": the text tokens stay causal");
+    } else if (!bi->is_null()) {
+      r.fail(key, "must be a bool, \"all\" or \"vision\", got ", bi->dump());
+    }
+    if (all) {
+      out.mask = MaskMode::kBidirectional;
+      if (out.sliding_window > 0) {
+        // transformers halves it (sliding_window // 2 + 1 "due to fa we set exclusive
+        // bounds"): FlashAttention then sees |i - j| <= s / 2 (its eager mask, inclusive in
+        // later versions, one more key each side).
+        const std::int64_t s0 = out.sliding_window;
+        out.sliding_window = s0 / 2 + 1;
+        out.notes.push_back(key + ": bidirectional; sliding layers see |i - j| <= "
+                            "sliding_window / 2 = " + std::to_string(s0 / 2) +
+                            " (sliding_window " + std::to_string(out.sliding_window) + ")");
+      } else {
+        out.notes.push_back(key + ": bidirectional attention");
+      }
+    }
+  }
+}
+
+/// T5's relative attention bias (relative_attention_num_buckets): scheme kRelativeBias with the
+/// bucket parameters, d_kv heads and T5's unscaled q.k. False when the config has no buckets.
+inline bool hf_read_relative_bias(const HfConfigReader& r, const nlohmann::json& c,
+                                  const std::string& prefix, HfModelConfig& out) {
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const auto nb = r.integer(c, "relative_attention_num_buckets",
+                            path("relative_attention_num_buckets"));
+  if (!nb) return false;
+  // T5 and its descendants (mT5, UMT5, Flan-T5, Switch, Pix2Struct, ...), MPNet: a learned
+  // bias per (bucket, head); no RoPE, no ALiBi.
+  auto md = r.integer(c, "relative_attention_max_distance", path("relative_attention_max_distance"));
+  if (!md) {
+    md = 128;
+    out.notes.push_back("relative_attention_max_distance absent: transformers' default 128");
+  }
+  const std::string fam = detail::hf_lower_alnum(out.model_type);
+  const bool encoder_decoder = r.boolean(c, "is_encoder_decoder", path("is_encoder_decoder"))
+                                   .value_or(fam.find("t5") != std::string::npos);
+  // Two-sided buckets (encoders) need an exact bucket per side, and max_distance must lie
+  // beyond the exact buckets of every stack (a decoder's one-sided ones: num_buckets / 2).
+  if (*nb < 4 || *nb > (std::int64_t{1} << 20)) {
+    r.fail(path("relative_attention_num_buckets"), "= ", *nb, " must be in [4, 2^20]");
+  }
+  const std::int64_t exact = encoder_decoder ? *nb / 2 : *nb / 4;
+  if (*md <= exact || *md > (std::int64_t{1} << 20)) {
+    r.fail(path("relative_attention_max_distance"), "= ", *md, " must be in (", exact,
+           " (the exact buckets), 2^20]");
+  }
+  out.scheme = HfPositionScheme::kRelativeBias;
+  out.relative_attention_num_buckets = *nb;
+  out.relative_attention_max_distance = *md;
+  // T5 keeps the inner width apart from d_model (d_kv x num_heads; T5-11B: 128 x 128 vs 1024).
+  Eigen::Index head_dim = out.hidden_size > 0 && out.num_attention_heads > 0
+                              ? out.hidden_size / out.num_attention_heads
+                              : 0;
+  if (auto dkv = r.integer(c, "d_kv", path("d_kv"))) {
+    if (*dkv <= 0 || *dkv > detail::kHfMaxDim) {
+      r.fail(path("d_kv"), "= ", *dkv, " must be in [1, ", detail::kHfMaxDim, "]");
+    }
+    head_dim = *dkv;
+  }
+  out.attention_head_dim = head_dim;
+  const bool t5_scale = fam.find("t5") != std::string::npos || fam == "switchtransformers" ||
+                        fam == "pix2struct" || fam == "udop" || fam == "pop2piano";
+  if (t5_scale) {
+    // T5 does not scale q.k (Mesh TensorFlow folds 1 / sqrt(d_kv) into the initialisation).
+    out.softmax_scale = 1.0;
+  } else if (head_dim > 0) {
+    out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  }
+  if (!encoder_decoder) out.mask = MaskMode::kBidirectional;
+  std::ostringstream note;
+  note << "relative attention bias (T5 buckets): " << *nb << " buckets up to distance " << *md
+       << "; the table is the checkpoint's relative_attention_bias weight "
+          "(relative_position_bias(table, max_distance, bidirectional)); softmax scale "
+       << (t5_scale ? "1 (T5 does not scale q.k)" : "1 / sqrt(head_dim)");
+  if (encoder_decoder) {
+    note << "; encoder self-attention: bidirectional buckets and mask, decoder self-attention: "
+            "one-sided buckets, causal";
+  } else {
+    note << "; an encoder: bidirectional buckets and mask";
+  }
+  out.notes.push_back(note.str());
+  return true;
+}
+
+/// The Mistral-3 family's query temperature (transformers Ministral3Attention, vLLM DeepseekV2
+/// for Mistral Large 3): llama_4_scaling_beta in the RoPE dict, steps of the dict's
+/// original_max_position_embeddings, every layer.
+inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann::json& dict,
+                                        const std::string& dpath, HfModelConfig& out) {
+  const std::string bkey = dpath + ".llama_4_scaling_beta";
+  if (auto beta = r.number(dict, "llama_4_scaling_beta", bkey)) {
+    if (out.attention_temperature) {
+      r.fail(bkey, "and ",
+             out.attention_temperature->form == TemperatureForm::kXai ? "attn_temperature_len"
+                                                                       : "attn_temperature_tuning",
+             " are both set: one query temperature per model");
+    }
+    const std::string lkey = dpath + ".original_max_position_embeddings";
+    auto l0 = r.integer(dict, "original_max_position_embeddings", lkey);
+    if (!l0) r.fail(bkey, "needs ", lkey, " (the temperature steps every L0 positions)");
+    if (*l0 <= 0) r.fail(lkey, "= ", *l0, " must be > 0");
+    if (*beta != 0.0) {  // GGUF conversions write 0 for "none"
+      AttentionTemperature t;
+      t.form = TemperatureForm::kMistral3;
+      t.attn_scale = *beta;
+      t.floor_scale = static_cast<double>(*l0);
+      out.attention_temperature = t;
+      std::ostringstream note;
+      note << "attention temperature (Mistral-3 llama_4_scaling) on every layer's queries: "
+           << "1 + " << *beta << " ln(1 + floor(pos / " << *l0 << "))";
+      out.notes.push_back(note.str());
+    }
+  }
+}
+
+/// DeepSeek sparse attention's indexer (index_head_dim, index_n_heads, index_topk,
+/// indexer_rope_interleave) of an MLA config whose rope head is rope_hd.
+inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
+                            const std::string& prefix, std::int64_t rope_hd, HfModelConfig& out) {
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  // DeepSeek sparse attention (V3.2's Indexer, vLLM's indexer_rope_emb): the indexer rotates
+  // the first qk_rope_head_dim dims of its index_head_dim heads, half-split unless
+  // indexer_rope_interleave (DeepSeek's own demo code rotated them interleaved until its
+  // 2025-11-17 fix, which degraded the model).
+  if (auto ihd = r.integer(c, "index_head_dim", path("index_head_dim"))) {
+    if (*ihd < rope_hd || *ihd > detail::kHfMaxDim) {
+      r.fail(path("index_head_dim"), "= ", *ihd, " must be in [qk_rope_head_dim = ", rope_hd,
+             ", ", detail::kHfMaxDim, "]");
+    }
+    out.index_head_dim = *ihd;
+    for (auto [key, field] : {std::pair{"index_n_heads", &out.index_n_heads},
+                              std::pair{"index_topk", &out.index_topk}}) {
+      const auto value = r.integer(c, key, path(key)).value_or(0);
+      if (value < 0 || value > detail::kHfMaxPosition) {
+        r.fail(path(key), "= ", value, " must be >= 0");
+      }
+      *field = value;
+    }
+    const bool inter = r.boolean(c, "indexer_rope_interleave", path("indexer_rope_interleave"))
+                           .value_or(false);
+    out.indexer_layout = inter ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+    out.notes.push_back("sparse-attention indexer: heads of index_head_dim = " +
+                        std::to_string(*ihd) + " rotate their first " + std::to_string(rope_hd) +
+                        " dims [rope | nope], " + (inter ? "interleaved" : "half-split") +
+                        " (indexer_rope_interleave = " + (inter ? "true" : "false or absent") +
+                        "; hf_mla_rope_params(c, HfMlaHead::kIndexer))");
+  }
+}
+
 }  // namespace detail
 
 /// \brief Reads a parsed config.json object. `source` names it in error messages.
@@ -1043,58 +1231,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.sliding_window = *sw;
     }
   }
-  // ---- encoders: bidirectional attention ---------------------------------------------------
-  {
-    const std::string fam = detail::hf_lower_alnum(out.model_type);
-    if (fam == "modernbert") {
-      out.mask = MaskMode::kBidirectional;
-      // ModernBERT's local layers: |i - j| <= local_attention / 2 (HF ModernBertModel's
-      // sliding_window_mask, FlashAttention window_size (l / 2, l / 2)).
-      auto local = r.integer(c, "local_attention", path("local_attention"));
-      if (!local) {
-        local = 128;
-        out.notes.push_back("modernbert: local_attention absent, transformers' default 128");
-      }
-      if (*local <= 0 || *local > detail::kHfMaxPosition) {
-        r.fail(path("local_attention"), "= ", *local, " must be in [1, 2^53]");
-      }
-      out.sliding_window = *local / 2 + 1;
-      out.notes.push_back("modernbert: bidirectional; local layers see |i - j| <= local_attention"
-                          " / 2 = " + std::to_string(*local / 2) + " (sliding_window " +
-                          std::to_string(out.sliding_window) + ")");
-    }
-    if (auto causal = r.boolean(c, "is_causal", path("is_causal")); causal && !*causal) {
-      out.mask = MaskMode::kBidirectional;
-      out.notes.push_back("is_causal = false: bidirectional attention");
-    }
-    if (const json* bi = HfConfigReader::find(c, "use_bidirectional_attention")) {
-      const std::string key = path("use_bidirectional_attention");
-      bool all = false;
-      if (bi->is_boolean()) {
-        all = bi->get<bool>();
-      } else if (bi->is_string() && (bi->get<std::string>() == "all" || bi->get<std::string>() == "vision")) {
-        all = bi->get<std::string>() == "all";
-        if (!all) out.notes.push_back(key + " = \"vision\": the text tokens stay causal");
-      } else if (!bi->is_null()) {
-        r.fail(key, "must be a bool, \"all\" or \"vision\", got ", bi->dump());
-      }
-      if (all) {
-        out.mask = MaskMode::kBidirectional;
-        if (out.sliding_window > 0) {
-          // transformers halves it (sliding_window // 2 + 1 "due to fa we set exclusive
-          // bounds"): FlashAttention then sees |i - j| <= s / 2 (its eager mask, inclusive in
-          // later versions, one more key each side).
-          const std::int64_t s0 = out.sliding_window;
-          out.sliding_window = s0 / 2 + 1;
-          out.notes.push_back(key + ": bidirectional; sliding layers see |i - j| <= "
-                              "sliding_window / 2 = " + std::to_string(s0 / 2) +
-                              " (sliding_window " + std::to_string(out.sliding_window) + ")");
-        } else {
-          out.notes.push_back(key + ": bidirectional attention");
-        }
-      }
-    }
-  }
+  detail::hf_read_encoder_mask(r, c, prefix, out);
   if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
     if (*ch < 0 || *ch > detail::kHfMaxPosition) {
       r.fail(path("attention_chunk_size"), "= ", *ch, " must be in [0, 2^53]");
@@ -1146,64 +1283,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
 
   // ---- T5's relative attention bias ---------------------------------------------------------
-  if (auto nb = r.integer(c, "relative_attention_num_buckets", path("relative_attention_num_buckets"))) {
-    // T5 and its descendants (mT5, UMT5, Flan-T5, Switch, Pix2Struct, ...), MPNet: a learned
-    // bias per (bucket, head); no RoPE, no ALiBi.
-    auto md = r.integer(c, "relative_attention_max_distance", path("relative_attention_max_distance"));
-    if (!md) {
-      md = 128;
-      out.notes.push_back("relative_attention_max_distance absent: transformers' default 128");
-    }
-    const std::string fam = detail::hf_lower_alnum(out.model_type);
-    const bool encoder_decoder = r.boolean(c, "is_encoder_decoder", path("is_encoder_decoder"))
-                                     .value_or(fam.find("t5") != std::string::npos);
-    // Two-sided buckets (encoders) need an exact bucket per side, and max_distance must lie
-    // beyond the exact buckets of every stack (a decoder's one-sided ones: num_buckets / 2).
-    if (*nb < 4 || *nb > (std::int64_t{1} << 20)) {
-      r.fail(path("relative_attention_num_buckets"), "= ", *nb, " must be in [4, 2^20]");
-    }
-    const std::int64_t exact = encoder_decoder ? *nb / 2 : *nb / 4;
-    if (*md <= exact || *md > (std::int64_t{1} << 20)) {
-      r.fail(path("relative_attention_max_distance"), "= ", *md, " must be in (", exact,
-             " (the exact buckets), 2^20]");
-    }
-    out.scheme = HfPositionScheme::kRelativeBias;
-    out.relative_attention_num_buckets = *nb;
-    out.relative_attention_max_distance = *md;
-    // T5 keeps the inner width apart from d_model (d_kv x num_heads; T5-11B: 128 x 128 vs 1024).
-    Eigen::Index head_dim = out.hidden_size > 0 && out.num_attention_heads > 0
-                                ? out.hidden_size / out.num_attention_heads
-                                : 0;
-    if (auto dkv = r.integer(c, "d_kv", path("d_kv"))) {
-      if (*dkv <= 0 || *dkv > detail::kHfMaxDim) {
-        r.fail(path("d_kv"), "= ", *dkv, " must be in [1, ", detail::kHfMaxDim, "]");
-      }
-      head_dim = *dkv;
-    }
-    out.attention_head_dim = head_dim;
-    const bool t5_scale = fam.find("t5") != std::string::npos || fam == "switchtransformers" ||
-                          fam == "pix2struct" || fam == "udop" || fam == "pop2piano";
-    if (t5_scale) {
-      // T5 does not scale q.k (Mesh TensorFlow folds 1 / sqrt(d_kv) into the initialisation).
-      out.softmax_scale = 1.0;
-    } else if (head_dim > 0) {
-      out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-    }
-    if (!encoder_decoder) out.mask = MaskMode::kBidirectional;
-    std::ostringstream note;
-    note << "relative attention bias (T5 buckets): " << *nb << " buckets up to distance " << *md
-         << "; the table is the checkpoint's relative_attention_bias weight "
-            "(relative_position_bias(table, max_distance, bidirectional)); softmax scale "
-         << (t5_scale ? "1 (T5 does not scale q.k)" : "1 / sqrt(head_dim)");
-    if (encoder_decoder) {
-      note << "; encoder self-attention: bidirectional buckets and mask, decoder self-attention: "
-              "one-sided buckets, causal";
-    } else {
-      note << "; an encoder: bidirectional buckets and mask";
-    }
-    out.notes.push_back(note.str());
-    return out;
-  }
+  if (detail::hf_read_relative_bias(r, c, prefix, out)) return out;
 
   // ---- ALiBi -----------------------------------------------------------------------------
   double alibi_bias = 0.0;
@@ -1343,33 +1423,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
           std::to_string(out.kv_lora_rank) + " (KvCache::latent, attention_latent), RoPE at " +
           "rotary_offset = " + std::to_string(out.kv_lora_rank));
     }
-    // DeepSeek sparse attention (V3.2's Indexer, vLLM's indexer_rope_emb): the indexer rotates
-    // the first qk_rope_head_dim dims of its index_head_dim heads, half-split unless
-    // indexer_rope_interleave (DeepSeek's own demo code rotated them interleaved until its
-    // 2025-11-17 fix, which degraded the model).
-    if (auto ihd = r.integer(c, "index_head_dim", path("index_head_dim"))) {
-      if (*ihd < *rope_hd || *ihd > detail::kHfMaxDim) {
-        r.fail(path("index_head_dim"), "= ", *ihd, " must be in [qk_rope_head_dim = ", *rope_hd,
-               ", ", detail::kHfMaxDim, "]");
-      }
-      out.index_head_dim = *ihd;
-      for (auto [key, field] : {std::pair{"index_n_heads", &out.index_n_heads},
-                                std::pair{"index_topk", &out.index_topk}}) {
-        const auto value = r.integer(c, key, path(key)).value_or(0);
-        if (value < 0 || value > detail::kHfMaxPosition) {
-          r.fail(path(key), "= ", value, " must be >= 0");
-        }
-        *field = value;
-      }
-      const bool inter = r.boolean(c, "indexer_rope_interleave", path("indexer_rope_interleave"))
-                             .value_or(false);
-      out.indexer_layout = inter ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
-      out.notes.push_back("sparse-attention indexer: heads of index_head_dim = " +
-                          std::to_string(*ihd) + " rotate their first " + std::to_string(*rope_hd) +
-                          " dims [rope | nope], " + (inter ? "interleaved" : "half-split") +
-                          " (indexer_rope_interleave = " + (inter ? "true" : "false or absent") +
-                          "; hf_mla_rope_params(c, HfMlaHead::kIndexer))");
-    }
+    detail::hf_read_indexer(r, c, prefix, *rope_hd, out);
   }
   ctx.head_dim = head_dim;
 
@@ -1739,35 +1793,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   for (const auto& lr : out.layer_ropes) {
     if (lr.layer_type == "full_attention") out.rope = lr.params;
   }
-  // The Mistral-3 family's query temperature (transformers Ministral3Attention, vLLM DeepseekV2
-  // for Mistral Large 3): llama_4_scaling_beta in the RoPE dict, steps of the dict's
-  // original_max_position_embeddings, every layer.
-  if (dict && !nested) {
-    const std::string bkey = dpath + ".llama_4_scaling_beta";
-    if (auto beta = r.number(*dict, "llama_4_scaling_beta", bkey)) {
-      if (out.attention_temperature) {
-        r.fail(bkey, "and ",
-               out.attention_temperature->form == TemperatureForm::kXai ? "attn_temperature_len"
-                                                                         : "attn_temperature_tuning",
-               " are both set: one query temperature per model");
-      }
-      const std::string lkey = dpath + ".original_max_position_embeddings";
-      auto l0 = r.integer(*dict, "original_max_position_embeddings", lkey);
-      if (!l0) r.fail(bkey, "needs ", lkey, " (the temperature steps every L0 positions)");
-      if (*l0 <= 0) r.fail(lkey, "= ", *l0, " must be > 0");
-      if (*beta != 0.0) {  // GGUF conversions write 0 for "none"
-        AttentionTemperature t;
-        t.form = TemperatureForm::kMistral3;
-        t.attn_scale = *beta;
-        t.floor_scale = static_cast<double>(*l0);
-        out.attention_temperature = t;
-        std::ostringstream note;
-        note << "attention temperature (Mistral-3 llama_4_scaling) on every layer's queries: "
-             << "1 + " << *beta << " ln(1 + floor(pos / " << *l0 << "))";
-        out.notes.push_back(note.str());
-      }
-    }
-  }
+  if (dict && !nested) detail::hf_read_mistral_temperature(r, *dict, dpath, out);
   // M-RoPE sections of the main RoPE (a flat rope_scaling / rope_parameters dict). ERNIE-4.5-VL
   // lists them as [h, w, t] and alternates h / w pairs; before transformers 5 its config gave
   // only freq_allocation (the t pairs), the rest split evenly between h and w.
