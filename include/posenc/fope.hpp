@@ -45,7 +45,7 @@ inline Eigen::Index fope_num_frequencies(const RopeFrequencies& freqs,
   }
   detail::require(max_position_embeddings > 0, fn, "max_position_embeddings = ",
                   max_position_embeddings, " must be > 0");
-  const double lowest = 2.0 * 3.14159265358979323846 / static_cast<double>(max_position_embeddings);
+  const double lowest = 2.0 * detail::kRopePi / static_cast<double>(max_position_embeddings);
   Eigen::Index f = 0;
   for (const double w : freqs.inv_freq) f += w > lowest;
   return f;
