@@ -116,165 +116,13 @@
 #include "posenc/attention_types.hpp"
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
+#include "posenc/model_config.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 
 namespace posenc {
 
-/// How a model encodes positions, as far as its config says.
-enum class HfPositionScheme : std::uint8_t {
-  kRope = 0,      ///< rotary (RopeParams per layer type)
-  kAlibi = 1,     ///< linear attention biases (alibi_slopes)
-  kAbsolute = 2,  ///< learned / sinusoidal absolute embeddings (nothing for RoPE or ALiBi)
-  /// T5's bucketed relative attention bias (relative_attention_num_buckets /
-  /// relative_attention_max_distance; the table is a weight: relative_position_bias())
-  kRelativeBias = 3,
-};
-
-constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
-  switch (scheme) {
-    case HfPositionScheme::kRope: return "rope";
-    case HfPositionScheme::kAlibi: return "alibi";
-    case HfPositionScheme::kAbsolute: return "absolute";
-    case HfPositionScheme::kRelativeBias: return "relative_bias";
-  }
-  return "unknown";
-}
-
-/// Caller choices that override what the config implies.
-struct HfConfigOptions {
-  /// Pair layout to use instead of the family table (e.g. kInterleaved for GGUF-converted or
-  /// Meta-original Llama weights).
-  std::optional<RopeLayout> layout;
-};
-
-/// RoPE of one attention layer type ("full_attention", "sliding_attention", ... or "all").
-struct HfLayerRope {
-  std::string layer_type;
-  RopeParams params;
-  Eigen::Index num_layers = 0;  ///< layers of this type (0 = unknown)
-};
-
-/// Everything posenc takes from one config.json.
-struct HfModelConfig {
-  std::string source;      ///< file path, or the name given to parse_hf_config
-  std::string model_type;  ///< "" when absent (text_config's when the model is multimodal)
-  std::vector<std::string> architectures;
-  HfPositionScheme scheme = HfPositionScheme::kRope;
-
-  /// The main RoPE (full-attention layers, or every layer). Valid when scheme == kRope.
-  RopeParams rope;
-  /// One entry per distinct layer type (a single "all" entry when every layer is the same).
-  std::vector<HfLayerRope> layer_ropes;
-  /// Per-layer type names [num_hidden_layers] when the config has them; empty otherwise.
-  std::vector<std::string> layer_types;
-  /// Per layer: false where the layer applies no RoPE at all (NoPE): no_rope_layers entries of
-  /// 0 (Llama-4, SmolLM3: 1 = RoPE), Cohere2's full-attention layers. Empty = every layer.
-  std::vector<bool> layer_uses_rope;
-  /// Why rope.layout is what it is ("caller override", "rope_interleave = true", "family ...").
-  std::string layout_reason;
-  /// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: rope_scaling.mrope_section (+ mrope_interleaved), for
-  /// apply_mrope_inplace with the main RoPE's plan; empty for 1-D RoPE. ERNIE-4.5-VL: its
-  /// [h, w, t] mrope_section (or the older freq_allocation t pairs; transformers' default
-  /// [22, 22, 20] when neither is given), stored as (t, h, w) with kAlternatingHw. HunYuan-VL:
-  /// four contiguous XD-RoPE sections (p, w, h, i) from xdrope_section or mrope_section.
-  std::optional<MRopeSections> mrope;
-  /// The vision tower's 2-D RoPE (Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V, root model_type of
-  /// those families): heads of vision_config embed_dim (Qwen2-VL) or hidden_size over
-  /// num_heads, patches merged spatial_merge_size x spatial_merge_size; for vision_rope_2d /
-  /// vision_rope_2d_positions. Llama-4 (root model_type llama4): heads of hidden_size over
-  /// num_attention_heads, vision_config rope_theta, a square grid of image_size / patch_size
-  /// patches a side; for vision_rope_2d_llama4 / vision_rope_2d_positions_llama4.
-  /// Empty for other models.
-  struct VisionRope {
-    Eigen::Index head_dim = 0;
-    Eigen::Index spatial_merge_size = 1;
-    double theta = 10000.0;  ///< VisionRotaryEmbedding's default; Llama-4: vision rope_theta
-    bool llama4 = false;     ///< Llama-4's interleaved, 1-based geometry (vision_rope.hpp)
-    Eigen::Index grid_side = 0;  ///< Llama-4: patches per side (0 = not fixed by the config)
-  };
-  std::optional<VisionRope> vision_rope;
-
-  Eigen::Index num_attention_heads = 0;
-  Eigen::Index num_key_value_heads = 0;  ///< = num_attention_heads when absent
-  Eigen::Index num_hidden_layers = 0;    ///< 0 when absent
-  Eigen::Index hidden_size = 0;          ///< 0 when absent (head_dim given directly)
-  /// Width of the q.k dot product, for the softmax scale: head_dim, or qk_nope_head_dim +
-  /// qk_rope_head_dim for DeepSeek MLA.
-  Eigen::Index attention_head_dim = 0;
-  Eigen::Index qk_nope_head_dim = 0;  ///< DeepSeek MLA: the un-rotated part of a q/k head
-  /// DeepSeek MLA (0 elsewhere): the value head width (KvCache's v_head_dim for the unabsorbed
-  /// form), and the latent rank (absorbed: KvCache::latent rows of kv_lora_rank +
-  /// qk_rope_head_dim, values kv_lora_rank).
-  Eigen::Index v_head_dim = 0;
-  Eigen::Index kv_lora_rank = 0;
-  /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5; 0 elsewhere): its
-  /// q / k heads of index_head_dim rotate their first qk_rope_head_dim dims ([rope | nope], the
-  /// reverse of MLA's) with the main plan's frequencies, in indexer_layout
-  /// (hf_mla_rope_params(c, HfMlaHead::kIndexer)); index_n_heads query heads, index_topk keys
-  /// kept per query.
-  Eigen::Index index_head_dim = 0;
-  Eigen::Index index_n_heads = 0;
-  Eigen::Index index_topk = 0;
-  /// indexer_rope_interleave: false or absent (DeepSeek-V3.2) half-split, true (GLM-5)
-  /// interleaved — whatever the MLA heads use.
-  RopeLayout indexer_layout = RopeLayout::kHalfSplit;
-  /// Attention softmax scale: query_pre_attn_scalar^-1/2 (Gemma) or attention_head_dim^-1/2,
-  /// times the RoPE plan's softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim).
-  double softmax_scale = 0.0;
-
-  /// Accepted by the config: max_position_embeddings (0 = absent).
-  std::int64_t max_position_embeddings = 0;
-  /// Pre-training context L0 (0 = absent; then max_position_embeddings is the trained length).
-  std::int64_t original_max_position_embeddings = 0;
-  /// sliding_window of the sliding-attention layers (0 = none, or use_sliding_window = false):
-  /// AttentionParams::sliding_window on those layers (posenc's W: a causal query sees the keys
-  /// a - W < j <= a, a bidirectional one |a - j| < W; an encoder's radius r is read as r + 1).
-  std::int64_t sliding_window = 0;
-  /// Scheme kAbsolute: the row of position p is p + this (OPT, BART, RoBERTa, M2M-100: 2).
-  std::int64_t absolute_position_offset = 0;
-  /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
-  /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
-  std::int64_t relative_attention_num_buckets = 0;
-  std::int64_t relative_attention_max_distance = 0;
-  /// kBidirectional for encoders (ModernBERT, Jina-BERT's ALiBi, is_causal = false, Gemma's
-  /// use_bidirectional_attention): AttentionParams::mask on every layer.
-  MaskMode mask = MaskMode::kCausal;
-  /// Qwen2-family max_window_layers: layers [max_window_layers, ..) slide when no layer_types
-  /// are given (-1 = absent).
-  std::int64_t max_window_layers = -1;
-  /// Gemma-2's attn_logit_softcapping (0 = none): AttentionParams::logit_softcap.
-  double attn_logit_softcapping = 0.0;
-  /// Llama-4's attention_chunk_size (0 = none): AttentionParams::attention_chunk_size on the
-  /// layers whose layer_types entry is "chunked_attention".
-  std::int64_t attention_chunk_size = 0;
-  /// Llama-4's attention temperature tuning (attn_temperature_tuning, floor_scale, attn_scale)
-  /// for the queries of the NoPE layers (layer_uses_rope[i] == false), or Grok-2's
-  /// attn_temperature_len (TemperatureForm::kXai) or Mistral-3's rope_parameters
-  /// llama_4_scaling_beta (TemperatureForm::kMistral3) for every layer: hf_attention_params sets it
-  /// as AttentionParams::query_temperature there (or apply_attention_temperature_inplace).
-  /// Empty when the model does not tune.
-  std::optional<AttentionTemperature> attention_temperature;
-  /// Qwen2.5-1M's dual_chunk_attention_config (chunk_size, local_size,
-  /// original_max_position_embeddings; absent keys take vLLM's defaults 8192, 1024, 0): vLLM
-  /// runs every layer as dual chunk attention (dual_chunk_attention.hpp); transformers ignores
-  /// the key and runs plain RoPE. Empty when the config has none.
-  std::optional<DualChunkParams> dual_chunk;
-
-  /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
-  std::vector<double> alibi_slopes;
-  double alibi_max_bias = 0.0;
-
-  /// Human-readable notes: legacy keys normalised, defaults taken, aliases used.
-  std::vector<std::string> notes;
-
-  /// The training length the loader believes in: L0 if given, else max_position_embeddings.
-  std::int64_t trained_length() const noexcept {
-    return original_max_position_embeddings > 0 ? original_max_position_embeddings
-                                                : max_position_embeddings;
-  }
-};
 
 namespace detail {
 
@@ -383,14 +231,6 @@ class HfConfigReader {
   std::string source_;
 };
 
-inline std::string hf_lower_alnum(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c >= 'A' && c <= 'Z') out.push_back(static_cast<char>(c - 'A' + 'a'));
-    else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) out.push_back(c);
-  }
-  return out;
-}
 
 /// ERNIE-4.5 (text, MoE, VL): GLM's rotate_half on repeat_interleave(2) cos / sin.
 inline bool hf_family_is_ernie(const std::string& normalised) {
@@ -1903,95 +1743,6 @@ inline HfModelConfig parse_hf_config(std::string_view text, std::string source =
   return hf_config_from_json(root, std::move(source), options);
 }
 
-/// \brief Whether layer `layer` of the model is a sliding-window layer, by HF's rules: the
-/// config's layer_types entry ("sliding_attention"); without layer_types, Qwen2-family configs
-/// slide from max_window_layers on, Gemma-2 and GPT-OSS on the even layers, and every other
-/// model (Mistral, Mixtral, Phi-3, Starcoder2) on all layers. False when sliding_window = 0.
-/// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
-inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
-  constexpr std::string_view fn = "hf_layer_is_sliding";
-  const Eigen::Index layers = c.num_hidden_layers > 0
-                                  ? c.num_hidden_layers
-                                  : static_cast<Eigen::Index>(c.layer_types.size());
-  if (layer < 0 || (layers > 0 && layer >= layers)) {
-    detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
-                               layers, ")");
-  }
-  if (c.sliding_window <= 0) return false;
-  if (!c.layer_types.empty()) {
-    return layer < static_cast<Eigen::Index>(c.layer_types.size()) &&
-           c.layer_types[static_cast<std::size_t>(layer)] == "sliding_attention";
-  }
-  if (c.max_window_layers >= 0) return layer >= c.max_window_layers;
-  const std::string family = detail::hf_lower_alnum(c.model_type);
-  if (family == "gemma2" || family == "gptoss") return layer % 2 == 0;
-  return true;
-}
-
-/// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
-/// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
-/// "chunked_attention" layers (Llama-4) its attention_chunk_size and its query temperature
-/// (Llama-4's attn_temperature_tuning on NoPE layers; Grok-2's attn_temperature_len and
-/// Mistral-3's llama_4_scaling_beta on every layer); the model's mask (causal, bidirectional for
-/// encoders), one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
-/// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
-inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
-  AttentionParams p;
-  p.sliding_window = hf_layer_is_sliding(c, layer) ? c.sliding_window : 0;
-  // Llama-4: the "chunked_attention" layers (its RoPE layers) attend within chunks.
-  const bool chunked = layer < static_cast<Eigen::Index>(c.layer_types.size()) &&
-                       c.layer_types[static_cast<std::size_t>(layer)] == "chunked_attention";
-  p.attention_chunk_size = chunked ? c.attention_chunk_size : 0;
-  // ... and its NoPE layers scale their queries (attn_temperature_tuning).
-  const bool nope = layer < static_cast<Eigen::Index>(c.layer_uses_rope.size()) &&
-                    !c.layer_uses_rope[static_cast<std::size_t>(layer)];
-  p.mask = c.mask;
-  // Grok-2's and Mistral-3's temperatures apply to every layer.
-  if (c.attention_temperature &&
-      (nope || c.attention_temperature->form != TemperatureForm::kLlama4)) {
-    p.query_temperature = c.attention_temperature;
-  }
-  if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
-  if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
-  p.logit_softcap = c.attn_logit_softcapping;
-  return p;
-}
-
-/// Which head of a DeepSeek MLA model a RoPE plan is for (hf_mla_rope_params).
-enum class HfMlaHead : std::uint8_t {
-  kConcatenated = 0,  ///< [nope | rope] q / k heads of qk_nope + qk_rope (KvCache(.., v_head_dim))
-  kLatent = 1,        ///< [c_kv | k_pe] latent rows of kv_lora_rank + qk_rope (KvCache::latent)
-  kIndexer = 2,       ///< [rope | nope] sparse-attention indexer heads of index_head_dim
-};
-
-/// \brief The RoPE parameters of a DeepSeek MLA model for a whole head: c.rope (whose head is
-/// the qk_rope_head_dim part alone, q_pe / k_pe) widened to the concatenated or the latent
-/// head, the rotated slice at its end (rotary_offset = qk_nope_head_dim or kv_lora_rank), or
-/// to the sparse-attention indexer's head, the rotated slice first and in c.indexer_layout. The
-/// plan's frequencies, attention factor and softmax multiplier are c.rope's: the exponent runs
-/// over rotary_dim = qk_rope_head_dim either way.
-/// Throws std::invalid_argument when c has no qk_nope_head_dim (kConcatenated), no
-/// kv_lora_rank (kLatent) or no index_head_dim (kIndexer).
-inline RopeParams hf_mla_rope_params(const HfModelConfig& c, HfMlaHead head) {
-  constexpr std::string_view fn = "hf_mla_rope_params";
-  RopeParams p = c.rope;
-  p.rotary_dim = resolved_rotary_dim(c.rope);
-  p.partial_rotary_factor = 1.0;
-  if (head == HfMlaHead::kIndexer) {
-    detail::require(c.index_head_dim > 0, fn, "index_head_dim = ", c.index_head_dim, ": ",
-                    c.source, " has no sparse-attention indexer");
-    p.head_dim = c.index_head_dim;
-    p.layout = c.indexer_layout;
-    return p;
-  }
-  const bool latent = head == HfMlaHead::kLatent;
-  const Eigen::Index prefix = latent ? c.kv_lora_rank : c.qk_nope_head_dim;
-  detail::require(prefix > 0, fn, latent ? "kv_lora_rank" : "qk_nope_head_dim", " = ", prefix,
-                  ": ", c.source, " is not a DeepSeek MLA config with that head");
-  p.rotary_offset = prefix + c.rope.rotary_offset;
-  p.head_dim = prefix + c.rope.head_dim;
-  return p;
-}
 
 /// \brief Reads and parses a config.json file.
 /// Throws std::invalid_argument naming the file when it cannot be read or is rejected.

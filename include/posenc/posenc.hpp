@@ -21,6 +21,7 @@
 #include "posenc/kv_cache.hpp"
 #include "posenc/learned.hpp"
 #include "posenc/learned_grid.hpp"
+#include "posenc/model_config.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/paged_kv_cache.hpp"
 #include "posenc/relative_bias.hpp"
