@@ -466,6 +466,48 @@ TEST_CASE("rope scaling: ggml freq_factors (llama.cpp rope_freqs) turn the defau
   REQUIRE_THROWS_AS(posenc::with_freq_factors(plain, factors), std::invalid_argument);
 }
 
+TEST_CASE("rope scaling: RopeScaling freq_factors divide every recipe's frequencies after it", "[rope][scaling]") {
+  // ggml_rope_ext divides theta_base by c[j] before its YaRN mix; both mixed angles scale alike,
+  // so the plan is the recipe's inv_freq[j] / c[j] (by hand below), the rest of the plan kept.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.rotary_dim = 32;
+  p.theta = 10000.0;
+  std::vector<double> ff(16);
+  for (int j = 0; j < 16; ++j) ff[static_cast<std::size_t>(j)] = 1.0 + 0.5 * j;
+  for (const auto type : {RopeScalingType::kDefault, RopeScalingType::kLinear, RopeScalingType::kYarn}) {
+    CAPTURE(posenc::to_string(type));
+    p.scaling = {};
+    p.scaling.type = type;
+    p.scaling.factor = type == RopeScalingType::kDefault ? 1.0 : 4.0;
+    p.scaling.original_max_position_embeddings = 4096;
+    const auto base = posenc::compute_rope_frequencies(p);
+    p.scaling.freq_factors = ff;
+    const auto with = posenc::compute_rope_frequencies(p);
+    for (std::size_t j = 0; j < 16; ++j) {
+      CAPTURE(j);
+      CHECK(with.inv_freq[j] == base.inv_freq[j] / ff[j]);
+    }
+    CHECK(with.attention_factor == base.attention_factor);
+    CHECK(with.softmax_scale_multiplier == base.softmax_scale_multiplier);
+    // The per-step plan honours them too.
+    posenc::RopePlan plan(p);
+    CHECK(plan.frequencies().inv_freq[15] == base.inv_freq[15] / ff[15]);
+  }
+  // Default RoPE at j = 3: 10000^(-6/32) / 2.5, independently.
+  p.scaling = {};
+  p.scaling.freq_factors = ff;
+  CHECK_THAT(posenc::compute_rope_frequencies(p).inv_freq[3],
+             WithinRel(static_cast<double>(std::pow(10000.0L, -6.0L / 32.0L) / 2.5L), 1e-15));
+  p.scaling.freq_factors.pop_back();
+  REQUIRE_THROWS_AS(posenc::compute_rope_frequencies(p), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p),
+                      Contains("freq_factors has 15 entries; it must have one per rotated pair (rotary_dim / 2 = 16)"));
+  p.scaling.freq_factors = ff;
+  p.scaling.freq_factors[7] = -1.0;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("freq_factors[7] = -1 must be finite and > 0"));
+}
+
 TEST_CASE("rope scaling: LongRoPE (Phi-3.5-mini) switches short/long factors at L0", "[rope][scaling][longrope]") {
   // Phi-3.5-mini-instruct config.json: head_dim 3072 / 32 = 96, theta 10000,
   // max_position_embeddings 131072, original_max_position_embeddings 4096.

@@ -36,6 +36,8 @@
 ///   vllm_ntk  inv_j = (b s)^(-2j/d) / s^(2/d);  with mixed_b = m: inv_j = th_j / exp(a (j+1)^m),
 ///             a = ln s / (d/2)^m (Su, kexue.fm/archives/9706). vLLM NTKScalingRotaryEmbedding,
 ///             what vLLM does with a config's rope_type "ntk" (transformers has no "ntk").
+///   any type  inv_j /= freq_factors[j] after the recipe when RopeScaling::freq_factors is set
+///             (ggml_rope_ext's per-pair factors, a GGUF's rope_freqs.weight).
 
 #include <algorithm>
 #include <cmath>
@@ -99,6 +101,18 @@ inline Eigen::Index rope_proportional_pairs(const RopeParams& p, Eigen::Index d)
 inline void fill_geometric(std::vector<double>& inv, double base, Eigen::Index d) {
   for (std::size_t j = 0; j < inv.size(); ++j) {
     inv[j] = std::pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(d));
+  }
+}
+
+/// ggml's per-pair frequency factors: one per rotated pair, finite and > 0.
+inline void check_freq_factors(std::string_view fn, const std::vector<double>& factors,
+                               Eigen::Index pairs) {
+  require(static_cast<Eigen::Index>(factors.size()) == pairs, fn, "freq_factors has ",
+          factors.size(), " entries; it must have one per rotated pair (rotary_dim / 2 = ", pairs,
+          ")");
+  for (std::size_t j = 0; j < factors.size(); ++j) {
+    require(std::isfinite(factors[j]) && factors[j] > 0.0, fn, "freq_factors[", j, "] = ",
+            factors[j], " must be finite and > 0");
   }
 }
 
@@ -204,6 +218,7 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
     require(std::isfinite(*sc.attention_factor) && *sc.attention_factor > 0.0, fn,
             "attention_factor = ", *sc.attention_factor, " must be finite and > 0");
   }
+  if (!sc.freq_factors.empty()) check_freq_factors(fn, sc.freq_factors, d / 2);
   return d;
 }
 
@@ -341,6 +356,9 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       sc.type != RopeScalingType::kLongRope) {
     f.attention_factor = *sc.attention_factor;
   }
+  // ggml divides theta_base by the factor before its YaRN mix, which acts on both of the mixed
+  // angles alike, so dividing the planned frequency is the same for every recipe.
+  for (std::size_t j = 0; j < sc.freq_factors.size(); ++j) f.inv_freq[j] /= sc.freq_factors[j];
   return f;
 }
 
@@ -362,21 +380,15 @@ inline RopeFrequencies compute_rope_frequencies(const RopeParams& params,
 /// ggml_rope_ext): pair j turns at inv_freq[j] / factors[j]. llama.cpp's converters write such
 /// a tensor in place of a config's llama3 rule (factor_j = 1 / ((1 - smooth_j) / s + smooth_j))
 /// and for LongRoPE (the chosen factor list), so a GGUF engine plans the default RoPE and
-/// applies its model's factors here. attention_factor and the rest of the plan are kept.
+/// applies its model's factors here (or sets RopeScaling::freq_factors, which the planner
+/// applies the same way). attention_factor and the rest of the plan are kept.
 /// Throws std::invalid_argument for a count other than rotary_dim / 2 or a factor that is not
 /// finite and > 0.
 inline RopeFrequencies with_freq_factors(RopeFrequencies freqs,
                                          const std::vector<double>& factors) {
-  constexpr std::string_view fn = "with_freq_factors";
-  detail::require(factors.size() == freqs.inv_freq.size(), fn, "factors has ", factors.size(),
-                  " entries; it must have one per rotated pair (rotary_dim / 2 = ",
-                  freqs.inv_freq.size(), ")");
-  // freqs is the function's own copy: a throw half way leaves the caller's plan as it was.
-  for (std::size_t j = 0; j < factors.size(); ++j) {
-    detail::require(std::isfinite(factors[j]) && factors[j] > 0.0, fn, "factors[", j, "] = ",
-                    factors[j], " must be finite and > 0");
-    freqs.inv_freq[j] /= factors[j];
-  }
+  detail::check_freq_factors("with_freq_factors", factors,
+                             static_cast<Eigen::Index>(freqs.inv_freq.size()));
+  for (std::size_t j = 0; j < factors.size(); ++j) freqs.inv_freq[j] /= factors[j];
   return freqs;
 }
 

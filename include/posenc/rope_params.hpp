@@ -133,6 +133,13 @@ struct RopeScaling {
   /// attention_factor wins over both.
   std::optional<double> short_mscale;
   std::optional<double> long_mscale;
+
+  // --- any type ----------------------------------------------------------------------------
+  /// ggml's per-pair frequency factors (ggml_rope_ext's `c` tensor; a GGUF's rope_freqs.weight,
+  /// where llama.cpp's converter writes Llama-3.1's rule): after the recipe, pair j turns at
+  /// inv_freq[j] / freq_factors[j]. Empty (every HF config) = none; else rotary_dim / 2 values,
+  /// finite and > 0.
+  std::vector<double> freq_factors;
 };
 
 /// Everything that fixes the rotation angles of one attention layer.
