@@ -1,0 +1,644 @@
+#pragma once
+/// \file posenc/gguf_config.hpp
+/// A GGUF model file (llama.cpp) -> the positional-encoding parameters posenc needs, in the
+/// same HfModelConfig as a Hugging Face config.json (model_config.hpp): RopeParams per layer
+/// type, ALiBi slopes, T5 buckets or an absolute table, plus the geometry, windows and softmax
+/// scale. The semantics are llama.cpp's (src/llama-model.cpp load_hparams, llama-context.cpp,
+/// ggml's rope), and where the file carries a Hugging Face value that llama.cpp drops, the
+/// value is kept and the difference is noted.
+///
+/// Keys read, `A` = general.architecture (required):
+///
+///   geometry  A.context_length, A.embedding_length, A.block_count (all required);
+///             A.attention.head_count (+ _kv; a u32 or one per layer: layer 0's is used),
+///             A.attention.key_length / value_length (default embedding_length / head_count),
+///             A.rope.dimension_count (default key_length) = rotary_dim.
+///   theta     A.rope.freq_base (default 10000); A.rope.freq_base_swa on sliding layers.
+///   scaling   A.rope.scaling.type: "none", "linear" (the default), "yarn", "longrope";
+///             A.rope.scaling.factor (else the legacy A.rope.scale_linear; absent or 0 = 1);
+///             A.rope.scaling.original_context_length (default context_length) = L0;
+///             yarn: A.rope.scaling.yarn_beta_fast / _slow / _ext_factor / _attn_factor (HF's
+///             beta_fast, beta_slow, extrapolation_factor, attention_factor: written by the
+///             converter, read here; llama.cpp's generic loader ignores them), and
+///             A.rope.scaling.yarn_log_multiplier (DeepSeek-2: 0.1 mscale_all_dim, as
+///             convert_hf_to_gguf.py writes it; other architectures: mscale_all_dim itself, as
+///             llama.cpp reads it); A.rope.scaling.attn_factor multiplies cos / sin for every
+///             type (llama.cpp's rope_attn_factor; Phi-3 writes its LongRoPE factor there).
+///   tensors   rope_freqs.weight: per-pair frequency factors (RopeScaling::freq_factors; the
+///             converter's form of Llama-3.1's rope_scaling); rope_factors_long.weight and
+///             rope_factors_short.weight: LongRoPE's lists (Phi-3 writes no scaling type).
+///   M-RoPE    A.rope.dimension_sections (4 integers): contiguous sections (ggml MROPE) or
+///             Qwen3-VL's interleaved ones (IMROPE).
+///   windows   A.attention.sliding_window, A.attention.sliding_window_pattern (a period p:
+///             layer i slides iff i % p < p - 1, or one bool per layer), else llama.cpp's
+///             pattern of the architecture (gemma2 2, gemma3 6, gpt-oss 2, cohere2 4), else
+///             every layer. Llama-4: chunks of 8192 on its RoPE layers, every 4th layer NoPE
+///             with the attention temperature, unless A.attention.sliding_window = 0.
+///   ALiBi     A.attention.max_alibi_bias > 0 (MPT, JAIS), or 8 where llama.cpp hard-codes it
+///             (bloom, refact, jina-bert-v2, 40-layer baichuan): ggml's slopes (alibi.hpp).
+///   other     A.attention.causal (false: encoders), A.attention.scale (Granite), gemma's
+///             query_pre_attn_scalar rule, A.attn_logit_softcapping, A.attention.kv_lora_rank /
+///             key_length_mla / value_length_mla (DeepSeek MLA: rope.dimension_count is
+///             qk_rope_head_dim), A.attention.relative_buckets_count (T5: kRelativeBias),
+///             a position_embd.weight tensor (a learned absolute table: kAbsolute).
+///
+/// Pair layout: the ggml rope type of the architecture (llama.cpp llama_model_rope_type):
+/// NORM -> kInterleaved (llama, deepseek2, granite, ...; GGUF Llama weights are permuted at
+/// conversion so that adjacent pairs are right for them), NEOX / MROPE / IMROPE -> kHalfSplit
+/// (qwen2, gemma*, phi3, gpt-oss, ...). An architecture missing from the table needs
+/// GgufConfigOptions::layout.
+///
+/// Where llama.cpp differs from transformers and the file cannot say (notes name each case):
+/// YaRN's correction range is always floored / ceiled (gpt-oss's truncate = false is lost),
+/// LongRoPE picks its list by the configured context, not the sequence length, and llama.cpp
+/// plans frequencies in float by repeated multiplication (posenc in double).
+///
+/// Errors: a missing required key, a wrong type, an unknown rope.scaling.type, factor lists of
+/// the wrong length, an architecture without attention heads... throw std::invalid_argument
+///   "posenc::load_gguf_config: model.gguf: key \"llama.rope.scaling.type\" = \"su\" is not
+///    one of none, linear, yarn, longrope"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "posenc/alibi.hpp"
+#include "posenc/error.hpp"
+#include "posenc/gguf.hpp"
+#include "posenc/model_config.hpp"
+#include "posenc/rope_frequencies.hpp"
+#include "posenc/rope_params.hpp"
+
+namespace posenc {
+
+/// Caller choices that override what the file implies.
+struct GgufConfigOptions {
+  /// Pair layout instead of the architecture table (required for an architecture it lacks).
+  std::optional<RopeLayout> layout;
+};
+
+/// ggml's rope modes of llama_model_rope_type (llama.h LLAMA_ROPE_TYPE_*).
+enum class GgmlRopeType : std::uint8_t {
+  kNone = 0,    ///< no RoPE (ALiBi, learned tables, T5, recurrent models)
+  kNorm = 1,    ///< adjacent pairs (2j, 2j+1)
+  kNeox = 2,    ///< pairs (j, j + n_rot/2)
+  kMrope = 3,   ///< NEOX pairs, contiguous M-RoPE sections
+  kImrope = 4,  ///< NEOX pairs, Qwen3-VL's interleaved sections
+  kUnknown = 5, ///< not in posenc's table
+};
+
+namespace detail {
+
+inline bool gguf_arch_in(std::string_view arch, std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names) {
+    if (arch == n) return true;
+  }
+  return false;
+}
+
+/// llama.cpp's llama_model_rope_type by general.architecture (2026 table); glm4, glm4moe and
+/// hunyuan_vl switch to MROPE when the file has rope.dimension_sections.
+inline GgmlRopeType gguf_rope_type(std::string_view arch, bool has_sections) {
+  if (gguf_arch_in(arch, {"glm4"})) return has_sections ? GgmlRopeType::kMrope : GgmlRopeType::kNorm;
+  if (gguf_arch_in(arch, {"glm4moe", "hunyuan_vl"})) {
+    return has_sections ? GgmlRopeType::kMrope : GgmlRopeType::kNeox;
+  }
+  if (gguf_arch_in(arch, {"qwen2vl", "paddleocr"})) return GgmlRopeType::kMrope;
+  if (gguf_arch_in(arch, {"qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"})) {
+    return GgmlRopeType::kImrope;
+  }
+  if (gguf_arch_in(arch, {"llama", "llada", "llama4", "deci", "baichuan", "starcoder", "internlm2",
+                          "minicpm", "xverse", "command-r", "cohere2", "cohere2moe", "olmo",
+                          "arctic", "deepseek", "deepseek2", "deepseek2-ocr", "deepseek32",
+                          "deepseek4", "plm", "chatglm", "granite", "granitemoe",
+                          "granitehybrid", "chameleon", "bailingmoe", "neo-bert", "smollm3",
+                          "arcee", "ernie4_5", "ernie4_5-moe", "mistral3", "mistral4",
+                          "llama-embed", "maincoder", "glm-dsa"})) {
+    return GgmlRopeType::kNorm;
+  }
+  if (gguf_arch_in(arch, {"falcon", "falcon-h1", "grok", "dbrx", "bert", "jina-bert-v3",
+                          "modern-bert", "nomic-bert", "nomic-bert-moe", "eurobert", "stablelm",
+                          "bitnet", "qwen", "qwen2", "dream", "qwen2moe", "qwen3", "qwen3moe",
+                          "llada-moe", "olmo2", "olmoe", "phi2", "phi3", "phimoe", "plamo",
+                          "plamo2", "plamo3", "gemma", "gemma2", "gemma3", "gemma3n", "gemma4",
+                          "gemma-embedding", "starcoder2", "openelm", "gptneox", "codeshell",
+                          "orion", "nemotron", "exaone", "exaone4", "exaone-moe", "minicpm3",
+                          "bailingmoe2", "dots1", "hunyuan-moe", "jais2", "gpt-oss",
+                          "hunyuan-dense", "lfm2", "lfm2moe", "smallthinker", "seed_oss",
+                          "grovemoe", "apertus", "minimax-m2", "cogvlm", "pangu-embedded",
+                          "afmoe", "qwen3next", "mimo2", "step35"})) {
+    return GgmlRopeType::kNeox;
+  }
+  if (gguf_arch_in(arch, {"gpt2", "mpt", "refact", "bloom", "jina-bert-v2", "t5", "t5encoder",
+                          "jais", "gptj", "mamba", "mamba2", "jamba", "rwkv6", "rwkv6qwen2",
+                          "rwkv7", "arwkv7", "nemotron_h", "nemotron_h_moe"})) {
+    return GgmlRopeType::kNone;
+  }
+  return GgmlRopeType::kUnknown;
+}
+
+/// Reads the GGUF keys of one architecture; failures name the file and the key.
+class GgufKeys {
+ public:
+  GgufKeys(const GgufMetadata& m, std::string arch) : m_(m), arch_(std::move(arch)) {}
+
+  std::string key(std::string_view k) const { return arch_ + "." + std::string(k); }
+  const GgufMetadata& meta() const { return m_; }
+  const std::string& arch() const { return arch_; }
+
+  template <typename... Parts>
+  [[noreturn]] void fail(std::string_view k, const Parts&... parts) const {
+    throw_invalid_argument("load_gguf_config", m_.source, ": key \"", key(k), "\" ", parts...);
+  }
+
+  bool has(std::string_view k) const { return m_.find(key(k)) != nullptr; }
+
+  /// A count or length in [lo, hi].
+  std::optional<std::int64_t> count(std::string_view k, std::int64_t lo, std::int64_t hi) const {
+    const auto v = m_.get_int(key(k));
+    if (v && (*v < lo || *v > hi)) fail(k, "= ", *v, " must be in [", lo, ", ", hi, "]");
+    return v;
+  }
+  std::int64_t required_count(std::string_view k, std::int64_t lo, std::int64_t hi) const {
+    const auto v = count(k, lo, hi);
+    if (!v) fail(k, "is missing (llama.cpp requires it)");
+    return *v;
+  }
+  std::optional<double> number(std::string_view k) const {
+    const auto v = m_.get_float(key(k));
+    if (v && !std::isfinite(*v)) fail(k, "= ", *v, " must be finite");
+    return v;
+  }
+  /// A u32 or one value per layer (llama.cpp get_key_or_arr): layer 0's value, and whether
+  /// the layers differ.
+  std::optional<std::int64_t> per_layer(std::string_view k, std::int64_t layers,
+                                        bool* varies) const {
+    const GgufValue* v = m_.find(key(k));
+    if (v == nullptr) return std::nullopt;
+    if (v->type != GgufType::kArray) return count(k, 0, std::int64_t{1} << 20);
+    const auto all = *m_.get_int_array(key(k));
+    if (static_cast<std::int64_t>(all.size()) != layers) {
+      fail(k, "has ", all.size(), " entries; one per layer (block_count = ", layers, ") expected");
+    }
+    for (std::int64_t x : all) {
+      if (x < 0 || x > (std::int64_t{1} << 20)) fail(k, "holds ", x, ", outside [0, 2^20]");
+    }
+    *varies = std::any_of(all.begin(), all.end(), [&](std::int64_t x) { return x != all[0]; });
+    return all[0];
+  }
+
+ private:
+  const GgufMetadata& m_;
+  std::string arch_;
+};
+
+inline constexpr std::int64_t kGgufMaxDim = std::int64_t{1} << 16;
+inline constexpr std::int64_t kGgufMaxLength = std::int64_t{1} << 40;
+
+/// Which layers slide: llama.cpp's set_swa_pattern(p) (layer i slides iff i % p < p - 1), a
+/// per-layer bool array, or the architecture's fixed period.
+inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t layers,
+                                             std::int64_t default_period, std::string* how) {
+  std::vector<bool> slides(static_cast<std::size_t>(layers), true);
+  std::int64_t period = default_period;
+  const GgufValue* v = k.meta().find(k.key("attention.sliding_window_pattern"));
+  if (v != nullptr && v->type == GgufType::kArray) {
+    const auto flags = *k.meta().get_bool_array(k.key("attention.sliding_window_pattern"));
+    if (static_cast<std::int64_t>(flags.size()) != layers) {
+      k.fail("attention.sliding_window_pattern", "has ", flags.size(),
+             " entries; one per layer (block_count = ", layers, ") expected");
+    }
+    *how = "attention.sliding_window_pattern (per layer)";
+    return flags;
+  }
+  if (v != nullptr) {
+    period = *k.count("attention.sliding_window_pattern", 0, std::int64_t{1} << 20);
+    *how = "attention.sliding_window_pattern = " + std::to_string(period);
+  } else if (default_period > 0) {
+    *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(default_period);
+  } else {
+    *how = "every layer";
+    return slides;
+  }
+  for (std::int64_t i = 0; i < layers; ++i) {
+    slides[static_cast<std::size_t>(i)] = period == 0 || i % period < period - 1;
+  }
+  return slides;
+}
+
+/// The factor list of a tensor, as doubles; `pairs` values expected.
+template <typename TensorReader>
+std::vector<double> gguf_factor_tensor(const GgufMetadata& m, TensorReader& read,
+                                       std::string_view name, Eigen::Index pairs) {
+  const GgufTensorInfo* t = m.find_tensor(name);
+  POSENC_ASSERT(t != nullptr);
+  if (t->num_elements() != pairs) {
+    throw_invalid_argument("load_gguf_config", m.source, ": tensor \"", name, "\" has ",
+                           t->num_elements(), " values; rope.dimension_count / 2 = ", pairs,
+                           " expected");
+  }
+  const std::vector<float> v = read(name);
+  return std::vector<double>(v.begin(), v.end());
+}
+
+/// The plan of p, or std::invalid_argument naming the file when the parameters it holds are
+/// not a valid RoPE.
+inline RopeFrequencies gguf_checked_plan(const GgufKeys& k, const RopeParams& p) {
+  try {
+    return compute_rope_frequencies(p, 0);
+  } catch (const std::invalid_argument& e) {
+    throw_invalid_argument("load_gguf_config", k.meta().source, ": the RoPE of architecture \"",
+                           k.arch(), "\" is not valid: ", e.what());
+  }
+}
+
+/// The RoPE scaling of the file (see the file comment), with L0 and the rope_attn_factor.
+template <typename TensorReader>
+void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
+                       std::int64_t n_ctx_train, HfModelConfig& out) {
+  const GgufMetadata& m = k.meta();
+  RopeScaling& sc = p.scaling;
+  const Eigen::Index pairs = p.rotary_dim / 2;
+  const std::string type = m.get_string(k.key("rope.scaling.type")).value_or("linear");
+  if (type != "none" && type != "linear" && type != "yarn" && type != "longrope") {
+    k.fail("rope.scaling.type", "= \"", type, "\" is not one of none, linear, yarn, longrope");
+  }
+  double factor = 0.0;
+  std::string_view factor_key = "rope.scaling.factor";
+  if (auto f = k.number(factor_key)) factor = *f;
+  if (factor == 0.0) {
+    if (auto f = k.number("rope.scale_linear"); f && *f != 0.0) {
+      factor = *f;
+      factor_key = "rope.scale_linear";
+      out.notes.push_back("rope.scale_linear: the legacy key of the linear factor");
+    }
+  }
+  if (factor == 0.0) factor = 1.0;  // llama.cpp: absent or 0 means no scaling
+  if (!(factor >= 1.0)) {
+    k.fail(factor_key, "= ", factor, " must be >= 1 (llama.cpp runs freq_scale = 1 / factor)");
+  }
+  const std::int64_t l0 = k.count("rope.scaling.original_context_length", 0, kGgufMaxLength)
+                              .value_or(0);
+  sc.original_max_position_embeddings = l0 > 0 ? l0 : n_ctx_train;
+  out.original_max_position_embeddings = l0;
+
+  const bool has_freqs = m.find_tensor("rope_freqs.weight") != nullptr;
+  const bool has_long = m.find_tensor("rope_factors_long.weight") != nullptr;
+  const bool has_short = m.find_tensor("rope_factors_short.weight") != nullptr;
+  if (has_freqs) {
+    sc.freq_factors = gguf_factor_tensor(m, read, "rope_freqs.weight", pairs);
+    out.notes.push_back("rope_freqs.weight: per-pair frequency factors (the converter's form of "
+                        "Llama-3.1's llama3 rope_scaling)");
+  }
+  const bool longrope = !has_freqs && (type == "longrope" || has_long || has_short);
+  if (type == "none") {
+    sc.type = RopeScalingType::kDefault;
+    if (factor != 1.0) out.notes.push_back("rope.scaling.type none: the factor is not applied");
+  } else if (longrope) {
+    if (!has_long || !has_short) {
+      throw_invalid_argument("load_gguf_config", m.source,
+                             ": LongRoPE needs both tensors rope_factors_long.weight and "
+                             "rope_factors_short.weight; the file has ",
+                             has_long ? "only the long one" : has_short ? "only the short one"
+                                                                        : "neither");
+    }
+    if (type == "yarn" || factor != 1.0) {
+      k.fail("rope.scaling.type", "= \"", type, "\" with factor ", factor,
+             " and LongRoPE factor tensors: posenc does not combine them");
+    }
+    sc.type = RopeScalingType::kLongRope;
+    sc.long_factor = gguf_factor_tensor(m, read, "rope_factors_long.weight", pairs);
+    sc.short_factor = gguf_factor_tensor(m, read, "rope_factors_short.weight", pairs);
+    if (sc.original_max_position_embeddings > 0 && n_ctx_train > sc.original_max_position_embeddings) {
+      sc.factor = static_cast<double>(n_ctx_train) /
+                  static_cast<double>(sc.original_max_position_embeddings);
+    }
+    out.notes.push_back("longrope: the long factors once the sequence passes L0 (transformers); "
+                        "llama.cpp picks the list once, by the configured context");
+  } else if (type == "yarn") {
+    sc.type = RopeScalingType::kYarn;
+    sc.factor = factor;
+    sc.truncate = true;  // ggml_rope_yarn_corr_dims always floors / ceils
+    if (auto v = k.number("rope.scaling.yarn_beta_fast")) sc.beta_fast = *v;
+    if (auto v = k.number("rope.scaling.yarn_beta_slow")) sc.beta_slow = *v;
+    if (auto v = k.number("rope.scaling.yarn_ext_factor")) {
+      if (*v >= 0.0) sc.extrapolation_factor = *v;  // llama.cpp: negative = auto (1 for yarn)
+    }
+    if (auto v = k.number("rope.scaling.yarn_attn_factor")) sc.attention_factor = *v;
+    if (k.has("rope.scaling.yarn_beta_fast") || k.has("rope.scaling.yarn_beta_slow") ||
+        k.has("rope.scaling.yarn_ext_factor") || k.has("rope.scaling.yarn_attn_factor")) {
+      out.notes.push_back("yarn: rope.scaling.yarn_beta_fast / yarn_beta_slow / yarn_ext_factor / "
+                          "yarn_attn_factor read (transformers' values); llama.cpp's generic "
+                          "loader ignores them and runs 32 / 1 / 1 / its own factor");
+    }
+    if (auto log_mul = k.number("rope.scaling.yarn_log_multiplier"); log_mul && *log_mul != 0.0) {
+      if (k.arch() == "deepseek2") {
+        // convert_hf_to_gguf.py writes 0.1 mscale_all_dim for DeepSeek-2, and llama.cpp uses
+        // mscale = mscale_all_dim there: cos / sin unscaled, softmax times g(s, m_all)^2.
+        sc.mscale_all_dim = *log_mul / 0.1;
+        sc.mscale = sc.mscale_all_dim;
+      } else {
+        sc.mscale_all_dim = *log_mul;
+        sc.mscale = 1.0;
+      }
+    }
+    if (k.arch() == "gpt-oss") {
+      out.notes.push_back("gpt-oss: transformers' config sets truncate = false; a GGUF cannot say "
+                          "so and llama.cpp truncates (set scaling.truncate = false for "
+                          "transformers' frequencies)");
+    }
+  } else if (factor != 1.0) {
+    sc.type = RopeScalingType::kLinear;
+    sc.factor = factor;
+  }
+  // llama.cpp's rope_attn_factor multiplies cos / sin whatever the type.
+  if (auto af = k.number("rope.scaling.attn_factor")) {
+    if (!(*af > 0.0)) k.fail("rope.scaling.attn_factor", "= ", *af, " must be > 0");
+    const double planned = sc.type == RopeScalingType::kLongRope
+                               ? 1.0
+                               : gguf_checked_plan(k, p).attention_factor;
+    sc.attention_factor = planned * *af;
+  } else if (sc.type == RopeScalingType::kLongRope) {
+    sc.attention_factor = 1.0;
+    out.notes.push_back("longrope without rope.scaling.attn_factor: cos / sin unscaled, as "
+                        "llama.cpp runs it");
+  }
+}
+
+template <typename TensorReader>
+HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& read,
+                                        const GgufConfigOptions& options) {
+  constexpr std::string_view fn = "load_gguf_config";
+  HfModelConfig out;
+  out.source = m.source;
+  const auto arch_v = m.get_string("general.architecture");
+  if (!arch_v || arch_v->empty()) {
+    throw_invalid_argument(fn, m.source, ": key \"general.architecture\" is missing");
+  }
+  const GgufKeys k(m, *arch_v);
+  const std::string& arch = k.arch();
+  out.model_type = arch;
+
+  const std::int64_t n_ctx_train = k.required_count("context_length", 1, kGgufMaxLength);
+  const std::int64_t n_embd = k.required_count("embedding_length", 1, kGgufMaxDim);
+  const std::int64_t n_layer = k.required_count("block_count", 1, std::int64_t{1} << 16);
+  out.max_position_embeddings = n_ctx_train;
+  out.hidden_size = n_embd;
+  out.num_hidden_layers = n_layer;
+  bool heads_vary = false, kv_vary = false;
+  const std::int64_t n_head = k.per_layer("attention.head_count", n_layer, &heads_vary).value_or(0);
+  if (n_head <= 0) {
+    k.fail("attention.head_count", n_head == 0 && !k.has("attention.head_count")
+                                       ? "is missing"
+                                       : "is 0 on layer 0",
+           ": posenc reads positions of attention layers");
+  }
+  const std::int64_t n_head_kv =
+      k.per_layer("attention.head_count_kv", n_layer, &kv_vary).value_or(n_head);
+  if (n_head_kv <= 0 || n_head % n_head_kv != 0) {
+    k.fail("attention.head_count_kv", "= ", n_head_kv, " must divide head_count = ", n_head);
+  }
+  if (heads_vary || kv_vary) {
+    out.notes.push_back("head counts differ by layer (OpenELM-style): layer 0's are reported");
+  }
+  out.num_attention_heads = n_head;
+  out.num_key_value_heads = n_head_kv;
+  const std::int64_t key_length =
+      k.count("attention.key_length", 1, kGgufMaxDim).value_or(n_embd / n_head);
+  const std::int64_t value_length =
+      k.count("attention.value_length", 1, kGgufMaxDim).value_or(n_embd / n_head);
+  if (key_length <= 0) k.fail("attention.key_length", "= 0 (embedding_length / head_count)");
+  out.attention_head_dim = key_length;
+  out.mask = m.get_bool(k.key("attention.causal")).value_or(true) ? MaskMode::kCausal
+                                                                 : MaskMode::kBidirectional;
+  out.attn_logit_softcapping = k.number("attn_logit_softcapping").value_or(0.0);
+  if (out.attn_logit_softcapping < 0.0) {
+    k.fail("attn_logit_softcapping", "= ", out.attn_logit_softcapping, " must be >= 0");
+  }
+
+  // DeepSeek MLA: key_length_mla / value_length_mla (files converted for absorbed attention,
+  // whose key_length is the latent row), else key_length / value_length.
+  const std::int64_t kv_lora_rank = k.count("attention.kv_lora_rank", 0, kGgufMaxDim).value_or(0);
+  const auto key_mla = k.count("attention.key_length_mla", 1, kGgufMaxDim);
+  const auto value_mla = k.count("attention.value_length_mla", 1, kGgufMaxDim);
+
+  const bool has_sections = k.has("rope.dimension_sections");
+  const GgmlRopeType rope_type = gguf_rope_type(arch, has_sections);
+  const bool learned_table = m.find_tensor("position_embd.weight") != nullptr;
+  double alibi_bias = k.number("attention.max_alibi_bias").value_or(0.0);
+  if (alibi_bias < 0.0) k.fail("attention.max_alibi_bias", "= ", alibi_bias, " must be >= 0");
+  if (alibi_bias == 0.0 && (gguf_arch_in(arch, {"bloom", "refact", "jina-bert-v2"}) ||
+                            (arch == "baichuan" && n_layer == 40))) {
+    alibi_bias = 8.0;  // llama.cpp hard-codes these
+    out.notes.push_back("ALiBi max_bias 8: llama.cpp's fixed value for " + arch);
+  }
+
+  if (learned_table) {
+    out.scheme = HfPositionScheme::kAbsolute;
+    out.notes.push_back("position_embd.weight: a learned absolute table of " +
+                        std::to_string(m.find_tensor("position_embd.weight")->shape.back()) +
+                        " rows (learned.hpp)");
+  } else if (alibi_bias > 0.0) {
+    out.scheme = HfPositionScheme::kAlibi;
+    out.alibi_max_bias = alibi_bias;
+    out.alibi_slopes = alibi_slopes(n_head, alibi_bias);
+  } else if (auto buckets = k.count("attention.relative_buckets_count", 4, std::int64_t{1} << 20)) {
+    out.scheme = HfPositionScheme::kRelativeBias;
+    out.relative_attention_num_buckets = *buckets;
+    out.relative_attention_max_distance = 128;
+    out.softmax_scale = 1.0;
+    if (arch == "t5encoder") out.mask = MaskMode::kBidirectional;
+    out.notes.push_back("relative attention bias (T5 buckets): max_distance 128, llama.cpp's "
+                        "fixed value; softmax scale 1");
+  } else if (rope_type == GgmlRopeType::kNone) {
+    throw_invalid_argument(fn, m.source, ": architecture \"", arch,
+                           "\" applies no RoPE in llama.cpp, and the file has no ALiBi bias, T5 "
+                           "buckets or position_embd table posenc could read");
+  }
+  if (out.scheme != HfPositionScheme::kRope) {
+    if (out.softmax_scale == 0.0) out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(key_length));
+    return out;
+  }
+
+  // --- RoPE ----------------------------------------------------------------------------------
+  if (rope_type == GgmlRopeType::kUnknown && !options.layout) {
+    throw_invalid_argument(fn, m.source, ": architecture \"", arch,
+                           "\" is not in posenc's table of ggml rope types; pass "
+                           "GgufConfigOptions::layout (kInterleaved for ggml NORM, kHalfSplit "
+                           "for NEOX)");
+  }
+  RopeParams p;
+  const std::int64_t rope_head = kv_lora_rank > 0 ? key_mla.value_or(key_length) : key_length;
+  const std::int64_t n_rot = k.count("rope.dimension_count", 2, kGgufMaxDim).value_or(rope_head);
+  if (n_rot % 2 != 0 || n_rot > rope_head) {
+    k.fail("rope.dimension_count", "= ", n_rot, " must be even and <= the head (", rope_head, ")");
+  }
+  if (kv_lora_rank > 0) {
+    // As hf_config reads DeepSeek: the plan is for the rotated part alone (q_pe / k_pe);
+    // hf_mla_rope_params widens it to the concatenated or the latent head.
+    out.attention_head_dim = rope_head;
+    out.qk_nope_head_dim = rope_head - n_rot;
+    out.v_head_dim = value_mla.value_or(value_length);
+    out.kv_lora_rank = kv_lora_rank;
+    p.head_dim = n_rot;
+  } else {
+    p.head_dim = key_length;
+  }
+  p.rotary_dim = n_rot;
+  p.theta = k.number("rope.freq_base").value_or(10000.0);
+  if (!(p.theta > 1.0)) k.fail("rope.freq_base", "= ", p.theta, " must be > 1");
+  p.max_position_embeddings = n_ctx_train;
+  if (options.layout) {
+    p.layout = *options.layout;
+    out.layout_reason = "caller override";
+  } else {
+    p.layout = rope_type == GgmlRopeType::kNorm ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+    out.layout_reason = std::string("ggml rope type of ") + arch + ": " +
+                        (rope_type == GgmlRopeType::kNorm    ? "NORM"
+                         : rope_type == GgmlRopeType::kNeox  ? "NEOX"
+                         : rope_type == GgmlRopeType::kMrope ? "MROPE"
+                                                             : "IMROPE");
+  }
+  if (has_sections) {
+    const auto s = m.get_int_array(k.key("rope.dimension_sections"));
+    if (!s || s->size() != 4) k.fail("rope.dimension_sections", "must hold 4 integers");
+    MRopeSections sec;
+    for (std::size_t i = 0; i < 4; ++i) {
+      if ((*s)[i] < 0) k.fail("rope.dimension_sections", "[", i, "] = ", (*s)[i], " must be >= 0");
+      sec.section[i] = (*s)[i];
+    }
+    sec.layout = rope_type == GgmlRopeType::kImrope ? MRopeSectionLayout::kInterleaved
+                                                    : MRopeSectionLayout::kContiguous;
+    const Eigen::Index sum = sec.section[0] + sec.section[1] + sec.section[2] + sec.section[3];
+    if (sum != n_rot / 2) {
+      k.fail("rope.dimension_sections", "sums to ", sum, "; rope.dimension_count / 2 = ", n_rot / 2,
+             " expected");
+    }
+    out.mrope = sec;
+  }
+  if (k.has("rope.scaling.alpha") && k.number("rope.scaling.alpha").value_or(0.0) != 0.0) {
+    k.fail("rope.scaling.alpha", "(HunYuan's NTK alpha) is not read by posenc's GGUF reader");
+  }
+  gguf_read_scaling(k, read, p, n_ctx_train, out);
+  const RopeFrequencies planned = gguf_checked_plan(k, p);
+  out.rope = p;
+
+  // Softmax scale: Granite's attention.scale, Gemma's query_pre_attn_scalar rule, else
+  // 1 / sqrt(key width) times the plan's multiplier (DeepSeek YaRN).
+  if (auto s = k.number("attention.scale"); s && *s != 0.0) {
+    out.softmax_scale = *s;
+  } else if ((arch == "gemma2" && n_layer == 46) || (arch == "gemma3" && n_layer == 62)) {
+    out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(n_embd / n_head));
+    out.notes.push_back("softmax scale 1 / sqrt(embedding_length / head_count): the 27B model's "
+                        "query_pre_attn_scalar (llama.cpp)");
+  } else if (gguf_arch_in(arch, {"gemma3n", "gemma4"})) {
+    out.softmax_scale = 1.0;
+  } else {
+    out.softmax_scale = planned.softmax_scale_multiplier /
+                        std::sqrt(static_cast<double>(out.attention_head_dim));
+  }
+
+  // --- layers: sliding windows, Llama-4's chunks and NoPE layers ------------------------------
+  const auto layer_count = static_cast<std::size_t>(n_layer);
+  if (arch == "llama4" || arch == "smollm3") {
+    // llama.cpp: every 4th layer applies no RoPE; Llama-4 chunks its RoPE layers by 8192 and
+    // tunes the NoPE layers' query temperature, unless attention.sliding_window = 0.
+    const auto window = k.count("attention.sliding_window", 0, kGgufMaxLength);
+    const bool chunked = arch == "llama4" && !(window && *window == 0);
+    out.layer_uses_rope.assign(layer_count, true);
+    if (arch == "smollm3" || chunked) {
+      for (std::size_t i = 0; i < layer_count; ++i) out.layer_uses_rope[i] = (i + 1) % 4 != 0;
+    }
+    if (chunked) {
+      out.attention_chunk_size = 8192;
+      out.layer_types.resize(layer_count);
+      for (std::size_t i = 0; i < layer_count; ++i) {
+        out.layer_types[i] = out.layer_uses_rope[i] ? "chunked_attention" : "full_attention";
+      }
+      out.attention_temperature = AttentionTemperature{};  // floor_scale 8192, attn_scale 0.1
+      out.notes.push_back("llama4: chunks of 8192 on the RoPE layers, every 4th layer NoPE with "
+                          "attention temperature tuning (llama.cpp's fixed values)");
+    }
+  } else if (const auto window = k.count("attention.sliding_window", 0, kGgufMaxLength);
+             window && *window > 0) {
+    out.sliding_window = *window;
+    const std::int64_t period = arch == "gemma2" || arch == "gpt-oss" ? 2
+                                : arch == "gemma3"                    ? 6
+                                : arch == "cohere2"                   ? 4
+                                                                      : 0;
+    std::string how;
+    const std::vector<bool> slides = gguf_sliding_layers(k, n_layer, period, &how);
+    out.layer_types.resize(layer_count);
+    for (std::size_t i = 0; i < layer_count; ++i) {
+      out.layer_types[i] = slides[i] ? "sliding_attention" : "full_attention";
+    }
+    out.notes.push_back("sliding window " + std::to_string(*window) + " on: " + how);
+    if (arch == "cohere2") {
+      // Cohere2 rotates on its sliding layers only (llama.cpp and transformers alike).
+      out.layer_uses_rope.assign(slides.begin(), slides.end());
+    }
+    if (arch == "phi3") {
+      out.notes.push_back("phi3: llama.cpp disables this window; transformers applies it");
+    }
+  }
+
+  // The layer types' RoPE: sliding layers take rope.freq_base_swa, and Gemma-3 runs them
+  // unscaled at base 10000 (llama.cpp), as transformers' rope_local_base_freq.
+  const bool any_sliding =
+      std::find(out.layer_types.begin(), out.layer_types.end(), "sliding_attention") !=
+      out.layer_types.end();
+  const auto count_of = [&](std::string_view t) {
+    return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
+  };
+  if (any_sliding) {
+    RopeParams swa = p;
+    if (gguf_arch_in(arch, {"gemma3", "gemma3n", "gemma-embedding"})) {
+      swa.theta = 10000.0;
+      swa.scaling = RopeScaling{};
+    }
+    if (auto b = k.number("rope.freq_base_swa")) {
+      if (!(*b > 1.0)) k.fail("rope.freq_base_swa", "= ", *b, " must be > 1");
+      swa.theta = *b;
+    }
+    gguf_checked_plan(k, swa);
+    out.layer_ropes.push_back({"full_attention", p, count_of("full_attention")});
+    out.layer_ropes.push_back({"sliding_attention", swa, count_of("sliding_attention")});
+  } else if (!out.layer_types.empty()) {
+    out.layer_ropes.push_back({"chunked_attention", p, count_of("chunked_attention")});
+    out.layer_ropes.push_back({"full_attention", p, count_of("full_attention")});
+  } else {
+    out.layer_ropes.push_back({"all", p, n_layer});
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// \brief The positional-encoding parameters of a GGUF held in memory (the whole file: the
+/// factor tensors are read from it).
+/// Throws std::invalid_argument naming `source` and the key for anything rejected.
+inline HfModelConfig parse_gguf_config(const void* bytes, std::size_t size,
+                                       std::string source = "<memory>",
+                                       const GgufConfigOptions& options = {}) {
+  const GgufMetadata m = parse_gguf(bytes, size, std::move(source));
+  const auto read = [&](std::string_view name) {
+    return gguf_tensor_as_float(m, name, bytes, size);
+  };
+  return detail::gguf_config_from_metadata(m, read, options);
+}
+
+/// \brief Reads a GGUF file's header (and its RoPE factor tensors, if any), not its weights.
+inline HfModelConfig load_gguf_config(const std::string& path,
+                                      const GgufConfigOptions& options = {}) {
+  const GgufMetadata m = load_gguf(path);
+  const auto read = [&](std::string_view name) { return read_gguf_tensor(m, name, path); };
+  return detail::gguf_config_from_metadata(m, read, options);
+}
+
+}  // namespace posenc

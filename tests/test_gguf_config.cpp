@@ -1,0 +1,657 @@
+// GGUF metadata -> posenc parameters (posenc/gguf_config.hpp). The files are laid out by
+// tests/support/gguf_writer.hpp with the keys convert_hf_to_gguf.py writes for each model; the
+// expected values come from the published formulas written out in long double here
+// (RoFormer's theta_j, YaRN, the converter's Llama-3.1 factor rule, ggml's ALiBi slopes).
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "posenc/attention_types.hpp"
+#include "posenc/gguf_config.hpp"
+#include "support/gguf_writer.hpp"
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::WithinRel;
+using posenc::RopeLayout;
+using posenc::RopeScalingType;
+using posenc_test::GgufWriter;
+
+namespace {
+
+constexpr long double kPi = 3.141592653589793238462643383279502884L;
+
+long double theta_j(long double base, int j, int d) {
+  return std::pow(base, -2.0L * static_cast<long double>(j) / static_cast<long double>(d));
+}
+
+/// YaRN's inv_freq by Peng et al. 2023 §3.2 / transformers `_compute_yarn_parameters`
+/// (truncated correction range, extrapolation factor 1), in long double.
+long double yarn_inv_freq(long double base, int j, int d, long double s, long double l0,
+                          long double beta_fast, long double beta_slow) {
+  const auto corr = [&](long double rot) {
+    return d * std::log(l0 / (rot * 2.0L * kPi)) / (2.0L * std::log(base));
+  };
+  long double lo = std::max(std::floor(corr(beta_fast)), 0.0L);
+  long double hi = std::min(std::ceil(corr(beta_slow)), static_cast<long double>(d - 1));
+  if (lo == hi) hi += 0.001L;
+  const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
+  const long double th = theta_j(base, j, d);
+  return th / s * ramp + th * (1.0L - ramp);
+}
+
+posenc::HfModelConfig parse(const GgufWriter& w, const std::string& name = "m.gguf") {
+  const auto bytes = w.bytes();
+  return posenc::parse_gguf_config(bytes.data(), bytes.size(), name);
+}
+
+/// The Llama-3.1 factors convert_hf_to_gguf.py writes into rope_freqs.weight (its
+/// LlamaModel.generate_extra_tensors), from factor 8, low 1, high 4, L0 8192, theta 500000.
+std::vector<float> llama31_rope_freqs() {
+  std::vector<float> out;
+  for (int j = 0; j < 64; ++j) {
+    const long double freq = 1.0L / std::pow(500000.0L, 2.0L * j / 128.0L);
+    const long double wavelen = 2.0L * kPi / freq;
+    long double f = 1.0L;
+    if (wavelen > 8192.0L) {
+      f = 8.0L;
+    } else if (wavelen >= 8192.0L / 4.0L) {
+      const long double smooth = (8192.0L / wavelen - 1.0L) / (4.0L - 1.0L);
+      f = 1.0L / ((1.0L - smooth) / 8.0L + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+GgufWriter llama31_8b() {
+  GgufWriter w;
+  w.str("general.architecture", "llama")
+      .u32("llama.context_length", 131072)
+      .u32("llama.embedding_length", 4096)
+      .u32("llama.block_count", 32)
+      .u32("llama.attention.head_count", 32)
+      .u32("llama.attention.head_count_kv", 8)
+      .u32("llama.rope.dimension_count", 128)
+      .f32("llama.rope.freq_base", 500000.0f);
+  w.tensor("rope_freqs.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(llama31_rope_freqs()));
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("gguf config: Llama-3.1-8B's rope_freqs tensor gives the llama3 frequencies", "[gguf]") {
+  const posenc::HfModelConfig c = parse(llama31_8b());
+  CHECK(c.model_type == "llama");
+  CHECK(c.scheme == posenc::HfPositionScheme::kRope);
+  CHECK(c.num_attention_heads == 32);
+  CHECK(c.num_key_value_heads == 8);
+  CHECK(c.num_hidden_layers == 32);
+  CHECK(c.max_position_embeddings == 131072);
+  CHECK(c.rope.head_dim == 128);
+  CHECK(c.rope.rotary_dim == 128);
+  CHECK(c.rope.theta == 500000.0);
+  // GGUF Llama weights are permuted at conversion: adjacent pairs (ggml NORM).
+  CHECK(c.rope.layout == RopeLayout::kInterleaved);
+  CHECK_THAT(c.layout_reason, Contains("NORM"));
+  CHECK(c.rope.scaling.type == RopeScalingType::kDefault);
+  REQUIRE(c.layer_ropes.size() == 1);
+  CHECK(c.layer_ropes[0].num_layers == 32);
+  CHECK(c.softmax_scale == 1.0 / std::sqrt(128.0));
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  CHECK(f.attention_factor == 1.0);
+  // Llama-3.1's rule (factor 8, low 1, high 4, L0 8192) in long double: the file's factors are
+  // floats, so agreement to float precision.
+  for (int j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    const long double th = theta_j(500000.0L, j, 128);
+    const long double wavelen = 2.0L * kPi / th;
+    long double expect = th;
+    if (wavelen > 8192.0L) {
+      expect = th / 8.0L;
+    } else if (wavelen >= 2048.0L) {
+      const long double m = (8192.0L / wavelen - 1.0L) / 3.0L;
+      expect = (1.0L - m) * th / 8.0L + m * th;
+    }
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(expect), 1.5e-7));
+  }
+}
+
+TEST_CASE("gguf config: a file on disk reads like the same bytes in memory", "[gguf]") {
+  const auto bytes = llama31_8b().bytes();
+  const std::string path = std::string(P_tmpdir) + "/posenc_test_gguf_config_llama.gguf";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  const auto disk = posenc::load_gguf_config(path);
+  const auto memory = posenc::parse_gguf_config(bytes.data(), bytes.size());
+  CHECK(disk.source == path);
+  CHECK(disk.rope.scaling.freq_factors == memory.rope.scaling.freq_factors);
+  CHECK(disk.rope.scaling.freq_factors.size() == 64);
+  CHECK(disk.rope.theta == memory.rope.theta);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("gguf config: Qwen2.5 with YaRN (factor 4, L0 32768)", "[gguf]") {
+  GgufWriter w;
+  w.str("general.architecture", "qwen2")
+      .u32("qwen2.context_length", 131072)
+      .u32("qwen2.embedding_length", 3584)
+      .u32("qwen2.block_count", 28)
+      .u32("qwen2.attention.head_count", 28)
+      .u32("qwen2.attention.head_count_kv", 4)
+      .f32("qwen2.rope.freq_base", 1000000.0f)
+      .str("qwen2.rope.scaling.type", "yarn")
+      .f32("qwen2.rope.scaling.factor", 4.0f)
+      .u32("qwen2.rope.scaling.original_context_length", 32768);
+  const auto c = parse(w);
+  CHECK(c.rope.layout == RopeLayout::kHalfSplit);
+  CHECK(c.rope.head_dim == 128);  // 3584 / 28
+  CHECK(c.rope.scaling.type == RopeScalingType::kYarn);
+  CHECK(c.rope.scaling.factor == 4.0);
+  CHECK(c.rope.scaling.original_max_position_embeddings == 32768);
+  CHECK(c.original_max_position_embeddings == 32768);
+  CHECK(c.trained_length() == 32768);
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  for (int j = 0; j < 64; ++j) {
+    CAPTURE(j);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(yarn_inv_freq(1e6L, j, 128, 4.0L, 32768.0L, 32.0L, 1.0L)), 1e-13));
+  }
+  CHECK_THAT(f.attention_factor, WithinRel(static_cast<double>(0.1L * std::log(4.0L) + 1.0L), 1e-15));
+  CHECK(f.softmax_scale_multiplier == 1.0);
+}
+
+TEST_CASE("gguf config: DeepSeek-V3's MLA heads and its yarn_log_multiplier", "[gguf]") {
+  // convert_hf_to_gguf.py (DeepseekV2Model): rope.dimension_count = qk_rope_head_dim,
+  // key_length = kv_lora_rank + qk_rope, value_length = kv_lora_rank, the _mla lengths the
+  // unabsorbed heads, yarn_log_multiplier = 0.1 * mscale_all_dim.
+  GgufWriter w;
+  w.str("general.architecture", "deepseek2")
+      .u32("deepseek2.context_length", 163840)
+      .u32("deepseek2.embedding_length", 7168)
+      .u32("deepseek2.block_count", 61)
+      .u32("deepseek2.attention.head_count", 128)
+      .u32("deepseek2.attention.head_count_kv", 1)
+      .u32("deepseek2.attention.key_length", 576)
+      .u32("deepseek2.attention.value_length", 512)
+      .u32("deepseek2.attention.key_length_mla", 192)
+      .u32("deepseek2.attention.value_length_mla", 128)
+      .u32("deepseek2.attention.kv_lora_rank", 512)
+      .u32("deepseek2.attention.q_lora_rank", 1536)
+      .u32("deepseek2.rope.dimension_count", 64)
+      .f32("deepseek2.rope.freq_base", 10000.0f)
+      .str("deepseek2.rope.scaling.type", "yarn")
+      .f32("deepseek2.rope.scaling.factor", 40.0f)
+      .u32("deepseek2.rope.scaling.original_context_length", 4096)
+      .f32("deepseek2.rope.scaling.yarn_log_multiplier", 0.1f);
+  const auto c = parse(w);
+  CHECK(c.rope.layout == RopeLayout::kInterleaved);
+  CHECK(c.rope.head_dim == 64);
+  CHECK(c.attention_head_dim == 192);
+  CHECK(c.qk_nope_head_dim == 128);
+  CHECK(c.v_head_dim == 128);
+  CHECK(c.kv_lora_rank == 512);
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  // The golden values: cos / sin factor 1, softmax multiplier (0.1 ln 40 + 1)^2. The
+  // file's 0.1f is a float, so mscale_all_dim = 0.1f / 0.1 is 1 to float precision.
+  CHECK_THAT(f.attention_factor, WithinRel(1.0, 1e-15));
+  const long double g = 0.1L * std::log(40.0L) + 1.0L;
+  CHECK_THAT(f.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-7));
+  CHECK_THAT(c.softmax_scale, WithinRel(static_cast<double>(g * g / std::sqrt(192.0L)), 1e-7));
+  const auto latent = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kLatent);
+  CHECK(latent.head_dim == 576);
+  CHECK(latent.rotary_offset == 512);
+  const auto full = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kConcatenated);
+  CHECK(full.head_dim == 192);
+  CHECK(full.rotary_offset == 128);
+}
+
+TEST_CASE("gguf config: gpt-oss's alternate sliding layers and YaRN keys", "[gguf]") {
+  GgufWriter w;
+  w.str("general.architecture", "gpt-oss")
+      .u32("gpt-oss.context_length", 131072)
+      .u32("gpt-oss.embedding_length", 2880)
+      .u32("gpt-oss.block_count", 24)
+      .u32("gpt-oss.attention.head_count", 64)
+      .u32("gpt-oss.attention.head_count_kv", 8)
+      .u32("gpt-oss.attention.key_length", 64)
+      .u32("gpt-oss.attention.value_length", 64)
+      .u32("gpt-oss.rope.dimension_count", 64)
+      .f32("gpt-oss.rope.freq_base", 150000.0f)
+      .str("gpt-oss.rope.scaling.type", "yarn")
+      .f32("gpt-oss.rope.scaling.factor", 32.0f)
+      .u32("gpt-oss.rope.scaling.original_context_length", 4096)
+      .f32("gpt-oss.rope.scaling.yarn_beta_fast", 32.0f)
+      .f32("gpt-oss.rope.scaling.yarn_beta_slow", 1.0f)
+      .u32("gpt-oss.attention.sliding_window", 128);
+  const auto c = parse(w);
+  CHECK(c.rope.layout == RopeLayout::kHalfSplit);
+  CHECK(c.sliding_window == 128);
+  REQUIRE(c.layer_types.size() == 24);
+  for (Eigen::Index i = 0; i < 24; ++i) {
+    CAPTURE(i);
+    // llama.cpp's set_swa_pattern(2): the even layers slide, as transformers' layer_types.
+    CHECK(posenc::hf_layer_is_sliding(c, i) == (i % 2 == 0));
+    CHECK(posenc::hf_attention_params(c, i).sliding_window == (i % 2 == 0 ? 128 : 0));
+  }
+  REQUIRE(c.layer_ropes.size() == 2);
+  CHECK(c.layer_ropes[1].layer_type == "sliding_attention");
+  CHECK(c.layer_ropes[1].num_layers == 12);
+  CHECK(c.layer_ropes[1].params.scaling.type == RopeScalingType::kYarn);  // YaRN on both kinds
+  CHECK(c.rope.scaling.truncate);
+  bool noted = false;
+  for (const auto& n : c.notes) noted = noted || n.find("truncate = false") != std::string::npos;
+  CHECK(noted);
+  const auto f = posenc::compute_rope_frequencies(c.rope);
+  for (int j = 0; j < 32; ++j) {
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(yarn_inv_freq(150000.0L, j, 64, 32.0L, 4096.0L, 32.0L, 1.0L)), 1e-13));
+  }
+  CHECK(c.softmax_scale == 0.125);
+}
+
+TEST_CASE("gguf config: Gemma-3's global and local layers", "[gguf]") {
+  for (bool swa_key : {false, true}) {
+    CAPTURE(swa_key);
+    GgufWriter w;
+    w.str("general.architecture", "gemma3")
+        .u32("gemma3.context_length", 131072)
+        .u32("gemma3.embedding_length", 2560)
+        .u32("gemma3.block_count", 34)
+        .u32("gemma3.attention.head_count", 8)
+        .u32("gemma3.attention.head_count_kv", 4)
+        .u32("gemma3.attention.key_length", 256)
+        .u32("gemma3.attention.value_length", 256)
+        .f32("gemma3.rope.freq_base", 1000000.0f)
+        .str("gemma3.rope.scaling.type", "linear")
+        .f32("gemma3.rope.scaling.factor", 8.0f)
+        .u32("gemma3.attention.sliding_window", 1024);
+    if (swa_key) w.f32("gemma3.rope.freq_base_swa", 20000.0f);
+    const auto c = parse(w);
+    for (Eigen::Index i = 0; i < 34; ++i) {
+      CAPTURE(i);
+      CHECK(posenc::hf_layer_is_sliding(c, i) == (i % 6 != 5));
+    }
+    REQUIRE(c.layer_ropes.size() == 2);
+    CHECK(c.layer_ropes[0].layer_type == "full_attention");
+    CHECK(c.layer_ropes[0].num_layers == 5);
+    CHECK(c.layer_ropes[0].params.theta == 1e6);
+    CHECK(c.layer_ropes[0].params.scaling.type == RopeScalingType::kLinear);
+    CHECK(c.layer_ropes[0].params.scaling.factor == 8.0);
+    const auto& local = c.layer_ropes[1].params;
+    CHECK(local.theta == (swa_key ? 20000.0 : 10000.0));
+    CHECK(local.scaling.type == RopeScalingType::kDefault);  // local layers unscaled
+    CHECK(c.softmax_scale == 1.0 / 16.0);
+  }
+}
+
+TEST_CASE("gguf config: Phi-3.5-mini's LongRoPE tensors and attention factor", "[gguf]") {
+  std::vector<float> lf(48), sf(48);
+  for (int j = 0; j < 48; ++j) {
+    sf[static_cast<std::size_t>(j)] = 1.0f + 0.01f * static_cast<float>(j);
+    lf[static_cast<std::size_t>(j)] = 1.0f + 1.25f * static_cast<float>(j);
+  }
+  // Phi3MiniModel: attn_factor = sqrt(1 + ln(131072 / 4096) / ln 4096), no scaling type.
+  const float attn = static_cast<float>(std::sqrt(1.0L + std::log(32.0L) / std::log(4096.0L)));
+  GgufWriter w;
+  w.str("general.architecture", "phi3")
+      .u32("phi3.context_length", 131072)
+      .u32("phi3.embedding_length", 3072)
+      .u32("phi3.block_count", 32)
+      .u32("phi3.attention.head_count", 32)
+      .u32("phi3.attention.head_count_kv", 32)
+      .u32("phi3.rope.dimension_count", 96)
+      .f32("phi3.rope.freq_base", 10000.0f)
+      .u32("phi3.rope.scaling.original_context_length", 4096)
+      .f32("phi3.rope.scaling.attn_factor", attn)
+      .u32("phi3.attention.sliding_window", 262144);
+  w.tensor("rope_factors_long.weight", {48}, posenc::kGgmlTypeF32, w.f32_bytes(lf))
+      .tensor("rope_factors_short.weight", {48}, posenc::kGgmlTypeF32, w.f32_bytes(sf));
+  const auto c = parse(w);
+  CHECK(c.rope.scaling.type == RopeScalingType::kLongRope);
+  CHECK(c.rope.scaling.original_max_position_embeddings == 4096);
+  REQUIRE(c.rope.scaling.long_factor.size() == 48);
+  CHECK(c.rope.scaling.long_factor[7] == static_cast<double>(lf[7]));
+  CHECK(c.rope.scaling.short_factor[7] == static_cast<double>(sf[7]));
+  const auto short_plan = posenc::compute_rope_frequencies(c.rope, 4096);
+  const auto long_plan = posenc::compute_rope_frequencies(c.rope, 4097);
+  CHECK(short_plan.attention_factor == static_cast<double>(attn));
+  CHECK(long_plan.attention_factor == static_cast<double>(attn));
+  for (int j = 0; j < 48; ++j) {
+    CAPTURE(j);
+    const long double th = theta_j(10000.0L, j, 96);
+    REQUIRE_THAT(short_plan.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(th / sf[static_cast<std::size_t>(j)]), 1e-14));
+    REQUIRE_THAT(long_plan.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(th / lf[static_cast<std::size_t>(j)]), 1e-14));
+  }
+  CHECK(c.sliding_window == 262144);
+}
+
+TEST_CASE("gguf config: M-RoPE sections, contiguous (Qwen2-VL) and interleaved (Qwen3-VL)", "[gguf]") {
+  for (const char* arch : {"qwen2vl", "qwen3vl"}) {
+    CAPTURE(arch);
+    const std::string a = arch;
+    GgufWriter w;
+    w.str("general.architecture", a)
+        .u32(a + ".context_length", 32768)
+        .u32(a + ".embedding_length", 3584)
+        .u32(a + ".block_count", 28)
+        .u32(a + ".attention.head_count", 28)
+        .u32(a + ".attention.head_count_kv", 4)
+        .f32(a + ".rope.freq_base", 1000000.0f);
+    const bool qwen3 = a == "qwen3vl";
+    w.i32_array(a + ".rope.dimension_sections", qwen3 ? std::vector<std::int32_t>{24, 20, 20, 0}
+                                                      : std::vector<std::int32_t>{16, 24, 24, 0});
+    const auto c = parse(w);
+    REQUIRE(c.mrope.has_value());
+    CHECK(c.mrope->section[0] == (qwen3 ? 24 : 16));
+    CHECK(c.mrope->section[2] == (qwen3 ? 20 : 24));
+    CHECK(c.mrope->streams() == 3);
+    CHECK(c.mrope->layout == (qwen3 ? posenc::MRopeSectionLayout::kInterleaved
+                                    : posenc::MRopeSectionLayout::kContiguous));
+    CHECK(c.rope.layout == RopeLayout::kHalfSplit);
+  }
+}
+
+TEST_CASE("gguf config: ALiBi from max_alibi_bias and llama.cpp's fixed bias of 8", "[gguf]") {
+  // ggml's soft_max: n = 2^floor(log2 H), m0 = 2^(-b / n), m1 = 2^(-b / 2 / n); head h < n
+  // takes m0^(h + 1), the rest m1^(2 (h - n) + 1).
+  const auto ggml_slope = [](int heads, long double bias, int h) {
+    int n = 1;
+    while (2 * n <= heads) n *= 2;
+    const long double m0 = std::pow(2.0L, -bias / n), m1 = std::pow(2.0L, -bias / 2.0L / n);
+    return h < n ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n) + 1);
+  };
+  struct Case { const char* arch; int heads; float bias; double expect_bias; };
+  for (const Case& k : {Case{"bloom", 32, 0.0f, 8.0}, Case{"mpt", 12, 8.0f, 8.0},
+                        Case{"mpt", 40, 6.0f, 6.0}, Case{"jais", 20, 8.0f, 8.0}}) {
+    const std::string a = k.arch;
+    CAPTURE(a, k.heads);
+    GgufWriter w;
+    w.str("general.architecture", a)
+        .u32(a + ".context_length", 2048)
+        .u32(a + ".embedding_length", 64 * static_cast<std::uint32_t>(k.heads))
+        .u32(a + ".block_count", 4)
+        .u32(a + ".attention.head_count", static_cast<std::uint32_t>(k.heads));
+    if (k.bias > 0.0f) w.f32(a + ".attention.max_alibi_bias", k.bias);
+    const auto c = parse(w);
+    REQUIRE(c.scheme == posenc::HfPositionScheme::kAlibi);
+    CHECK(c.alibi_max_bias == k.expect_bias);
+    REQUIRE(c.alibi_slopes.size() == static_cast<std::size_t>(k.heads));
+    for (int h = 0; h < k.heads; ++h) {
+      CAPTURE(h);
+      CHECK_THAT(c.alibi_slopes[static_cast<std::size_t>(h)],
+                 WithinRel(static_cast<double>(ggml_slope(k.heads, k.expect_bias, h)), 1e-14));
+    }
+    CHECK(posenc::hf_attention_params(c, 0).alibi_slopes == c.alibi_slopes);
+  }
+}
+
+TEST_CASE("gguf config: learned tables, encoders, T5 buckets, Granite's scale", "[gguf]") {
+  {  // GPT-2: a position_embd table, causal.
+    GgufWriter w;
+    w.str("general.architecture", "gpt2")
+        .u32("gpt2.context_length", 1024)
+        .u32("gpt2.embedding_length", 768)
+        .u32("gpt2.block_count", 12)
+        .u32("gpt2.attention.head_count", 12);
+    w.tensor("position_embd.weight", {768, 1024}, posenc::kGgmlTypeF32, {});
+    const auto c = parse(w);
+    CHECK(c.scheme == posenc::HfPositionScheme::kAbsolute);
+    CHECK(c.mask == posenc::MaskMode::kCausal);
+    CHECK(c.softmax_scale == 0.125);
+    CHECK_THAT(c.notes.back(), Contains("1024 rows"));
+  }
+  {  // BERT: attention.causal = false.
+    GgufWriter w;
+    w.str("general.architecture", "bert")
+        .u32("bert.context_length", 512)
+        .u32("bert.embedding_length", 384)
+        .u32("bert.block_count", 12)
+        .u32("bert.attention.head_count", 12)
+        .boolean("bert.attention.causal", false);
+    w.tensor("position_embd.weight", {384, 512}, posenc::kGgmlTypeF32, {});
+    const auto c = parse(w);
+    CHECK(c.scheme == posenc::HfPositionScheme::kAbsolute);
+    CHECK(c.mask == posenc::MaskMode::kBidirectional);
+    CHECK(posenc::hf_attention_params(c, 11).mask == posenc::MaskMode::kBidirectional);
+  }
+  {  // Nomic-BERT: a RoPE encoder (NEOX).
+    GgufWriter w;
+    w.str("general.architecture", "nomic-bert")
+        .u32("nomic-bert.context_length", 2048)
+        .u32("nomic-bert.embedding_length", 768)
+        .u32("nomic-bert.block_count", 12)
+        .u32("nomic-bert.attention.head_count", 12)
+        .boolean("nomic-bert.attention.causal", false)
+        .f32("nomic-bert.rope.freq_base", 1000.0f);
+    const auto c = parse(w);
+    CHECK(c.scheme == posenc::HfPositionScheme::kRope);
+    CHECK(c.rope.layout == RopeLayout::kHalfSplit);
+    CHECK(c.rope.theta == 1000.0);
+    CHECK(c.mask == posenc::MaskMode::kBidirectional);
+  }
+  {  // T5 encoder.
+    GgufWriter w;
+    w.str("general.architecture", "t5encoder")
+        .u32("t5encoder.context_length", 512)
+        .u32("t5encoder.embedding_length", 4096)
+        .u32("t5encoder.block_count", 24)
+        .u32("t5encoder.attention.head_count", 64)
+        .u32("t5encoder.attention.key_length", 64)
+        .u32("t5encoder.attention.relative_buckets_count", 32);
+    const auto c = parse(w);
+    CHECK(c.scheme == posenc::HfPositionScheme::kRelativeBias);
+    CHECK(c.relative_attention_num_buckets == 32);
+    CHECK(c.relative_attention_max_distance == 128);
+    CHECK(c.mask == posenc::MaskMode::kBidirectional);
+    CHECK(c.softmax_scale == 1.0);
+    CHECK(c.attention_head_dim == 64);
+  }
+  {  // Granite: attention.scale replaces 1 / sqrt(head_dim); the legacy linear key.
+    GgufWriter w;
+    w.str("general.architecture", "granite")
+        .u32("granite.context_length", 4096)
+        .u32("granite.embedding_length", 2048)
+        .u32("granite.block_count", 40)
+        .u32("granite.attention.head_count", 32)
+        .u32("granite.attention.head_count_kv", 8)
+        .f32("granite.attention.scale", 0.015625f)
+        .f32("granite.rope.scale_linear", 2.0f);
+    const auto c = parse(w);
+    CHECK(c.softmax_scale == 0.015625);
+    CHECK(posenc::hf_attention_params(c, 0).scale == 0.015625);
+    CHECK(c.rope.layout == RopeLayout::kInterleaved);
+    CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
+    CHECK(c.rope.scaling.factor == 2.0);
+  }
+}
+
+TEST_CASE("gguf config: Llama-4's chunked RoPE layers, NoPE layers and temperature", "[gguf]") {
+  for (bool no_chunks : {false, true}) {
+    CAPTURE(no_chunks);
+    GgufWriter w;
+    w.str("general.architecture", "llama4")
+        .u32("llama4.context_length", 10485760)
+        .u32("llama4.embedding_length", 5120)
+        .u32("llama4.block_count", 48)
+        .u32("llama4.attention.head_count", 40)
+        .u32("llama4.attention.head_count_kv", 8)
+        .u32("llama4.rope.dimension_count", 128)
+        .f32("llama4.rope.freq_base", 500000.0f);
+    if (no_chunks) w.u32("llama4.attention.sliding_window", 0);
+    const auto c = parse(w);
+    for (Eigen::Index i = 0; i < 48; ++i) {
+      CAPTURE(i);
+      const bool nope = !no_chunks && (i + 1) % 4 == 0;
+      const auto a = posenc::hf_attention_params(c, i);
+      CHECK(a.attention_chunk_size == (no_chunks || nope ? 0 : 8192));
+      CHECK(a.query_temperature.has_value() == nope);
+      CHECK(c.layer_uses_rope[static_cast<std::size_t>(i)] == !nope);
+    }
+  }
+}
+
+TEST_CASE("gguf config: Cohere2 rotates its sliding layers only", "[gguf]") {
+  GgufWriter w;
+  w.str("general.architecture", "cohere2")
+      .u32("cohere2.context_length", 8192)
+      .u32("cohere2.embedding_length", 4096)
+      .u32("cohere2.block_count", 8)
+      .u32("cohere2.attention.head_count", 32)
+      .u32("cohere2.attention.head_count_kv", 8)
+      .f32("cohere2.rope.freq_base", 50000.0f)
+      .u32("cohere2.attention.sliding_window", 4096);
+  const auto c = parse(w);
+  for (Eigen::Index i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_layer_is_sliding(c, i) == (i % 4 != 3));
+    CHECK(c.layer_uses_rope[static_cast<std::size_t>(i)] == (i % 4 != 3));
+  }
+  // An explicit pattern wins: a period of 2, then one flag per layer.
+  GgufWriter p2 = w;
+  p2.u32("cohere2.attention.sliding_window_pattern", 2);
+  const auto c2 = parse(p2);
+  for (Eigen::Index i = 0; i < 8; ++i) CHECK(posenc::hf_layer_is_sliding(c2, i) == (i % 2 == 0));
+  GgufWriter flags = w;
+  flags.bool_array("cohere2.attention.sliding_window_pattern",
+                   {false, true, true, false, false, false, true, true});
+  const auto c3 = parse(flags);
+  CHECK(posenc::hf_layer_is_sliding(c3, 0) == false);
+  CHECK(posenc::hf_layer_is_sliding(c3, 1) == true);
+  CHECK(posenc::hf_layer_is_sliding(c3, 5) == false);
+  CHECK(posenc::hf_layer_is_sliding(c3, 7) == true);
+}
+
+TEST_CASE("gguf config: an architecture outside the table needs a layout", "[gguf]") {
+  GgufWriter w;
+  w.str("general.architecture", "newmodel")
+      .u32("newmodel.context_length", 4096)
+      .u32("newmodel.embedding_length", 1024)
+      .u32("newmodel.block_count", 2)
+      .u32("newmodel.attention.head_count", 8);
+  const auto bytes = w.bytes();
+  REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"),
+                      Contains("architecture \"newmodel\" is not in posenc's table of ggml rope types"));
+  posenc::GgufConfigOptions o;
+  o.layout = RopeLayout::kHalfSplit;
+  const auto c = posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf", o);
+  CHECK(c.rope.layout == RopeLayout::kHalfSplit);
+  CHECK(c.layout_reason == "caller override");
+}
+
+TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
+  const auto refuse = [](const GgufWriter& w, const std::string& what) {
+    INFO(what);
+    const auto bytes = w.bytes();
+    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                        Contains("bad.gguf") && Contains(what));
+  };
+  const auto base = [](const std::string& arch) {
+    GgufWriter w;
+    w.str("general.architecture", arch)
+        .u32(arch + ".context_length", 4096)
+        .u32(arch + ".embedding_length", 4096)
+        .u32(arch + ".block_count", 4)
+        .u32(arch + ".attention.head_count", 32);
+    return w;
+  };
+  refuse(GgufWriter().u32("llama.context_length", 1), "key \"general.architecture\" is missing");
+  {
+    GgufWriter w;
+    w.str("general.architecture", "llama").u32("llama.embedding_length", 4096).u32("llama.block_count", 1);
+    refuse(w, "key \"llama.context_length\" is missing");
+  }
+  {
+    GgufWriter w;
+    w.str("general.architecture", "llama").str("llama.context_length", "4096");
+    refuse(w, "key \"llama.context_length\" must be an integer, got string");
+  }
+  {
+    GgufWriter w;
+    w.str("general.architecture", "llama")
+        .u32("llama.context_length", 4096)
+        .u32("llama.embedding_length", 4096)
+        .u32("llama.block_count", 4);
+    refuse(w, "key \"llama.attention.head_count\" is missing");
+  }
+  refuse(base("llama").u32("llama.attention.head_count_kv", 5),
+         "key \"llama.attention.head_count_kv\" = 5 must divide head_count = 32");
+  refuse(base("llama").str("llama.rope.scaling.type", "su"),
+         "key \"llama.rope.scaling.type\" = \"su\" is not one of none, linear, yarn, longrope");
+  refuse(base("llama").f32("llama.rope.scaling.factor", 0.5f),
+         "key \"llama.rope.scaling.factor\" = 0.5 must be >= 1");
+  refuse(base("llama").u32("llama.rope.dimension_count", 130),
+         "key \"llama.rope.dimension_count\" = 130 must be even and <= the head (128)");
+  refuse(base("llama").f32("llama.rope.freq_base", 1.0f), "key \"llama.rope.freq_base\" = 1 must be > 1");
+  {
+    GgufWriter w = base("llama");
+    w.tensor("rope_freqs.weight", {63}, posenc::kGgmlTypeF32, std::vector<unsigned char>(252));
+    refuse(w, "tensor \"rope_freqs.weight\" has 63 values; rope.dimension_count / 2 = 64 expected");
+  }
+  {
+    GgufWriter w = base("llama");
+    std::vector<float> bad(64, 1.0f);
+    bad[9] = 0.0f;
+    w.tensor("rope_freqs.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(bad));
+    refuse(w, "freq_factors[9] = 0 must be finite and > 0");
+  }
+  {
+    GgufWriter w = base("phi3");
+    w.tensor("rope_factors_long.weight", {64}, posenc::kGgmlTypeF32, std::vector<unsigned char>(256));
+    refuse(w, "LongRoPE needs both tensors rope_factors_long.weight and rope_factors_short.weight; "
+              "the file has only the long one");
+  }
+  refuse(base("qwen2vl").i32_array("qwen2vl.rope.dimension_sections", {16, 24, 20, 0}),
+         "key \"qwen2vl.rope.dimension_sections\" sums to 60; rope.dimension_count / 2 = 64 expected");
+  refuse(base("mamba"), "architecture \"mamba\" applies no RoPE in llama.cpp");
+  refuse(base("gemma2").u32("gemma2.attention.sliding_window", 4096).u32_array(
+             "gemma2.attention.sliding_window_pattern", {1, 0, 1, 0}),
+         "must be an array of bools, got array of u32");
+  refuse(base("llama").f32("llama.rope.scaling.alpha", 1000.0f), "HunYuan's NTK alpha");
+  {
+    GgufWriter w;
+    w.str("general.architecture", "llama")
+        .u32("llama.context_length", 4096)
+        .u32("llama.embedding_length", 4096)
+        .u32("llama.block_count", 4)
+        .u32("llama.attention.head_count", 0);
+    refuse(w, "key \"llama.attention.head_count\" is 0 on layer 0");
+  }
+}
+
+TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {
+  GgufWriter w;
+  w.str("general.architecture", "openelm")
+      .u32("openelm.context_length", 2048)
+      .u32("openelm.embedding_length", 1280)
+      .u32("openelm.block_count", 3)
+      .i32_array("openelm.attention.head_count", {12, 16, 20})
+      .i32_array("openelm.attention.head_count_kv", {3, 4, 5})
+      .u32("openelm.attention.key_length", 64)
+      .u32("openelm.rope.dimension_count", 64);
+  const auto c = parse(w);
+  CHECK(c.num_attention_heads == 12);
+  CHECK(c.num_key_value_heads == 3);
+  CHECK(c.rope.head_dim == 64);
+  GgufWriter bad;
+  bad.str("general.architecture", "openelm")
+      .u32("openelm.context_length", 2048)
+      .u32("openelm.embedding_length", 1280)
+      .u32("openelm.block_count", 3)
+      .i32_array("openelm.attention.head_count", {12, 16});
+  const auto bytes = bad.bytes();
+  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size()),
+                      Contains("\"openelm.attention.head_count\" has 2 entries; one per layer (block_count = 3) expected"));
+}
