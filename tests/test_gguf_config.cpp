@@ -213,6 +213,54 @@ TEST_CASE("gguf config: DeepSeek-V3's MLA heads and its yarn_log_multiplier", "[
   CHECK(full.rotary_offset == 128);
 }
 
+TEST_CASE("gguf config: YaRN's optional keys, Mistral's log multiplier, rope attn_factor", "[gguf]") {
+  const auto yarn_file = [](const std::string& arch) {
+    GgufWriter w;
+    w.str("general.architecture", arch)
+        .u32(arch + ".context_length", 262144)
+        .u32(arch + ".embedding_length", 4096)
+        .u32(arch + ".block_count", 4)
+        .u32(arch + ".attention.head_count", 32)
+        .u32(arch + ".attention.key_length", 128)
+        .f32(arch + ".rope.freq_base", 1000000.0f)
+        .str(arch + ".rope.scaling.type", "yarn")
+        .f32(arch + ".rope.scaling.factor", 16.0f)
+        .u32(arch + ".rope.scaling.original_context_length", 16384);
+    return w;
+  };
+  const long double g16 = 0.1L * std::log(16.0L) + 1.0L;
+  {  // The converter's copies of transformers' keys.
+    GgufWriter w = yarn_file("qwen3");
+    w.f32("qwen3.rope.scaling.yarn_beta_fast", 16.0f)
+        .f32("qwen3.rope.scaling.yarn_beta_slow", 2.0f)
+        .f32("qwen3.rope.scaling.yarn_ext_factor", 0.5f)
+        .f32("qwen3.rope.scaling.yarn_attn_factor", 1.25f);
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.beta_fast == 16.0);
+    CHECK(c.rope.scaling.beta_slow == 2.0);
+    CHECK(c.rope.scaling.extrapolation_factor == 0.5);
+    CHECK(posenc::compute_rope_frequencies(c.rope).attention_factor == 1.25);
+  }
+  {  // Mistral-3 (a MistralModel conversion): yarn_log_multiplier is mscale_all_dim itself and
+     // mscale stays 1, so cos / sin take g(s, 1) / g(s, m_all) (llama.cpp's llama_context).
+    GgufWriter w = yarn_file("mistral3");
+    w.f32("mistral3.rope.scaling.yarn_log_multiplier", 0.5f);
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.mscale == 1.0);
+    CHECK(c.rope.scaling.mscale_all_dim == 0.5);
+    const long double g_half = 0.05L * std::log(16.0L) + 1.0L;
+    CHECK_THAT(posenc::compute_rope_frequencies(c.rope).attention_factor,
+               WithinRel(static_cast<double>(g16 / g_half), 1e-15));
+  }
+  {  // rope.scaling.attn_factor multiplies the YaRN factor.
+    GgufWriter w = yarn_file("qwen3");
+    w.f32("qwen3.rope.scaling.attn_factor", 0.75f);
+    const auto c = parse(w);
+    CHECK_THAT(posenc::compute_rope_frequencies(c.rope).attention_factor,
+               WithinRel(static_cast<double>(g16 * 0.75L), 1e-15));
+  }
+}
+
 TEST_CASE("gguf config: gpt-oss's alternate sliding layers and YaRN keys", "[gguf]") {
   GgufWriter w;
   w.str("general.architecture", "gpt-oss")
@@ -333,6 +381,22 @@ TEST_CASE("gguf config: Phi-3.5-mini's LongRoPE tensors and attention factor", "
                  WithinRel(static_cast<double>(th / lf[static_cast<std::size_t>(j)]), 1e-14));
   }
   CHECK(c.sliding_window == 262144);
+
+  // Without rope.scaling.attn_factor llama.cpp leaves cos / sin unscaled (transformers would
+  // take sqrt(1 + ln 32 / ln 4096) from the lengths).
+  GgufWriter bare;
+  bare.str("general.architecture", "phi3")
+      .u32("phi3.context_length", 131072)
+      .u32("phi3.embedding_length", 3072)
+      .u32("phi3.block_count", 32)
+      .u32("phi3.attention.head_count", 32)
+      .u32("phi3.rope.dimension_count", 96)
+      .u32("phi3.rope.scaling.original_context_length", 4096);
+  bare.tensor("rope_factors_long.weight", {48}, posenc::kGgmlTypeF32, bare.f32_bytes(lf))
+      .tensor("rope_factors_short.weight", {48}, posenc::kGgmlTypeF32, bare.f32_bytes(sf));
+  const auto b = parse(bare);
+  CHECK(posenc::compute_rope_frequencies(b.rope, 8192).attention_factor == 1.0);
+  CHECK(b.rope.scaling.long_factor == c.rope.scaling.long_factor);
 }
 
 TEST_CASE("gguf config: M-RoPE sections, contiguous (Qwen2-VL) and interleaved (Qwen3-VL)", "[gguf]") {
