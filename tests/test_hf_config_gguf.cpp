@@ -1,0 +1,162 @@
+// A model converted to GGUF reads as the same RoPE as its config.json: each real config of
+// tests/data/hf-configs is written out the way llama.cpp's convert_hf_to_gguf.py writes it
+// (the converter's rules re-derived here: the generic TextModel keys, LlamaModel's rope_freqs
+// tensor, Phi3MiniModel's LongRoPE tensors and attn_factor, DeepseekV2Model's MLA lengths and
+// 0.1 * mscale_all_dim), then read back with load_gguf_config and compared with
+// load_hf_config's reading of the JSON. The GGUF stores floats where the JSON has doubles,
+// so the plans agree to float precision.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "posenc/gguf_config.hpp"
+#include "posenc/hf_config.hpp"
+#include "support/gguf_writer.hpp"
+
+using Catch::Matchers::WithinRel;
+using posenc_test::GgufWriter;
+
+namespace {
+
+std::string config_path(const std::string& name) {
+  return std::string(POSENC_TEST_DATA_DIR) + "/hf-configs/" + name;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+/// convert_hf_to_gguf.py's output for the four families below (metadata and RoPE tensors).
+GgufWriter convert(const nlohmann::json& c) {
+  const std::string type = c.at("model_type");
+  const std::string arch = type == "deepseek_v3" ? "deepseek2" : type;
+  const auto u = [](const nlohmann::json& v) { return v.get<std::uint32_t>(); };
+  const auto K = [&](const char* k) { return arch + "." + k; };
+  const std::uint32_t n_embd = u(c.at("hidden_size"));
+  const std::uint32_t n_head = u(c.at("num_attention_heads"));
+  GgufWriter w;
+  w.str("general.architecture", arch)
+      .u32(K("context_length"), u(c.at("max_position_embeddings")))
+      .u32(K("embedding_length"), n_embd)
+      .u32(K("block_count"), u(c.at("num_hidden_layers")))
+      .u32(K("attention.head_count"), n_head)
+      .f32(K("rope.freq_base"), c.at("rope_theta").get<float>());
+  const nlohmann::json rs = c.value("rope_scaling", nlohmann::json::object());
+  const std::string rope_type = rs.value("rope_type", rs.value("type", std::string("default")));
+
+  if (arch == "deepseek2") {
+    // DeepseekV2Model (MLA era): a single latent kv head.
+    const std::uint32_t rope = u(c.at("qk_rope_head_dim")), nope = u(c.at("qk_nope_head_dim"));
+    const std::uint32_t rank = u(c.at("kv_lora_rank"));
+    w.u32(K("attention.head_count_kv"), 1)
+        .u32(K("rope.dimension_count"), rope)
+        .u32(K("attention.key_length"), rank + rope)
+        .u32(K("attention.value_length"), rank)
+        .u32(K("attention.key_length_mla"), nope + rope)
+        .u32(K("attention.value_length_mla"), u(c.at("v_head_dim")))
+        .u32(K("attention.kv_lora_rank"), rank)
+        .f32(K("rope.scaling.yarn_log_multiplier"),
+             static_cast<float>(0.1 * rs.at("mscale_all_dim").get<double>()));
+  } else {
+    w.u32(K("attention.head_count_kv"), u(c.at("num_key_value_heads")));
+  }
+  if (rope_type == "yarn") {
+    // TextModel: type, factor, original length, and the betas when the config has them.
+    w.str(K("rope.scaling.type"), "yarn")
+        .f32(K("rope.scaling.factor"), rs.at("factor").get<float>())
+        .u32(K("rope.scaling.original_context_length"), u(rs.at("original_max_position_embeddings")));
+    if (rs.contains("beta_fast")) w.f32(K("rope.scaling.yarn_beta_fast"), rs.at("beta_fast").get<float>());
+    if (rs.contains("beta_slow")) w.f32(K("rope.scaling.yarn_beta_slow"), rs.at("beta_slow").get<float>());
+  }
+  if (rope_type == "llama3") {
+    // LlamaModel.generate_extra_tensors: float32 frequencies, factors by the llama3 rule.
+    const auto dim = static_cast<int>(n_embd / n_head);
+    w.u32(K("rope.dimension_count"), static_cast<std::uint32_t>(dim));
+    const float base = c.at("rope_theta").get<float>();
+    const double factor = rs.at("factor"), lf = rs.at("low_freq_factor"), hf = rs.at("high_freq_factor");
+    const double l0 = rs.at("original_max_position_embeddings");
+    std::vector<float> factors;
+    for (int j = 0; j < dim; j += 2) {
+      const float freq = 1.0f / std::pow(base, static_cast<float>(j) / static_cast<float>(dim));
+      const double wavelen = 2.0 * 3.141592653589793 / static_cast<double>(freq);
+      if (wavelen < l0 / hf) {
+        factors.push_back(1.0f);
+      } else if (wavelen > l0 / lf) {
+        factors.push_back(static_cast<float>(factor));
+      } else {
+        const double smooth = (l0 / wavelen - lf) / (hf - lf);
+        factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / factor + smooth)));
+      }
+    }
+    w.tensor("rope_freqs.weight", {factors.size()}, posenc::kGgmlTypeF32, w.f32_bytes(factors));
+  }
+  if (rope_type == "longrope") {
+    // Phi3MiniModel: no scaling type; the lists as tensors; attn_factor from the lengths.
+    const double orig = c.at("original_max_position_embeddings");
+    const double scale = c.at("max_position_embeddings").get<double>() / orig;
+    w.u32(K("rope.scaling.original_context_length"), static_cast<std::uint32_t>(orig))
+        .u32(K("rope.dimension_count"), n_embd / n_head)
+        .f32(K("rope.scaling.attn_factor"),
+             static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(orig))));
+    for (const char* which : {"long", "short"}) {
+      const auto list = rs.at(std::string(which) + "_factor").get<std::vector<float>>();
+      w.tensor(std::string("rope_factors_") + which + ".weight", {list.size()},
+               posenc::kGgmlTypeF32, w.f32_bytes(list));
+    }
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("hf config vs gguf: a converted model reads as the same RoPE", "[gguf][hf_config]") {
+  for (const char* name : {"Llama-3.1-8B.json", "Qwen2.5-7B+qwen-doc-yarn.json",
+                           "Phi-3.5-mini-instruct.json", "DeepSeek-V3.json"}) {
+    CAPTURE(name);
+    const posenc::HfModelConfig hf = posenc::load_hf_config(config_path(name));
+    const auto bytes = convert(read_json(config_path(name))).bytes();
+    const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), name);
+    CHECK(gg.num_attention_heads == hf.num_attention_heads);
+    CHECK(gg.attention_head_dim == hf.attention_head_dim);
+    CHECK(gg.rope.head_dim == hf.rope.head_dim);
+    CHECK(posenc::resolved_rotary_dim(gg.rope) == posenc::resolved_rotary_dim(hf.rope));
+    CHECK(gg.rope.theta == hf.rope.theta);
+    CHECK(gg.max_position_embeddings == hf.max_position_embeddings);
+    // GGUF Llama weights are permuted to adjacent pairs; the others keep the HF layout.
+    const bool llama = hf.model_type == "llama";
+    // Llama-3.1's L0 (8192) lives in rope_scaling, which the converter turns into the factor
+    // tensor alone: the file does not say it.
+    CHECK(gg.trained_length() == (llama ? hf.max_position_embeddings : hf.trained_length()));
+    CHECK(gg.rope.layout == (llama ? posenc::RopeLayout::kInterleaved : hf.rope.layout));
+    CHECK_THAT(gg.softmax_scale, WithinRel(hf.softmax_scale, 1e-6));
+    for (std::int64_t seq_len : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{4097},
+                                 std::int64_t{131072}}) {
+      CAPTURE(seq_len);
+      const auto a = posenc::compute_rope_frequencies(hf.rope, seq_len);
+      const auto b = posenc::compute_rope_frequencies(gg.rope, seq_len);
+      REQUIRE(a.inv_freq.size() == b.inv_freq.size());
+      CHECK_THAT(b.attention_factor, WithinRel(a.attention_factor, 1e-6));
+      CHECK_THAT(b.softmax_scale_multiplier, WithinRel(a.softmax_scale_multiplier, 1e-6));
+      for (std::size_t j = 0; j < a.inv_freq.size(); ++j) {
+        CAPTURE(j);
+        REQUIRE_THAT(b.inv_freq[j], WithinRel(a.inv_freq[j], 1e-6));
+      }
+    }
+    if (hf.kv_lora_rank > 0) {
+      CHECK(gg.kv_lora_rank == hf.kv_lora_rank);
+      CHECK(gg.qk_nope_head_dim == hf.qk_nope_head_dim);
+      CHECK(gg.v_head_dim == hf.v_head_dim);
+      const auto a = posenc::hf_mla_rope_params(hf, posenc::HfMlaHead::kLatent);
+      const auto b = posenc::hf_mla_rope_params(gg, posenc::HfMlaHead::kLatent);
+      CHECK(a.head_dim == b.head_dim);
+      CHECK(a.rotary_offset == b.rotary_offset);
+    }
+  }
+}
