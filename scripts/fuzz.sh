@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzes the HF config loader (posenc/hf_config.hpp) with libFuzzer for a bounded time.
+# Fuzzes a file reader with libFuzzer for a bounded time: the HF config loader
+# (posenc/hf_config.hpp, target hf_config) or the GGUF reader (posenc/gguf_config.hpp, gguf).
 #
-#   bash scripts/fuzz.sh [seconds]        # default 60 (or $FUZZ_SECONDS)
+#   bash scripts/fuzz.sh [seconds] [hf_config|gguf]   # default 60 s (or $FUZZ_SECONDS), hf_config
 #
-# Builds tests/fuzz/fuzz_hf_config.cpp with clang (-fsanitize=fuzzer,address,undefined) into
-# $FUZZ_BUILD_DIR (default build-fuzz/), seeds a working corpus from tests/data/hf-configs,
-# tests/data/bad-configs and tests/fuzz/corpus (the repo copies are never modified), and runs
-# one libFuzzer job. Exit status is libFuzzer's: 0 when the time ran out without a finding;
-# otherwise the crashing input is left in $FUZZ_BUILD_DIR as crash-*/leak-*/timeout-*.
-# Needs: clang (Debian clang-14), libeigen3-dev, nlohmann-json3-dev.
+# Builds tests/fuzz/fuzz_<target>.cpp with clang (-fsanitize=fuzzer,address,undefined) into
+# $FUZZ_BUILD_DIR (default build-fuzz/), seeds a working corpus (hf_config: tests/data/hf-configs,
+# tests/data/bad-configs and tests/fuzz/corpus, never modified; gguf: the headers
+# tests/fuzz/gguf_seeds.cpp writes), and runs one libFuzzer job. Exit status is libFuzzer's: 0
+# when the time ran out without a finding; otherwise the crashing input is left in
+# $FUZZ_BUILD_DIR as crash-*/leak-*/timeout-*.
+# Needs: clang (Debian clang-14), libeigen3-dev, nlohmann-json3-dev (hf_config).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-${FUZZ_SECONDS:-60}}
+target=${2:-hf_config}
 out=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 cxx=${FUZZ_CXX:-}
 if [[ -z $cxx ]]; then
@@ -22,22 +25,29 @@ if [[ -z $cxx ]]; then
 fi
 [[ -n $cxx ]] || { echo "fuzz.sh: clang++ not found (apt-get install clang-14)" >&2; exit 2; }
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: seconds must be an integer" >&2; exit 2; }
+[[ $target == hf_config || $target == gguf ]] || { echo "fuzz.sh: target must be hf_config or gguf" >&2; exit 2; }
 
+out=$out/$target
 mkdir -p "$out/corpus"
-exe=$out/fuzz_hf_config
+exe=$out/fuzz_$target
 echo "fuzz.sh: building $exe with $cxx"
 # -O1 -g: fast enough, readable stacks. UBSan findings abort (no recover) so libFuzzer keeps them.
 "$cxx" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -fno-omit-frame-pointer -I"$root/include" -I/usr/include/eigen3 \
-  "$root/tests/fuzz/fuzz_hf_config.cpp" -o "$exe"
+  "$root/tests/fuzz/fuzz_$target.cpp" -o "$exe"
 
-cp "$root"/tests/data/hf-configs/*.json "$root"/tests/data/bad-configs/*.json \
-  "$root"/tests/fuzz/corpus/*.json "$out/corpus/"
+if [[ $target == hf_config ]]; then
+  cp "$root"/tests/data/hf-configs/*.json "$root"/tests/data/bad-configs/*.json \
+    "$root"/tests/fuzz/corpus/*.json "$out/corpus/"
+else
+  "$cxx" -std=c++17 -O1 -I"$root/tests" "$root/tests/fuzz/gguf_seeds.cpp" -o "$out/gguf_seeds"
+  "$out/gguf_seeds" "$out/corpus"
+fi
 
 echo "fuzz.sh: fuzzing for ${seconds}s"
 cd "$out"
 set +e
-"$exe" "$out/corpus" -dict="$root/tests/fuzz/hf_config.dict" -max_total_time="$seconds" \
+"$exe" "$out/corpus" -dict="$root/tests/fuzz/$target.dict" -max_total_time="$seconds" \
   -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tee "$out/fuzz.log"
 rc=${PIPESTATUS[0]}
 set -e

@@ -254,6 +254,15 @@ TEST_CASE("gguf: malformed headers name what is wrong", "[gguf]") {
   GgufWriter overflow;
   overflow.tensor("t", {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, 0, {});
   refuse(overflow.bytes(), "tensor \"t\": ne[1] = 1099511627776 overflows the element count");
+  // After an empty dimension the count is 0 whatever follows, but each ne must fit in int64
+  // (a fuzzer's find: the overflow test divided by the zero count).
+  GgufWriter empty_then_huge;
+  empty_then_huge.tensor("t", {0, std::uint64_t{1} << 63}, 0, {});
+  refuse(empty_then_huge.bytes(), "tensor \"t\": ne[1] = 9223372036854775808 overflows the element count");
+  GgufWriter empty;
+  empty.tensor("t", {0, 5}, 0, {});
+  const auto eb = empty.bytes();
+  CHECK(posenc::parse_gguf(eb.data(), eb.size()).tensors.at(0).num_elements() == 0);
 
   // A misaligned offset: patch the writer's first tensor offset (the file's last 8 header bytes
   // before the padding) to 4.

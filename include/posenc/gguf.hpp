@@ -438,7 +438,8 @@ inline GgufMetadata gguf_parse(GgufReader& r) {
     for (std::uint32_t d = 0; d < n_dims; ++d) {
       const std::uint64_t ne = r.u64();
       const auto limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-      if (ne == 0 ? false : ne > limit / static_cast<std::uint64_t>(elements)) {
+      // elements is 0 after an empty dimension: then only ne itself must fit in int64.
+      if (ne > limit || (elements != 0 && ne > limit / static_cast<std::uint64_t>(elements))) {
         r.fail("tensor \"", t.name, "\": ne[", d, "] = ", ne, " overflows the element count");
       }
       elements *= static_cast<std::int64_t>(ne);
