@@ -89,6 +89,48 @@ TEST_CASE("diagnostics: Llama-3.1 bands at 131072 match the wavelength cut-offs"
   REQUIRE(rep.pairs[0].range == RopePairRange::kExtrapolatedSeenPhases);
 }
 
+TEST_CASE("diagnostics: ggml's rope_freqs factors read like the llama3 recipe they encode",
+          "[diagnostics][length][llama3]") {
+  // A GGUF's Llama-3.1: default RoPE plus per-pair factors by the converter's rule (1 below
+  // 2048 tokens of wavelength, 8 above 8192, 1 / ((1 - m) / 8 + m) between), computed here.
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 500000.0;
+  p.max_position_embeddings = 131072;
+  const long double pi = 3.141592653589793238462643383279502884L;
+  for (int j = 0; j < 64; ++j) {
+    const long double wavelen = 2.0L * pi * std::pow(500000.0L, j / 64.0L);
+    long double f = wavelen < 2048.0L ? 1.0L : wavelen > 8192.0L ? 8.0L : 0.0L;
+    if (f == 0.0L) {
+      const long double m = (8192.0L / wavelen - 1.0L) / 3.0L;
+      f = 1.0L / ((1.0L - m) / 8.0L + m);
+    }
+    p.scaling.freq_factors.push_back(static_cast<double>(f));
+  }
+  SECTION("with the pre-training length") {
+    p.scaling.original_max_position_embeddings = 8192;
+    const auto rep = posenc::analyze_rope_length(p, 131072);
+    int kept = 0, blended = 0, interp = 0;
+    for (const auto& pr : rep.pairs) {
+      kept += pr.scaling == RopePairScaling::kKept;
+      blended += pr.scaling == RopePairScaling::kBlended;
+      interp += pr.scaling == RopePairScaling::kInterpolated;
+    }
+    CHECK(kept == 29);
+    CHECK(blended == 6);
+    CHECK(interp == 29);
+    CHECK(rep.factor == 8.0);
+    CHECK(rep.covered_length == 65536.0);
+    CHECK(rep.unseen_pairs == 29);
+    CHECK_FALSE(any_contains(rep.warnings, "no rope_scaling"));
+  }
+  SECTION("without it (a GGUF does not carry L0)") {
+    const auto rep = posenc::analyze_rope_length(p, 131072);
+    CHECK(rep.trained_length == 131072);
+    CHECK(any_contains(rep.warnings, "pre-training was about 16384 (max / factor)"));
+  }
+}
+
 TEST_CASE("diagnostics: at the training length nothing is unseen", "[diagnostics][length]") {
   const auto rep = posenc::analyze_rope_length(llama31(), 8192);
   REQUIRE(rep.unseen_pairs == 0);

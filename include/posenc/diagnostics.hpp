@@ -132,6 +132,10 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
     rep.factor = static_cast<double>(params.max_position_embeddings) /
                  static_cast<double>(rep.trained_length);
   }
+  // ggml's per-pair factors (a GGUF's rope_freqs) stretch the slowest pairs by their largest.
+  if (!sc.freq_factors.empty()) {
+    rep.factor *= *std::max_element(sc.freq_factors.begin(), sc.freq_factors.end());
+  }
   rep.covered_length = static_cast<double>(rep.trained_length) * rep.factor;
 
   RopeParams unscaled = params;
@@ -185,8 +189,9 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
          target_length - 1);
   }
   // A proportional plan with factor 1 scales nothing: it is judged as unscaled RoPE.
-  const bool unscaled_plan = type == RopeScalingType::kDefault ||
-                             (type == RopeScalingType::kProportional && sc.factor == 1.0);
+  const bool unscaled_plan = sc.freq_factors.empty() &&
+                             (type == RopeScalingType::kDefault ||
+                              (type == RopeScalingType::kProportional && sc.factor == 1.0));
   if (!unscaled_plan && sc.original_max_position_embeddings <= 0 &&
       params.max_position_embeddings > 0) {
     warn("the config gives no original_max_position_embeddings: L0 is taken as "
