@@ -226,3 +226,36 @@ posenc_rope_inspect_test("ERNIE-4.5-VL sections and layout"
   ARGS "${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus/ernie45-vl-baidu.json"
   EXPECT "M-RoPE sections      (t, h, w) = (20, 22, 22) pairs, alternating_hw"
          "layout               interleaved")
+
+# GGUF files: tests/fuzz/gguf_seeds.cpp writes small headers (the keys and RoPE tensors
+# convert_hf_to_gguf.py writes) into the build tree before the tests that read them.
+add_executable(posenc_gguf_samples "${CMAKE_CURRENT_LIST_DIR}/fuzz/gguf_seeds.cpp")
+target_include_directories(posenc_gguf_samples PRIVATE "${CMAKE_CURRENT_LIST_DIR}")
+posenc_target_warnings(posenc_gguf_samples)
+set(_posenc_gguf "${CMAKE_CURRENT_BINARY_DIR}/gguf-samples")
+add_test(NAME "rope-inspect: write the GGUF samples"
+         COMMAND posenc_gguf_samples "${_posenc_gguf}")
+set_tests_properties("rope-inspect: write the GGUF samples" PROPERTIES
+                     FIXTURES_SETUP posenc_gguf_samples)
+
+# Llama-3.1-8B as GGUF: NORM pairs, and rope_freqs read like the llama3 recipe (29 kept, 6
+# blended, 29 interpolated, as the config.json test above); the file has no L0, so the report
+# says what it assumed: 131072 / 8 = 16384.
+posenc_rope_inspect_test("GGUF Llama-3.1 rope_freqs"
+  ARGS "${_posenc_gguf}/llama31.gguf" --length 131072
+  EXPECT "layout               interleaved  (ggml rope type of llama: NORM)"
+         "default + per-pair freq_factors (ggml rope_freqs, 64 pairs, 1 to 8)"
+         "29 kept, 6 blended, 29 interpolated"
+         "pre-training was about 16384 (max / factor)")
+# DeepSeek-2 as GGUF: yarn_log_multiplier 0.1 = 0.1 mscale_all_dim, softmax multiplier
+# (0.1 ln 40 + 1)^2 = 1.87385.
+posenc_rope_inspect_test("GGUF DeepSeek-2 yarn_log_multiplier"
+  ARGS "${_posenc_gguf}/deepseek2.gguf"
+  EXPECT "ggml rope type of deepseek2: NORM" "softmax multiplier   1.87385")
+posenc_rope_inspect_test("GGUF truncated file is rejected"
+  ARGS "${_posenc_gguf}/truncated.gguf" RC 1
+  EXPECT "posenc::load_gguf: " "truncated: kv_count")
+set_tests_properties("rope-inspect: GGUF Llama-3.1 rope_freqs"
+                     "rope-inspect: GGUF DeepSeek-2 yarn_log_multiplier"
+                     "rope-inspect: GGUF truncated file is rejected"
+                     PROPERTIES FIXTURES_REQUIRED posenc_gguf_samples)

@@ -1,8 +1,11 @@
-// rope-inspect: what a Hugging Face config.json does to RoPE at a target context length.
+// rope-inspect: what a Hugging Face config.json, or a GGUF model file, does to RoPE at a target
+// context length.
 //
-//   rope-inspect config.json [--length N] [--json] [--svg plot.svg]
-//                            [--layout interleaved|half_split]
+//   rope-inspect config.json|model.gguf [--length N] [--json] [--svg plot.svg]
+//                                       [--layout interleaved|half_split]
 //
+// A file that starts with the GGUF magic is read with posenc::load_gguf_config (its header and
+// RoPE factor tensors only, not the weights), anything else as config.json.
 // Prints the plan (rope_type, layout, head_dim / rotary_dim, theta, attention factor, softmax
 // multiplier), then per frequency pair: inv_freq before and after scaling, wavelength
 // 2 pi / inv_freq in tokens, how many full periods the pre-training length L0 covers, what the
@@ -14,6 +17,7 @@
 // Exit status: 0 ok, 1 config rejected / unreadable, 2 usage error.
 
 #include <posenc/diagnostics.hpp>
+#include <posenc/gguf_config.hpp>
 #include <posenc/hf_config.hpp>
 
 #include <nlohmann/json.hpp>
@@ -43,7 +47,7 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "rope-inspect: " << why << "\n"
-            << "usage: rope-inspect config.json [--length N] [--json] [--svg plot.svg]\n"
+            << "usage: rope-inspect config.json|model.gguf [--length N] [--json] [--svg plot.svg]\n"
             << "                    [--layout interleaved|half_split]\n";
   std::exit(2);
 }
@@ -81,7 +85,7 @@ Args parse_args(int argc, char** argv) {
       usage("more than one config file given");
     }
   }
-  if (a.config.empty()) usage("no config.json given");
+  if (a.config.empty()) usage("no config.json or GGUF file given");
   return a;
 }
 
@@ -138,6 +142,11 @@ std::string scaling_summary(const posenc::RopeParams& p) {
         << " of " << plan.inv_freq.size() << " pairs turn, factor " << num(s.factor) << ")";
       break;
     }
+  }
+  if (!s.freq_factors.empty()) {
+    o << " + per-pair freq_factors (ggml rope_freqs, " << s.freq_factors.size() << " pairs, "
+      << num(*std::min_element(s.freq_factors.begin(), s.freq_factors.end())) << " to "
+      << num(*std::max_element(s.freq_factors.begin(), s.freq_factors.end())) << ")";
   }
   return o.str();
 }
@@ -220,6 +229,7 @@ nlohmann::json layer_json(const posenc::HfModelConfig& c, const posenc::HfLayerR
   j["factor"] = rep.factor;
   j["attention_factor"] = rep.plan.attention_factor;
   j["softmax_scale_multiplier"] = rep.plan.softmax_scale_multiplier;
+  if (!p.scaling.freq_factors.empty()) j["freq_factors"] = p.scaling.freq_factors;
   j["lengths"] = {{"accepted", rep.accepted_length},
                   {"computable", rep.computable_length},
                   {"trained", rep.trained_length},
@@ -408,6 +418,14 @@ std::string make_svg(const posenc::HfModelConfig& c, const posenc::HfLayerRope& 
   return s.str();
 }
 
+/// GGUF files start with the magic "GGUF" (ggml docs/gguf.md).
+bool is_gguf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string(magic, 4) == "GGUF";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -416,7 +434,13 @@ int main(int argc, char** argv) {
   opts.layout = args.layout;
   posenc::HfModelConfig c;
   try {
-    c = posenc::load_hf_config(args.config, opts);
+    if (is_gguf(args.config)) {
+      posenc::GgufConfigOptions gopts;
+      gopts.layout = args.layout;
+      c = posenc::load_gguf_config(args.config, gopts);
+    } else {
+      c = posenc::load_hf_config(args.config, opts);
+    }
   } catch (const std::invalid_argument& e) {
     std::cerr << "rope-inspect: " << e.what() << "\n";
     return 1;

@@ -285,7 +285,9 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
   }
   const std::int64_t l0 = k.count("rope.scaling.original_context_length", 0, kGgufMaxLength)
                               .value_or(0);
-  sc.original_max_position_embeddings = l0 > 0 ? l0 : n_ctx_train;
+  // Absent: llama.cpp takes context_length, as the planner does for yarn from
+  // max_position_embeddings; left 0 so that the length report says it was assumed.
+  sc.original_max_position_embeddings = l0;
   out.original_max_position_embeddings = l0;
 
   const bool has_freqs = m.find_tensor("rope_freqs.weight") != nullptr;
@@ -313,6 +315,7 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
              " and LongRoPE factor tensors: posenc does not combine them");
     }
     sc.type = RopeScalingType::kLongRope;
+    if (l0 == 0) sc.original_max_position_embeddings = n_ctx_train;  // the planner needs it
     sc.long_factor = gguf_factor_tensor(m, read, "rope_factors_long.weight", pairs);
     sc.short_factor = gguf_factor_tensor(m, read, "rope_factors_short.weight", pairs);
     if (sc.original_max_position_embeddings > 0 && n_ctx_train > sc.original_max_position_embeddings) {

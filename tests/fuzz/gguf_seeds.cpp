@@ -1,7 +1,10 @@
-// Writes the seed corpus of fuzz_gguf (scripts/fuzz.sh gguf): small GGUF headers of the
-// families gguf_config.hpp reads, laid out by tests/support/gguf_writer.hpp.
-//   gguf_seeds <directory>
+// Writes small GGUF headers of the families gguf_config.hpp reads, laid out by
+// tests/support/gguf_writer.hpp: the seed corpus of fuzz_gguf (scripts/fuzz.sh gguf) and the
+// files of the rope-inspect GGUF tests (tests/tools.cmake).
+//   gguf_seeds <directory>     (created if missing)
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -35,9 +38,25 @@ void save(const std::string& dir, const std::string& name, const GgufWriter& w) 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const std::string dir = argv[1];
+  std::filesystem::create_directories(dir);
+  // Llama-3.1-8B: rope_freqs by convert_hf_to_gguf.py's llama3 rule (factor 8, low 1, high 4,
+  // L0 8192): 1 below a wavelength of 2048 tokens, 8 above 8192, 1 / ((1 - m) / 8 + m) between.
   GgufWriter llama = base("llama");
-  llama.tensor("rope_freqs.weight", {64}, 0, llama.f32_bytes(std::vector<float>(64, 2.0f)));
+  llama.u32("llama.rope.dimension_count", 128);
+  std::vector<float> factors;
+  for (int j = 0; j < 64; ++j) {
+    const double wavelen = 2.0 * 3.141592653589793 * std::pow(500000.0, j / 64.0);
+    const double m = (8192.0 / wavelen - 1.0) / 3.0;
+    factors.push_back(wavelen < 2048.0   ? 1.0f
+                      : wavelen > 8192.0 ? 8.0f
+                                         : static_cast<float>(1.0 / ((1.0 - m) / 8.0 + m)));
+  }
+  llama.tensor("rope_freqs.weight", {64}, 0, llama.f32_bytes(factors));
   save(dir, "llama31.gguf", llama);
+  auto cut = llama.bytes();
+  cut.resize(40);
+  std::ofstream(dir + "/truncated.gguf", std::ios::binary)
+      .write(reinterpret_cast<const char*>(cut.data()), static_cast<std::streamsize>(cut.size()));
   save(dir, "qwen2-yarn.gguf", base("qwen2")
                                    .str("qwen2.rope.scaling.type", "yarn")
                                    .f32("qwen2.rope.scaling.factor", 4.0f)
