@@ -157,6 +157,19 @@ struct GgufMetadata {
   [[noreturn]] void fail(std::string_view key, const Parts&... parts) const {
     detail::throw_invalid_argument("load_gguf", source, ": key \"", key, "\" ", parts...);
   }
+
+ private:
+  /// The array at key (nullptr when absent), refused unless its elements pass `element_ok`.
+  template <typename Pred>
+  const GgufValue* find_array(std::string_view key, std::string_view what, Pred element_ok) const {
+    const GgufValue* v = find(key);
+    if (v != nullptr && (v->type != GgufType::kArray || !element_ok(v->element_type))) {
+      const bool array = v->type == GgufType::kArray;
+      fail(key, "must be an array of ", what, ", got ", to_string(v->type), array ? " of " : "",
+           array ? to_string(v->element_type) : "");
+    }
+    return v;
+  }
 };
 
 namespace detail {
@@ -545,13 +558,8 @@ inline std::optional<std::string> GgufMetadata::get_string(std::string_view key)
 
 inline std::optional<std::vector<std::int64_t>> GgufMetadata::get_int_array(
     std::string_view key) const {
-  const GgufValue* v = find(key);
+  const GgufValue* v = find_array(key, "integers", [](GgufType t) { return detail::gguf_is_integer(t); });
   if (v == nullptr) return std::nullopt;
-  if (v->type != GgufType::kArray || !detail::gguf_is_integer(v->element_type)) {
-    fail(key, "must be an array of integers, got ", to_string(v->type),
-         v->type == GgufType::kArray ? " of " : "",
-         v->type == GgufType::kArray ? to_string(v->element_type) : "");
-  }
   std::vector<std::int64_t> out;
   out.reserve(v->values.size());
   for (const GgufScalar& s : v->values) out.push_back(detail::gguf_scalar_int(*this, key, s));
@@ -560,14 +568,10 @@ inline std::optional<std::vector<std::int64_t>> GgufMetadata::get_int_array(
 
 inline std::optional<std::vector<double>> GgufMetadata::get_float_array(
     std::string_view key) const {
-  const GgufValue* v = find(key);
+  const GgufValue* v = find_array(key, "numbers", [](GgufType t) {
+    return detail::gguf_is_integer(t) || detail::gguf_is_float(t);
+  });
   if (v == nullptr) return std::nullopt;
-  if (v->type != GgufType::kArray ||
-      !(detail::gguf_is_integer(v->element_type) || detail::gguf_is_float(v->element_type))) {
-    fail(key, "must be an array of numbers, got ", to_string(v->type),
-         v->type == GgufType::kArray ? " of " : "",
-         v->type == GgufType::kArray ? to_string(v->element_type) : "");
-  }
   std::vector<double> out;
   out.reserve(v->values.size());
   for (const GgufScalar& s : v->values) out.push_back(detail::gguf_scalar_float(s));
@@ -575,13 +579,8 @@ inline std::optional<std::vector<double>> GgufMetadata::get_float_array(
 }
 
 inline std::optional<std::vector<bool>> GgufMetadata::get_bool_array(std::string_view key) const {
-  const GgufValue* v = find(key);
+  const GgufValue* v = find_array(key, "bools", [](GgufType t) { return t == GgufType::kBool; });
   if (v == nullptr) return std::nullopt;
-  if (v->type != GgufType::kArray || v->element_type != GgufType::kBool) {
-    fail(key, "must be an array of bools, got ", to_string(v->type),
-         v->type == GgufType::kArray ? " of " : "",
-         v->type == GgufType::kArray ? to_string(v->element_type) : "");
-  }
   std::vector<bool> out;
   out.reserve(v->values.size());
   for (const GgufScalar& s : v->values) out.push_back(std::get<bool>(s));
