@@ -680,6 +680,7 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
   refuse(base("qwen2vl").i32_array("qwen2vl.rope.dimension_sections", {16, 24, 20, 0}),
          "key \"qwen2vl.rope.dimension_sections\" sums to 60; rope.dimension_count / 2 = 64 expected");
   refuse(base("mamba"), "architecture \"mamba\" applies no RoPE in llama.cpp");
+  refuse(base("gemma4"), "architecture \"gemma4\" (per-layer-type head widths");
   refuse(base("gemma2").u32("gemma2.attention.sliding_window", 4096).u32_array(
              "gemma2.attention.sliding_window_pattern", {1, 0, 1, 0}),
          "must be an array of bools, got array of u32");

@@ -223,7 +223,8 @@ inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t lay
   } else if (default_period > 0) {
     *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(default_period);
   } else {
-    *how = "every layer";
+    *how = "every layer (posenc knows no fixed pattern of llama.cpp's for " + k.arch() +
+           "; a file can give attention.sliding_window_pattern)";
     return slides;
   }
   for (std::int64_t i = 0; i < layers; ++i) {
@@ -470,6 +471,12 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
   }
 
   // --- RoPE ----------------------------------------------------------------------------------
+  if (arch == "gemma4") {
+    // Its full-attention layers rotate heads of another width with proportional RoPE
+    // (key_length_swa / rope.dimension_count_swa in llama.cpp); one plan would be wrong.
+    throw_invalid_argument(fn, m.source, ": architecture \"gemma4\" (per-layer-type head widths "
+                           "and proportional RoPE) is not read from GGUF; load its config.json");
+  }
   if (rope_type == GgmlRopeType::kUnknown && !options.layout) {
     throw_invalid_argument(fn, m.source, ": architecture \"", arch,
                            "\" is not in posenc's table of ggml rope types; pass "
@@ -540,7 +547,7 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(n_embd / n_head));
     out.notes.push_back("softmax scale 1 / sqrt(embedding_length / head_count): the 27B model's "
                         "query_pre_attn_scalar (llama.cpp)");
-  } else if (gguf_arch_in(arch, {"gemma3n", "gemma4"})) {
+  } else if (arch == "gemma3n") {
     out.softmax_scale = 1.0;
   } else {
     out.softmax_scale = planned.softmax_scale_multiplier /
