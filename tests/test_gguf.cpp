@@ -316,3 +316,36 @@ TEST_CASE("gguf: arrays of arrays keep their count and the keys after them read"
   CHECK(v->values.empty());
   CHECK(m.get_int("after") == 9);
 }
+
+TEST_CASE("gguf: arrays past max_array_elements keep their count and are skipped", "[gguf]") {
+  GgufWriter w;
+  w.str_array("tokenizer.ggml.tokens", {"<s>", "</s>", "hello"})
+      .f32_array("tokenizer.ggml.scores", {0.0f, -1.0f, -2.5f})
+      .i32_array("llama.rope.dimension_sections", {1, 2})
+      .u32("after", 7);
+  const auto bytes = w.bytes();
+  posenc::GgufReadOptions options;
+  options.max_array_elements = 2;
+  const std::string path = temp_path("skip");
+  write_file(path, bytes);
+  for (const auto& m : {posenc::parse_gguf(bytes.data(), bytes.size(), "s.gguf", options),
+                        posenc::load_gguf(path, options)}) {
+    const posenc::GgufValue* tokens = m.find("tokenizer.ggml.tokens");
+    REQUIRE(tokens != nullptr);
+    CHECK(tokens->count == 3);
+    CHECK(tokens->element_type == GgufType::kString);
+    CHECK(tokens->values.empty());
+    CHECK(m.find("tokenizer.ggml.scores")->values.empty());
+    CHECK(m.get_int_array("llama.rope.dimension_sections") == std::vector<std::int64_t>{1, 2});
+    CHECK(m.get_int("after") == 7);
+    REQUIRE_THROWS_AS(m.get_float_array("tokenizer.ggml.scores"), std::invalid_argument);
+    REQUIRE_THROWS_WITH(m.get_float_array("tokenizer.ggml.scores"),
+                        Catch::Contains("key \"tokenizer.ggml.scores\" holds 3 elements that were not kept"));
+  }
+  std::remove(path.c_str());
+  // Skipping checks lengths as reading does: a string running past the end is refused.
+  auto cut = bytes;
+  cut.resize(4 + 4 + 8 + 8 + 8 + 21 + 4 + 4 + 8 + 8 + 3 + 8 + 2);  // inside "hello"
+  REQUIRE_THROWS_WITH(posenc::parse_gguf(cut.data(), cut.size(), "cut.gguf", options),
+                      Catch::Contains("truncated"));
+}

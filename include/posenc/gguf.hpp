@@ -93,7 +93,8 @@ inline constexpr std::uint32_t kGgmlTypeBF16 = 30;
 using GgufScalar = std::variant<std::uint64_t, std::int64_t, double, bool, std::string>;
 
 /// One metadata value: a scalar (values.size() == 1) or an array of scalars. Arrays of arrays
-/// (allowed by the format, written by no model converter) keep their count only.
+/// (allowed by the format, written by no model converter) and arrays longer than
+/// GgufReadOptions::max_array_elements keep their count only (values.size() < count).
 struct GgufValue {
   GgufType type = GgufType::kUint32;          ///< kArray for arrays
   GgufType element_type = GgufType::kUint32;  ///< arrays: the elements' type
@@ -113,6 +114,14 @@ struct GgufTensorInfo {
     for (std::int64_t d : shape) n *= d;
     return n;
   }
+};
+
+/// How much of the header to keep.
+struct GgufReadOptions {
+  /// Arrays with more elements keep their type and count only (values stays empty; the bytes
+  /// are skipped): the tokenizer's vocabulary, scores and merges (100k+ entries each) are not
+  /// needed to read positions. Default: keep everything.
+  std::uint64_t max_array_elements = std::numeric_limits<std::uint64_t>::max();
 };
 
 /// A GGUF file's header: metadata in file order and the tensor directory.
@@ -167,6 +176,10 @@ struct GgufMetadata {
       const bool array = v->type == GgufType::kArray;
       fail(key, "must be an array of ", what, ", got ", to_string(v->type), array ? " of " : "",
            array ? to_string(v->element_type) : "");
+    }
+    if (v != nullptr && v->values.size() != v->count) {
+      fail(key, "holds ", v->count, " elements that were not kept (GgufReadOptions::",
+           "max_array_elements)");
     }
     return v;
   }
@@ -288,6 +301,16 @@ class GgufReader {
     return s;
   }
 
+  /// Skips n bytes (through the stream's buffer: no seek per string of a skipped array).
+  void skip(std::uint64_t n) {
+    if (n > size_ - pos_) fail("truncated: ", n, " bytes at offset ", pos_, ", the file has ", size_);
+    if (in_ != nullptr) {
+      in_->ignore(static_cast<std::streamsize>(n));
+      if (static_cast<std::uint64_t>(in_->gcount()) != n) fail("read error at offset ", pos_);
+    }
+    pos_ += n;
+  }
+
   void skip_to(std::uint64_t target) {
     if (target > size_) fail("truncated: the data section starts at ", target, ", the file has ", size_);
     if (in_ != nullptr) {
@@ -351,26 +374,35 @@ inline GgufType gguf_read_type(GgufReader& r, std::uint64_t key_index) {
   return static_cast<GgufType>(t);
 }
 
-/// Skips an array's elements without storing them (nested arrays), depth-limited.
+inline void gguf_skip_array(GgufReader& r, std::uint64_t key_index, int depth);
+
+/// Skips n array elements of type et without storing them.
+inline void gguf_skip_elements(GgufReader& r, GgufType et, std::uint64_t n,
+                               std::uint64_t key_index, int depth) {
+  if (et == GgufType::kArray) {
+    for (std::uint64_t i = 0; i < n; ++i) gguf_skip_array(r, key_index, depth + 1);
+  } else if (et == GgufType::kString) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t len = r.u64();
+      r.need(len, 1, "key ", key_index, "'s string");
+      r.skip(len);
+    }
+  } else {
+    r.skip(n * gguf_scalar_size(et));  // n was checked against the bytes left
+  }
+}
+
+/// Skips a nested array (its header and elements), depth-limited.
 inline void gguf_skip_array(GgufReader& r, std::uint64_t key_index, int depth) {
   if (depth > 8) r.fail("key ", key_index, ": arrays nested deeper than 8");
   const GgufType et = gguf_read_type(r, key_index);
   const std::uint64_t n = r.u64();
   r.need(n, gguf_min_size(et), "key ", key_index, "'s array of ", n);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    if (et == GgufType::kArray) {
-      gguf_skip_array(r, key_index, depth + 1);
-    } else if (et == GgufType::kString) {
-      const std::uint64_t len = r.u64();
-      r.need(len, 1, "key ", key_index, "'s string");
-      r.skip_to(r.offset() + len);
-    } else {
-      r.skip_to(r.offset() + gguf_scalar_size(et));
-    }
-  }
+  gguf_skip_elements(r, et, n, key_index, depth);
 }
 
-inline GgufValue gguf_read_value(GgufReader& r, std::uint64_t key_index) {
+inline GgufValue gguf_read_value(GgufReader& r, std::uint64_t key_index,
+                                 const GgufReadOptions& options) {
   GgufValue v;
   v.type = gguf_read_type(r, key_index);
   if (v.type != GgufType::kArray) {
@@ -380,8 +412,8 @@ inline GgufValue gguf_read_value(GgufReader& r, std::uint64_t key_index) {
   v.element_type = gguf_read_type(r, key_index);
   v.count = r.u64();
   r.need(v.count, gguf_min_size(v.element_type), "key ", key_index, "'s array of ", v.count);
-  if (v.element_type == GgufType::kArray) {
-    for (std::uint64_t i = 0; i < v.count; ++i) gguf_skip_array(r, key_index, 1);
+  if (v.element_type == GgufType::kArray || v.count > options.max_array_elements) {
+    gguf_skip_elements(r, v.element_type, v.count, key_index, 0);
     return v;
   }
   v.values.reserve(static_cast<std::size_t>(v.count));
@@ -391,7 +423,7 @@ inline GgufValue gguf_read_value(GgufReader& r, std::uint64_t key_index) {
   return v;
 }
 
-inline GgufMetadata gguf_parse(GgufReader& r) {
+inline GgufMetadata gguf_parse(GgufReader& r, const GgufReadOptions& options) {
   GgufMetadata m;
   m.source = r.source();
   m.file_size = r.size();
@@ -425,7 +457,7 @@ inline GgufMetadata gguf_parse(GgufReader& r) {
     for (const auto& kv : m.metadata) {
       if (kv.first == key) r.fail("key \"", key, "\" appears twice");
     }
-    GgufValue value = gguf_read_value(r, i);
+    GgufValue value = gguf_read_value(r, i, options);
     m.metadata.emplace_back(std::move(key), std::move(value));
   }
   if (const GgufValue* a = m.find("general.alignment")) {
@@ -591,21 +623,22 @@ inline std::optional<std::vector<bool>> GgufMetadata::get_bool_array(std::string
 /// data is only needed by gguf_tensor_as_float).
 /// Throws std::invalid_argument naming `source` for anything malformed.
 inline GgufMetadata parse_gguf(const void* bytes, std::size_t size,
-                               std::string source = "<memory>") {
+                               std::string source = "<memory>",
+                               const GgufReadOptions& options = {}) {
   detail::GgufReader r(static_cast<const unsigned char*>(bytes), size, std::move(source));
-  return detail::gguf_parse(r);
+  return detail::gguf_parse(r, options);
 }
 
 /// \brief Reads a GGUF file's header (metadata + tensor directory), not its weights: a
 /// 100 GB model costs a few MB of reading (the tokenizer's arrays).
-inline GgufMetadata load_gguf(const std::string& path) {
+inline GgufMetadata load_gguf(const std::string& path, const GgufReadOptions& options = {}) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) detail::throw_invalid_argument("load_gguf", path, ": cannot open the file");
   const std::streamoff size = in.tellg();
   in.seekg(0);
   if (size < 0 || !in) detail::throw_invalid_argument("load_gguf", path, ": cannot size the file");
   detail::GgufReader r(in, static_cast<std::uint64_t>(size), path);
-  return detail::gguf_parse(r);
+  return detail::gguf_parse(r, options);
 }
 
 /// \brief One F32 / F16 / BF16 tensor of a GGUF held in memory, as floats in ggml's order

@@ -198,6 +198,10 @@ class GgufKeys {
   std::string arch_;
 };
 
+/// The configuration keys are scalars or per-layer arrays: longer arrays (the tokenizer's) are
+/// skipped, not stored.
+inline constexpr GgufReadOptions kGgufConfigRead{std::uint64_t{1} << 16};
+
 inline constexpr std::int64_t kGgufMaxDim = std::int64_t{1} << 16;
 inline constexpr std::int64_t kGgufMaxLength = std::int64_t{1} << 40;
 
@@ -636,7 +640,7 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
 inline HfModelConfig parse_gguf_config(const void* bytes, std::size_t size,
                                        std::string source = "<memory>",
                                        const GgufConfigOptions& options = {}) {
-  const GgufMetadata m = parse_gguf(bytes, size, std::move(source));
+  const GgufMetadata m = parse_gguf(bytes, size, std::move(source), detail::kGgufConfigRead);
   const auto read = [&](std::string_view name) {
     return gguf_tensor_as_float(m, name, bytes, size);
   };
@@ -646,7 +650,7 @@ inline HfModelConfig parse_gguf_config(const void* bytes, std::size_t size,
 /// \brief Reads a GGUF file's header (and its RoPE factor tensors, if any), not its weights.
 inline HfModelConfig load_gguf_config(const std::string& path,
                                       const GgufConfigOptions& options = {}) {
-  const GgufMetadata m = load_gguf(path);
+  const GgufMetadata m = load_gguf(path, detail::kGgufConfigRead);
   const auto read = [&](std::string_view name) { return read_gguf_tensor(m, name, path); };
   return detail::gguf_config_from_metadata(m, read, options);
 }
