@@ -103,7 +103,7 @@ std::vector<long double> reference_row(const posenc::KvCache<F>& cache, const fl
   for (Eigen::Index j = 0; j <= slot; ++j) {
     long double dot = 0;
     for (Eigen::Index c = 0; c < d; ++c) {
-      dot += q[static_cast<std::size_t>(c)] * value_of(keys(b, j, g, c), cache.scales().k);
+      dot += q[static_cast<std::size_t>(c)] * value_of(keys(b, j, g, c), cache.scales().k_of(g));
     }
     long double logit = scale * dot;
     if (positional == Positional::kAlibi) {
@@ -118,7 +118,7 @@ std::vector<long double> reference_row(const posenc::KvCache<F>& cache, const fl
   for (Eigen::Index j = 0; j <= slot; ++j) {
     for (Eigen::Index c = 0; c < d; ++c) {
       out[static_cast<std::size_t>(c)] += logits[static_cast<std::size_t>(j)] / sum *
-                                          value_of(values(b, j, g, c), cache.scales().v);
+                                          value_of(values(b, j, g, c), cache.scales().v_of(g));
     }
   }
   return out;
@@ -177,13 +177,18 @@ TEMPLATE_TEST_CASE("kv_cache fp8: prefill, a chunk and decode steps equal long-d
   using F = TestType;
   constexpr Eigen::Index B = 2, H = 8, KVH = 2;
   const std::vector<double> slopes = posenc::alibi_slopes(H);
+  // Per-tensor scales, and per kv head (compressed-tensors' "attn_head" strategy).
+  const posenc::KvScales per_tensor{0.03, 0.011};
+  const auto per_head = posenc::KvScales::per_head({0.03, 0.07}, {0.011, 0.025});
   for (const Eigen::Index D : {64, 72, 12}) {
     for (const auto positional :
          {Positional::kRopeHalfSplit, Positional::kRopeInterleaved, Positional::kAlibi}) {
-      INFO("D " << D << " positional " << static_cast<int>(positional));
+     for (const posenc::KvScales* scales : {&per_tensor, &per_head}) {
+      INFO("D " << D << " positional " << static_cast<int>(positional) << " per head "
+                << !scales->k_heads.empty());
       const auto freqs = plan(D);
       posenc::KvCache<F> cache(B, 40, KVH, D);
-      cache.set_scales({0.03, 0.011});
+      cache.set_scales(*scales);
       posenc::AttentionParams params;
       if (positional == Positional::kAlibi) {
         params.alibi_slopes = slopes;
@@ -226,9 +231,63 @@ TEMPLATE_TEST_CASE("kv_cache fp8: prefill, a chunk and decode steps equal long-d
           }
         }
       }
+     }
     }
   }
 }
+
+TEMPLATE_TEST_CASE("kv_cache fp8: per-head scales store each kv head divided by its own scale, "
+                   "and equal scales read as the per-tensor cache, bit for bit",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  using F = TestType;
+  const fp8::Spec& sp = spec_of<F>();
+  constexpr Eigen::Index KVH = 3, D = 8, H = 6, N = 5;
+  // x = 1 everywhere: head g stores 1 / k_g and 1 / v_g, exact powers of two in both formats.
+  const auto scales = posenc::KvScales::per_head({0.5, 1.0, 4.0}, {0.25, 2.0, 1.0});
+  const std::vector<float> ones(N * KVH * D, 1.0f);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<F> cache(1, N, KVH, D);
+  cache.set_scales(scales);
+  cache.append(ConstTensorView<float, 4>(ones.data(), 1, N, KVH, D),
+               ConstTensorView<float, 4>(ones.data(), 1, N, KVH, D),
+               posenc::PositionIdsView(pos.data(), 1, N));
+  posenc::PagedKvCache<F> pool(4, 2, KVH, D);
+  pool.set_scales(scales);
+  const auto s = pool.add_sequence();
+  pool.append(s, ConstTensorView<float, 3>(ones.data(), N, KVH, D),
+              ConstTensorView<float, 3>(ones.data(), N, KVH, D));
+  const long double want_k[KVH] = {2.0L, 1.0L, 0.25L}, want_v[KVH] = {4.0L, 0.5L, 1.0L};
+  for (Eigen::Index t = 0; t < N; ++t) {
+    const auto page = pool.pages(s)[static_cast<std::size_t>(t / 2)];
+    for (Eigen::Index g = 0; g < KVH; ++g) {
+      CAPTURE(t, g);
+      CHECK(fp8::spec_value(sp, cache.keys()(0, t, g, 3).bits) == want_k[g]);
+      CHECK(fp8::spec_value(sp, cache.values()(0, t, g, 5).bits) == want_v[g]);
+      CHECK(pool.key_pages()(page, t % 2, g, 3) == cache.keys()(0, t, g, 3));
+      CHECK(pool.value_pages()(page, t % 2, g, 5) == cache.values()(0, t, g, 5));
+    }
+  }
+  // The same scale on every head is the per-tensor cache: identical codes and outputs.
+  const auto k = normal(N * KVH * D, 1.0f, 31), v = normal(N * KVH * D, 1.0f, 32);
+  const auto q = normal(N * H * D, 1.0f, 33);
+  posenc::KvCache<F> a(1, N, KVH, D), b(1, N, KVH, D);
+  a.set_scales({0.05, 0.02});
+  b.set_scales(posenc::KvScales::per_head({0.05, 0.05, 0.05}, {0.02, 0.02, 0.02}));
+  std::vector<float> out_a(N * H * D), out_b(N * H * D);
+  for (auto* c : {&a, &b}) {
+    c->set_rope(plan(D), posenc::RopeLayout::kHalfSplit);
+    c->append(ConstTensorView<float, 4>(k.data(), 1, N, KVH, D),
+              ConstTensorView<float, 4>(v.data(), 1, N, KVH, D), posenc::PositionIdsView(pos.data(), 1, N));
+    c->attend(ConstTensorView<float, 4>(q.data(), 1, N, H, D),
+              TensorView<float, 4>((c == &a ? out_a : out_b).data(), 1, N, H, D));
+  }
+  CHECK(out_a == out_b);
+  for (Eigen::Index i = 0; i < N * KVH * D; ++i) {
+    REQUIRE(a.keys().data()[i] == b.keys().data()[i]);
+  }
+}
+
 
 TEMPLATE_TEST_CASE("kv_cache fp8: codes read as a float cache holding their values, NaN "
                    "included",
@@ -410,7 +469,7 @@ TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, cha
   cache.set_scales({0.5, 0.25});
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (const posenc::KvScales bad : {posenc::KvScales{0.0, 1.0}, posenc::KvScales{-1.0, 1.0},
+  for (const posenc::KvScales& bad : {posenc::KvScales{0.0, 1.0}, posenc::KvScales{-1.0, 1.0},
                                      posenc::KvScales{nan, 1.0}, posenc::KvScales{inf, 1.0}}) {
     REQUIRE_THROWS_AS(cache.set_scales(bad), std::invalid_argument);
     REQUIRE_THROWS_WITH(cache.set_scales(bad), Catch::Matchers::Contains("k_scale"));
@@ -431,7 +490,18 @@ TEST_CASE("kv_cache fp8: bad scales throw std::invalid_argument naming them, cha
   cache.set_scales({1.0, 1.0});  // empty again
   CHECK(cache.scales().k == 1.0);
 
+  {  // Per-head scales: one per kv head, each finite and > 0.
+    posenc::KvCache<F> heads(1, 4, 2, 8);
+    REQUIRE_THROWS_WITH(heads.set_scales(posenc::KvScales::per_head({0.5, 0.5, 0.5}, {})),
+                        Catch::Matchers::Contains("k_heads has 3 scales; it must be empty or hold "
+                                                  "one per kv head (2)"));
+    REQUIRE_THROWS_WITH(heads.set_scales(posenc::KvScales::per_head({0.5, 0.5}, {1.0, nan})),
+                        Catch::Matchers::Contains("v_heads[1] = nan must be finite and > 0"));
+    CHECK(heads.scales().k_heads.empty());
+  }
   auto latent = posenc::KvCache<F>::latent(1, 4, 1, 16, 8);
+  REQUIRE_THROWS_AS(latent.set_scales(posenc::KvScales::per_head({0.5}, {0.25})),
+                    std::invalid_argument);
   REQUIRE_THROWS_AS(latent.set_scales({0.5, 0.25}), std::invalid_argument);
   REQUIRE_THROWS_WITH(latent.set_scales({0.5, 0.25}), Catch::Matchers::Contains("latent"));
   latent.set_scales({0.5, 0.5});

@@ -107,10 +107,18 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
 
 /// The scales into the problem: k into the softmax scale (scale q . (k x) = (k scale) q . x),
 /// v into the output's 1 / l, each with the kernel's unit for TKV (attn_kv_unit).
+/// Unscaled storage (every type but a scaled FP8 cache).
+inline const KvScales kUnitKvScales{};
+
+/// Per-head scales stay per kv head: a query row takes its kv head's (AttentionProblem::k_heads).
 template <typename Acc, typename TQ, typename TKV, typename TO>
 void set_kv_scales(AttentionProblem<Acc, TQ, TKV, TO>& p, const KvScales& scales) {
-  p.scale = static_cast<Acc>(static_cast<double>(p.scale) * scales.k * attn_kv_unit<TKV>);
-  p.v_scale = static_cast<Acc>(scales.v * attn_kv_unit<TKV>);
+  const bool k_heads = !scales.k_heads.empty(), v_heads = !scales.v_heads.empty();
+  p.scale = static_cast<Acc>(static_cast<double>(p.scale) * (k_heads ? 1.0 : scales.k) *
+                             attn_kv_unit<TKV>);
+  p.v_scale = static_cast<Acc>((v_heads ? 1.0 : scales.v) * attn_kv_unit<TKV>);
+  p.k_heads = k_heads ? scales.k_heads.data() : nullptr;
+  p.v_heads = v_heads ? scales.v_heads.data() : nullptr;
 }
 
 /// K and V as the kernel reads them (validated views or a cache's storage): row j of sequence
@@ -126,7 +134,8 @@ struct AttentionKvRows {
   Eigen::Index v_row_elems = 0, v_head_elems = 0;
   /// K + V bytes read by the caller's calls around this one (AttentionProblem::stream_bytes).
   std::int64_t stream_bytes = 0;
-  KvScales scales{};
+  /// The storage scales (a cache's own, which outlive the call); null = 1.
+  const KvScales* scales = nullptr;
 };
 
 /// float8_e4m3 rows read as float8_e4m3_finite, whose widening skips the NaN test: for a
@@ -183,7 +192,7 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.v_head_elems = kv.v_head_elems > 0 ? kv.v_head_elems : kv.dv;
   p.stream_bytes = kv.stream_bytes;
   set_attention_params(p, params, softmax_scale_multiplier);
-  set_kv_scales(p, kv.scales);
+  set_kv_scales(p, kv.scales ? *kv.scales : kUnitKvScales);
   p.q_pos = meta.query_positions;
   p.k_pos = meta.key_positions;
   p.key_lengths = meta.key_lengths;

@@ -142,7 +142,7 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
                 "posenc: q must be float, double, Eigen::half or Eigen::bfloat16, the pages "
                 "one of those or FP8");
   const Eigen::Index batch = q.dimension(0);
-  validate_kv_scales(fn, scales, 0, false);
+  validate_kv_scales(fn, scales, 0, false, k_pages.dimension(2));
   validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
   // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
   // only their dimensions are read.

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "posenc/detail/numeric.hpp"
@@ -192,12 +193,30 @@ struct AttentionMetadata {
   OptionalView<ConstTensorView<std::uint8_t, 3>> tree_mask;
 };
 
-/// The per-tensor scales of an FP8 KV cache (vLLM's k_scale / v_scale, from a checkpoint's
-/// quantisation or calibration): a key x is stored as fp8(x / k), a value as fp8(x / v), and
-/// attention reads them as code * k and code * v. 1 for every other storage type.
+/// The scales of an FP8 KV cache (vLLM's k_scale / v_scale, from a checkpoint's quantisation or
+/// calibration): a key x is stored as fp8(x / k), a value as fp8(x / v), and attention reads
+/// them as code * k and code * v. 1 for every other storage type.
 struct KvScales {
+  KvScales() = default;
+  KvScales(double k_scale, double v_scale) : k(k_scale), v(v_scale) {}
+  /// Scales per kv head (see k_heads).
+  static KvScales per_head(std::vector<double> k_scales, std::vector<double> v_scales) {
+    KvScales s;
+    s.k_heads = std::move(k_scales);
+    s.v_heads = std::move(v_scales);
+    return s;
+  }
+
   double k = 1.0;
   double v = 1.0;
+  /// Per kv head (compressed-tensors' kv_cache_scheme with strategy "attn_head", whose k_scale
+  /// / v_scale have one entry per kv head): when non-empty, kv head g is stored and read with
+  /// k_heads[g] / v_heads[g] in place of k / v. Empty or one entry per kv head.
+  std::vector<double> k_heads;
+  std::vector<double> v_heads;
+
+  double k_of(Eigen::Index g) const { return k_heads.empty() ? k : k_heads[static_cast<std::size_t>(g)]; }
+  double v_of(Eigen::Index g) const { return v_heads.empty() ? v : v_heads[static_cast<std::size_t>(g)]; }
 };
 
 namespace detail {
@@ -206,10 +225,21 @@ namespace detail {
 /// already stored were quantised with the old ones); a latent cache (values = the first
 /// v_head_dim of each key row) has one scale for both.
 inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::Index stored,
-                               bool latent) {
+                               bool latent, Eigen::Index kv_heads) {
   require(std::isfinite(s.k) && s.k > 0.0, fn, "k_scale = ", s.k, " must be finite and > 0");
   require(std::isfinite(s.v) && s.v > 0.0, fn, "v_scale = ", s.v, " must be finite and > 0");
-  require(!latent || s.k == s.v, fn, "k_scale = ", s.k, " and v_scale = ", s.v,
+  for (const auto* heads : {&s.k_heads, &s.v_heads}) {
+    const char* name = heads == &s.k_heads ? "k_heads" : "v_heads";
+    require(heads->empty() || static_cast<Eigen::Index>(heads->size()) == kv_heads, fn, name,
+            " has ", heads->size(), " scales; it must be empty or hold one per kv head (",
+            kv_heads, ")");
+    for (std::size_t g = 0; g < heads->size(); ++g) {
+      require(std::isfinite((*heads)[g]) && (*heads)[g] > 0.0, fn, name, "[", g, "] = ",
+              (*heads)[g], " must be finite and > 0");
+    }
+  }
+  require(!latent || (s.k == s.v && s.k_heads == s.v_heads), fn, "k_scale = ", s.k,
+          " and v_scale = ", s.v, " (and k_heads / v_heads)",
           " must be equal in a latent cache: its values are the first v_head_dim of each key row");
   require(stored == 0, fn, "the cache holds ", stored, " slots quantised with the current ",
           "scales: set the scales before the first append (or after emptying it)");

@@ -14,8 +14,8 @@
 /// vLLM's cache writes use (an unsaturated E4M3 would turn it into NaN). NaN stays NaN. Every FP8
 /// value is exactly a float, so widening is exact.
 ///
-/// These are storage types of KvCache / PagedKvCache only, with a per-tensor scale
-/// (KvCache::set_scales: stored = fp8(x / scale), as vLLM's k_scale / v_scale).
+/// These are storage types of KvCache / PagedKvCache only, with a per-tensor or per-kv-head
+/// scale (KvCache::set_scales: stored = fp8(x / scale), as vLLM's k_scale / v_scale).
 
 #include <cstdint>
 #include <cstring>

@@ -7,8 +7,8 @@
 /// Storage: [batch, max_len, kv_heads, head_dim] for K and [batch, max_len, kv_heads,
 /// v_head_dim] for V (v_head_dim = head_dim unless given: DeepSeek MLA without weight
 /// absorption keeps keys of 192 and values of 128), in T = float, Eigen::bfloat16 or Eigen::half
-/// (double also accepted), or FP8 (float8_e4m3 / float8_e5m2, float8.hpp) with per-tensor
-/// scales (set_scales: vLLM's k_scale / v_scale); [batch, max_len] int64 positions and uint8
+/// (double also accepted), or FP8 (float8_e4m3 / float8_e5m2, float8.hpp) with per-tensor or
+/// per-kv-head scales (set_scales: vLLM's k_scale / v_scale); [batch, max_len] int64 positions and uint8
 /// validity.
 ///
 /// FP8: append rotates a key in float and quantises it once, fp8(R(p) k / k_scale) (FlashInfer's
@@ -139,12 +139,13 @@ class KvCache {
                     "they are the first v_head_dim = ", dv_, " elements of each keys() row");
     return {v_.data(), batch_, max_len_, kv_heads_, dv_};
   }
-  /// \brief FP8 caches: the per-tensor scales keys and values are stored with (see KvScales).
-  /// Throws std::invalid_argument, changing nothing, unless both are finite and > 0, the cache
-  /// is empty (size() == 0) and, for a latent cache, k == v.
+  /// \brief FP8 caches: the scales keys and values are stored with, per tensor or per kv head
+  /// (see KvScales). Throws std::invalid_argument, changing nothing, unless every scale is
+  /// finite and > 0, per-head lists hold kv_heads() entries, the cache is empty (size() == 0)
+  /// and, for a latent cache, the key and value scales are equal.
   void set_scales(const KvScales& scales) {
     static_assert(detail::is_float8_v<T>, "posenc: only FP8 caches store with a scale");
-    detail::validate_kv_scales("KvCache::set_scales", scales, size_, latent_);
+    detail::validate_kv_scales("KvCache::set_scales", scales, size_, latent_, kv_heads_);
     scales_ = scales;
   }
   /// The storage scales (1, 1 unless an FP8 cache set others).
@@ -338,11 +339,11 @@ class KvCache {
       auto& stage = staging_.convert<Acc>(k.data(), static_cast<std::size_t>(batch_ * n * row));
       apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, n, kv_heads_, d_), positions,
                               *rope_, rope_layout_);
-      store(stage.data(), k_, d_, size_, n, static_cast<float>(scales_.k));
+      store(stage.data(), k_, d_, size_, n, scales_.k, scales_.k_heads);
     } else {
-      store(k.data(), k_, d_, size_, n, static_cast<float>(scales_.k));
+      store(k.data(), k_, d_, size_, n, scales_.k, scales_.k_heads);
     }
-    if (v) store(v->data(), v_, dv_, size_, n, static_cast<float>(scales_.v));
+    if (v) store(v->data(), v_, dv_, size_, n, scales_.v, scales_.v_heads);
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = 0; s < n; ++s) {
         const auto slot = static_cast<std::size_t>(b * max_len_ + size_ + s);
@@ -417,7 +418,7 @@ class KvCache {
                                              k_stride, k_stride, kv_heads_ * d_, d_}
                 : detail::AttentionKvRows<T>{k_.data(), v_.data(), size_, kv_heads_, d_, dv_,
                                              k_stride, max_len_ * kv_heads_ * dv_};
-    kv.scales = scales_;
+    kv.scales = &scales_;
     const detail::AttentionMetaRows meta{qpos, pos_.data(), nullptr, valid_.data(), max_len_,
                                          tree_mask ? tree_mask->data() : nullptr};
     const Eigen::Index heads = q.dimension(2);
@@ -441,15 +442,16 @@ class KvCache {
   }
 
   /// Rounds src [batch, n, kv_heads, width] into slots [first, first + n) of dst (FP8: src /
-  /// scale, see to_cache_value).
+  /// scale, or / head_scales[g] in kv head g when given; see to_cache_value).
   template <typename Src>
   void store(const Src* src, detail::cache_line_vector<T>& dst, Eigen::Index width,
-             Eigen::Index first, Eigen::Index n, float scale) {
+             Eigen::Index first, Eigen::Index n, double scale,
+             const std::vector<double>& head_scales = {}) {
     const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index b = 0; b < batch_; ++b) {
       const Src* from = src + b * n * row;
       T* to = dst.data() + (b * max_len_ + first) * row;
-      nan_codes_ |= detail::store_cache_values(from, to, n * row, scale);
+      nan_codes_ |= detail::store_cache_rows(from, to, n, kv_heads_, width, scale, head_scales);
     }
   }
 

@@ -138,13 +138,14 @@ class PagedKvCache {
     return refs_[static_cast<std::size_t>(page)];
   }
 
-  /// \brief FP8 pools: the per-tensor scales keys and values are stored with (see KvScales).
+  /// \brief FP8 pools: the scales keys and values are stored with, per tensor or per kv head
+  /// (see KvScales).
   /// Throws std::invalid_argument, changing nothing, unless both are finite and > 0, no page is
   /// in use and, for a latent pool, k == v.
   void set_scales(const KvScales& scales) {
     static_assert(detail::is_float8_v<T>, "posenc: only FP8 pools store with a scale");
     detail::validate_kv_scales("PagedKvCache::set_scales", scales,
-                               page_size_ * (num_pages_ - free_pages()), latent_);
+                               page_size_ * (num_pages_ - free_pages()), latent_, kv_heads_);
     scales_ = scales;
   }
   /// The storage scales (1, 1 unless an FP8 pool set others).
@@ -334,11 +335,11 @@ class PagedKvCache {
       const TensorView<Acc, 4> keys(stage.data(), 1, n, kv_heads_, d_);
       apply_rope_inplace<Acc>(rope_heads<Acc>(keys), RopePositions::contiguous(1, n, seq.length),
                               *rope_, rope_layout_);
-      store(seq, stage.data(), k_, d_, n, static_cast<float>(scales_.k));
+      store(seq, stage.data(), k_, d_, n, scales_.k, scales_.k_heads);
     } else {
-      store(seq, k.data(), k_, d_, n, static_cast<float>(scales_.k));
+      store(seq, k.data(), k_, d_, n, scales_.k, scales_.k_heads);
     }
-    if (v) store(seq, v->data(), v_, dv_, n, static_cast<float>(scales_.v));
+    if (v) store(seq, v->data(), v_, dv_, n, scales_.v, scales_.v_heads);
     seq.first_query = seq.length;
     seq.length += n;
   }
@@ -477,17 +478,18 @@ class PagedKvCache {
   }
 
   /// Rounds src [n, kv_heads, width] into the sequence's slots length ... length + n - 1 of
-  /// pool (FP8: src / scale, see to_cache_value).
+  /// pool (FP8: src / scale, or / head_scales[g] in kv head g when given; see to_cache_value).
   template <typename Src>
   void store(const Sequence& seq, const Src* src, detail::cache_line_vector<T>& pool,
-             Eigen::Index width, Eigen::Index n, float scale) {
+             Eigen::Index width, Eigen::Index n, double scale,
+             const std::vector<double>& head_scales = {}) {
     const Eigen::Index row = kv_heads_ * width;
     for (Eigen::Index t = 0; t < n; ++t) {
       const Eigen::Index slot = seq.length + t;
       const Eigen::Index page = seq.pages[static_cast<std::size_t>(slot / page_size_)];
       T* to = pool.data() + (page * page_size_ + slot % page_size_) * row;
       const Src* from = src + t * row;
-      nan_codes_ |= detail::store_cache_values(from, to, row, scale);
+      nan_codes_ |= detail::store_cache_rows(from, to, 1, kv_heads_, width, scale, head_scales);
     }
   }
 

@@ -333,6 +333,10 @@ struct AttentionProblem {
   std::int64_t stream_bytes = 0;
   Acc scale = Acc(1);  // the softmax scale, times the keys' storage scale (KvScales)
   Acc v_scale = Acc(1);  // multiplies every output row: the values' storage scale (KvScales)
+  // Per-kv-head storage scales (KvScales::k_heads / v_heads), or null: kv head g's rows take
+  // k_heads[g] into their query scale and v_heads[g] into their output.
+  const double* k_heads = nullptr;
+  const double* v_heads = nullptr;
   bool causal = true;
   Acc softcap = Acc(0);     // c > 0: scores become c tanh(s / c) (Gemma-2)
   Eigen::Index window = 0;  // sliding window (keys per query), 0 = none; <= k_len + q_len
@@ -375,11 +379,18 @@ struct AttentionProblem {
   std::int64_t k_position(Eigen::Index b, Eigen::Index j) const {
     return k_pos ? k_pos[b * meta_batch_stride + j] : static_cast<std::int64_t>(j);
   }
-  /// The factor query qi of sequence b is loaded with: the scale, times its temperature.
-  Acc q_scale(Eigen::Index b, Eigen::Index qi) const {
-    return temperature ? static_cast<Acc>(static_cast<double>(scale) *
-                                          temperature_at(q_position(b, qi), *temperature))
-                       : scale;
+  /// The factor query qi of sequence b, head h is loaded with: the scale, times its
+  /// temperature and its kv head's key scale.
+  Acc q_scale(Eigen::Index b, Eigen::Index qi, Eigen::Index h) const {
+    double s = static_cast<double>(scale);
+    if (temperature) s *= temperature_at(q_position(b, qi), *temperature);
+    if (k_heads) s *= k_heads[h / (heads / kv_heads)];
+    return temperature || k_heads ? static_cast<Acc>(s) : scale;
+  }
+  /// What row h's O / l is multiplied by: the values' storage scale of its kv head.
+  Acc out_scale(Eigen::Index h) const {
+    return v_heads ? static_cast<Acc>(static_cast<double>(v_scale) * v_heads[h / (heads / kv_heads)])
+                   : v_scale;
   }
   /// Chunks [lo, hi] of queries [qi0, qi0 + nq) of sequence b (chunked attention).
   std::pair<std::int64_t, std::int64_t> query_chunks(Eigen::Index b, Eigen::Index qi0,
@@ -963,7 +974,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
       ws.m[at(r)] = sink ? static_cast<Acc>(p.sinks[h]) : kNegInf;
       ws.l[at(r)] = sink ? Acc(1) : Acc(0);
       const TQ* qrow = q_row(qi, h);
-      const Acc qs = p.q_scale(b, qi);
+      const Acc qs = p.q_scale(b, qi, h);
       for (Eigen::Index c = 0; c < d; ++c) {
         qt[c * rs + r] = real ? static_cast<Acc>(to_compute(qrow[c])) * qs : Acc(0);
       }
@@ -1079,7 +1090,7 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     for (Eigen::Index r = 0; r < nrows; ++r) {
       const auto at = static_cast<std::size_t>(s * rs + r);
       const Acc l = ws.l[at];
-      const Acc inv = l > Acc(0) ? p.v_scale / l : Acc(0);
+      const Acc inv = l > Acc(0) ? p.out_scale(ws.row_h[at]) / l : Acc(0);
       const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
       TO* dst = p.out + row * dv;
       const Acc* o = ws.o.data() + (s * rs + r) * dv;
@@ -1336,7 +1347,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     ws.l[at] = sink ? Acc(1) : Acc(0);
     if (!real) continue;
     const TQ* qrow = p.q + ((b * p.q_len + qi) * p.heads + h) * d;
-    const Acc qs = p.q_scale(b, qi);
+    const Acc qs = p.q_scale(b, qi, h);
     for (Eigen::Index c = 0; c < d; ++c) qr[lane * d + c] = static_cast<Acc>(to_compute(qrow[c])) * qs;
     std::fill(o + lane * dv, o + (lane + 1) * dv, Acc(0));
   }
@@ -1502,7 +1513,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   for (Eigen::Index lane = 0; lane < lanes; ++lane) {
     const auto at = static_cast<std::size_t>(lane);
     const Acc l = ws.l[at];
-    const Acc inv = l > Acc(0) ? p.v_scale / l : Acc(0);
+    const Acc inv = l > Acc(0) ? p.out_scale(ws.row_h[at]) / l : Acc(0);
     const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
     TO* dst = p.out + row * dv;
     for (Eigen::Index c = 0; c < dv; ++c) dst[c] = from_value<TO>(o[lane * dv + c] * inv);

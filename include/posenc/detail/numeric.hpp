@@ -133,6 +133,23 @@ bool store_cache_values(const Src* src, T* dst, std::ptrdiff_t n, float scale) n
   return false;
 }
 
+/// n rows of kv_heads x width values: each head's slice / head_scales[g] when given, else
+/// every value / scale. Returns whether a NaN was stored (store_cache_values).
+template <typename Src, typename T>
+bool store_cache_rows(const Src* src, T* dst, std::ptrdiff_t n, std::ptrdiff_t kv_heads,
+                      std::ptrdiff_t width, double scale,
+                      const std::vector<double>& head_scales) noexcept {
+  if (head_scales.empty()) {
+    return store_cache_values(src, dst, n * kv_heads * width, static_cast<float>(scale));
+  }
+  bool nan = false;
+  for (std::ptrdiff_t r = 0; r < n * kv_heads; ++r) {
+    nan |= store_cache_values(src + r * width, dst + r * width, width,
+                              static_cast<float>(head_scales[static_cast<std::size_t>(r % kv_heads)]));
+  }
+  return nan;
+}
+
 /// x is finite and >= 0 (-0 included), on the bits.
 inline bool finite_non_negative(double x) noexcept {
   const std::uint64_t u = double_bits(x);
