@@ -18,6 +18,8 @@
 #include "posenc/error.hpp"
 #include "posenc/float8.hpp"
 #include "posenc/fope.hpp"
+#include "posenc/gguf.hpp"
+#include "posenc/gguf_config.hpp"
 #include "posenc/kv_cache.hpp"
 #include "posenc/learned.hpp"
 #include "posenc/learned_grid.hpp"
