@@ -268,6 +268,19 @@ TEMPLATE_TEST_CASE("kv_cache fp8: per-head scales store each kv head divided by 
       CHECK(pool.value_pages()(page, t % 2, g, 5) == cache.values()(0, t, g, 5));
     }
   }
+  // The pool attends as the cache does, through attention_paged with the per-head scales.
+  const auto qs = normal(H * D, 1.0f, 30);
+  std::vector<float> from_pool(H * D), from_cache(H * D);
+  pool.attend({s}, ConstTensorView<float, 4>(qs.data(), 1, 1, H, D),
+              TensorView<float, 4>(from_pool.data(), 1, 1, H, D));
+  cache.attend(ConstTensorView<float, 4>(qs.data(), 1, 1, H, D),
+               TensorView<float, 4>(from_cache.data(), 1, 1, H, D));
+  for (std::size_t i = 0; i < from_cache.size(); ++i) {
+    REQUIRE(from_pool[i] == Approx(from_cache[i]).margin(1e-6));
+  }
+  // Every value of kv head g is 1 / v_g stored, read back as 1: each output is 1.
+  for (const float o : from_cache) REQUIRE(o == Approx(1.0f).margin(1e-6));
+
   // The same scale on every head is the per-tensor cache: identical codes and outputs.
   const auto k = normal(N * KVH * D, 1.0f, 31), v = normal(N * KVH * D, 1.0f, 32);
   const auto q = normal(N * H * D, 1.0f, 33);
