@@ -61,6 +61,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -83,6 +84,8 @@ struct GgufConfigOptions {
   std::optional<RopeLayout> layout;
 };
 
+namespace detail {
+
 /// ggml's rope modes of llama_model_rope_type (llama.h LLAMA_ROPE_TYPE_*).
 enum class GgmlRopeType : std::uint8_t {
   kNone = 0,    ///< no RoPE (ALiBi, learned tables, T5, recurrent models)
@@ -92,8 +95,6 @@ enum class GgmlRopeType : std::uint8_t {
   kImrope = 4,  ///< NEOX pairs, Qwen3-VL's interleaved sections
   kUnknown = 5, ///< not in posenc's table
 };
-
-namespace detail {
 
 inline bool gguf_arch_in(std::string_view arch, std::initializer_list<std::string_view> names) {
   for (std::string_view n : names) {
