@@ -380,7 +380,12 @@ TEST_CASE("gguf config: Phi-3.5-mini's LongRoPE tensors and attention factor", "
     REQUIRE_THAT(long_plan.inv_freq[static_cast<std::size_t>(j)],
                  WithinRel(static_cast<double>(th / lf[static_cast<std::size_t>(j)]), 1e-14));
   }
-  CHECK(c.sliding_window == 262144);
+  // llama.cpp runs Phi-3 without its window: not applied, and said so.
+  CHECK(c.sliding_window == 0);
+  CHECK_FALSE(posenc::hf_layer_is_sliding(c, 0));
+  bool noted = false;
+  for (const auto& n : c.notes) noted = noted || n.find("sliding_window = 262144 is not applied") != std::string::npos;
+  CHECK(noted);
 
   // Without rope.scaling.attn_factor llama.cpp leaves cos / sin unscaled (transformers would
   // take sqrt(1 + ln 32 / ln 4096) from the lengths).
@@ -593,6 +598,27 @@ TEST_CASE("gguf config: Cohere2 rotates its sliding layers only", "[gguf]") {
   CHECK(posenc::hf_layer_is_sliding(c3, 1) == true);
   CHECK(posenc::hf_layer_is_sliding(c3, 5) == false);
   CHECK(posenc::hf_layer_is_sliding(c3, 7) == true);
+}
+
+TEST_CASE("gguf config: a window applies where llama.cpp applies one", "[gguf]") {
+  const auto file = [](bool pattern) {
+    GgufWriter w;
+    w.str("general.architecture", "exaone4")
+        .u32("exaone4.context_length", 65536)
+        .u32("exaone4.embedding_length", 5120)
+        .u32("exaone4.block_count", 8)
+        .u32("exaone4.attention.head_count", 40)
+        .u32("exaone4.attention.head_count_kv", 8)
+        .u32("exaone4.attention.sliding_window", 4096);
+    if (pattern) w.u32("exaone4.attention.sliding_window_pattern", 4);
+    return w;
+  };
+  const auto with = parse(file(true));
+  for (Eigen::Index i = 0; i < 8; ++i) CHECK(posenc::hf_layer_is_sliding(with, i) == (i % 4 != 3));
+  const auto without = parse(file(false));
+  CHECK(without.sliding_window == 0);
+  CHECK(without.layer_types.empty());
+  for (Eigen::Index i = 0; i < 8; ++i) CHECK_FALSE(posenc::hf_layer_is_sliding(without, i));
 }
 
 TEST_CASE("gguf config: an architecture outside the table needs a layout", "[gguf]") {

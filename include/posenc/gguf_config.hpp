@@ -31,8 +31,8 @@
 ///             Qwen3-VL's interleaved ones (IMROPE).
 ///   windows   A.attention.sliding_window, A.attention.sliding_window_pattern (a period p:
 ///             layer i slides iff i % p < p - 1, or one bool per layer), else llama.cpp's
-///             pattern of the architecture (gemma2 2, gemma3 6, gpt-oss 2, cohere2 4), else
-///             every layer. Llama-4: chunks of 8192 on its RoPE layers, every 4th layer NoPE
+///             pattern of the architecture (gemma2 2, gemma3 6, gpt-oss 2, cohere2 4); other
+///             architectures' windows are not applied, as llama.cpp does not (noted). Llama-4: chunks of 8192 on its RoPE layers, every 4th layer NoPE
 ///             with the attention temperature, unless A.attention.sliding_window = 0.
 ///   ALiBi     A.attention.max_alibi_bias > 0 (MPT, JAIS), or 8 where llama.cpp hard-codes it
 ///             (bloom, refact, jina-bert-v2, 40-layer baichuan): ggml's slopes (alibi.hpp).
@@ -206,8 +206,23 @@ inline constexpr GgufReadOptions kGgufConfigRead{std::uint64_t{1} << 16};
 inline constexpr std::int64_t kGgufMaxDim = std::int64_t{1} << 16;
 inline constexpr std::int64_t kGgufMaxLength = std::int64_t{1} << 40;
 
-/// Which layers slide: llama.cpp's set_swa_pattern(p) (layer i slides iff i % p < p - 1), a
-/// per-layer bool array, or the architecture's fixed period.
+/// llama.cpp's fixed sliding-window period of an architecture (set_swa_pattern), 0 = none.
+inline std::int64_t gguf_swa_period(std::string_view arch) {
+  if (arch == "gemma2" || arch == "gpt-oss") return 2;
+  if (arch == "gemma3") return 6;
+  if (arch == "cohere2") return 4;
+  return 0;
+}
+
+/// Whether llama.cpp applies the file's attention.sliding_window: the architectures whose
+/// pattern it fixes, or any file that gives its own pattern.
+inline bool gguf_window_read(const GgufKeys& k) {
+  return gguf_swa_period(k.arch()) > 0 || k.has("attention.sliding_window_pattern");
+}
+
+/// Which layers slide: llama.cpp's set_swa_pattern(p) (layer i slides iff i % p < p - 1; p = 0:
+/// every layer), a per-layer bool array, or the architecture's fixed period (gguf_window_read
+/// holds: one of them exists).
 inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t layers,
                                              std::int64_t default_period, std::string* how) {
   std::vector<bool> slides(static_cast<std::size_t>(layers), true);
@@ -225,12 +240,8 @@ inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t lay
   if (v != nullptr) {
     period = *k.count("attention.sliding_window_pattern", 0, std::int64_t{1} << 20);
     *how = "attention.sliding_window_pattern = " + std::to_string(period);
-  } else if (default_period > 0) {
-    *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(default_period);
   } else {
-    *how = "every layer (posenc knows no fixed pattern of llama.cpp's for " + k.arch() +
-           "; a file can give attention.sliding_window_pattern)";
-    return slides;
+    *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(default_period);
   }
   for (std::int64_t i = 0; i < layers; ++i) {
     slides[static_cast<std::size_t>(i)] = period == 0 || i % period < period - 1;
@@ -581,12 +592,15 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
                           "attention temperature tuning (llama.cpp's fixed values)");
     }
   } else if (const auto window = k.count("attention.sliding_window", 0, kGgufMaxLength);
-             window && *window > 0) {
+             window && *window > 0 && !gguf_window_read(k)) {
+    // llama.cpp reads no window for this architecture (Phi-3's is disabled there): neither
+    // does posenc, or a file would mean something else to posenc than to the engine it is for.
+    out.notes.push_back("attention.sliding_window = " + std::to_string(*window) +
+                        " is not applied: llama.cpp runs " + arch + " without a window (a file " +
+                        "can give attention.sliding_window_pattern)");
+  } else if (window && *window > 0) {
     out.sliding_window = *window;
-    const std::int64_t period = arch == "gemma2" || arch == "gpt-oss" ? 2
-                                : arch == "gemma3"                    ? 6
-                                : arch == "cohere2"                   ? 4
-                                                                      : 0;
+    const std::int64_t period = gguf_swa_period(arch);
     std::string how;
     const std::vector<bool> slides = gguf_sliding_layers(k, n_layer, period, &how);
     out.layer_types.resize(layer_count);
@@ -597,9 +611,6 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     if (arch == "cohere2") {
       // Cohere2 rotates on its sliding layers only (llama.cpp and transformers alike).
       out.layer_uses_rope.assign(slides.begin(), slides.end());
-    }
-    if (arch == "phi3") {
-      out.notes.push_back("phi3: llama.cpp disables this window; transformers applies it");
     }
   }
 
