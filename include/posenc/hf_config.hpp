@@ -925,6 +925,57 @@ inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann:
 
 /// DeepSeek sparse attention's indexer (index_head_dim, index_n_heads, index_topk,
 /// indexer_rope_interleave) of an MLA config whose rope head is rope_hd.
+/// quantization_config's KV cache (compressed-tensors' kv_cache_scheme, ModelOpt's
+/// kv_cache_quant_algo): whether the checkpoint's k_scale / v_scale are per tensor or per kv
+/// head. Integer or other-width schemes are noted, not mapped (posenc's caches are FP8).
+inline void hf_read_kv_cache_scheme(const HfConfigReader& r, const nlohmann::json& root,
+                                    HfModelConfig& out) {
+  const nlohmann::json* qc = HfConfigReader::find(root, "quantization_config");
+  if (qc == nullptr || !qc->is_object()) return;
+  if (const nlohmann::json* kv = HfConfigReader::find(*qc, "kv_cache_scheme")) {
+    const std::string p = "quantization_config.kv_cache_scheme.";
+    if (!kv->is_object()) r.fail("quantization_config.kv_cache_scheme", "must be an object");
+    const auto bits = r.integer(*kv, "num_bits", p + "num_bits").value_or(8);
+    const std::string type = r.string(*kv, "type", p + "type").value_or("float");
+    const std::string strategy = r.string(*kv, "strategy", p + "strategy").value_or("tensor");
+    if (bits != 8 || type != "float") {
+      out.notes.push_back("quantization_config.kv_cache_scheme: " + std::to_string(bits) +
+                          "-bit " + type + " KV cache, not an FP8 cache posenc stores");
+      return;
+    }
+    if (strategy == "tensor") {
+      out.kv_cache_scales = HfKvCacheScales::kPerTensor;
+    } else if (strategy == "attn_head") {
+      out.kv_cache_scales = HfKvCacheScales::kPerHead;
+    } else {
+      out.notes.push_back("quantization_config.kv_cache_scheme.strategy = \"" + strategy +
+                          "\": scales posenc's FP8 caches do not take (tensor, attn_head)");
+      return;
+    }
+    out.notes.push_back("FP8 KV cache with " + std::string(strategy == "tensor" ? "per-tensor" : "per-kv-head") +
+                        " k_scale / v_scale (compressed-tensors kv_cache_scheme \"" + strategy +
+                        "\"): the checkpoint's scales go into " +
+                        (strategy == "tensor" ? "KvScales{k, v}" : "KvScales::per_head(k, v)"));
+    return;
+  }
+  // ModelOpt writes it flat or under "quantization" (hf_quant_config.json's layout).
+  const nlohmann::json* nested = HfConfigReader::find(*qc, "quantization");
+  const bool flat = HfConfigReader::find(*qc, "kv_cache_quant_algo") != nullptr;
+  const nlohmann::json& holder = flat || nested == nullptr || !nested->is_object() ? *qc : *nested;
+  const std::string key = std::string("quantization_config.") + (&holder == qc ? "" : "quantization.") +
+                          "kv_cache_quant_algo";
+  if (auto algo = r.string(holder, "kv_cache_quant_algo", key)) {
+    if (*algo == "FP8") {
+      out.kv_cache_scales = HfKvCacheScales::kPerTensor;
+      out.notes.push_back("FP8 KV cache with per-tensor k_scale / v_scale (ModelOpt "
+                          "kv_cache_quant_algo): KvScales{k, v}");
+    } else {
+      out.notes.push_back("quantization_config.kv_cache_quant_algo = \"" + *algo +
+                          "\": not an FP8 cache posenc stores");
+    }
+  }
+}
+
 inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
                             const std::string& prefix, std::int64_t rope_hd, HfModelConfig& out) {
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
@@ -995,6 +1046,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.model_type = *outer;
   }
   detail::hf_read_vision_rope(r, root, out);
+  detail::hf_read_kv_cache_scheme(r, root, out);
   if (const json* arch = HfConfigReader::find(root, "architectures")) {
     if (!arch->is_array()) r.fail("architectures", "must be a list of strings");
     for (std::size_t i = 0; i < arch->size() && i < 64; ++i) {

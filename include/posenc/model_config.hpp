@@ -56,6 +56,17 @@ struct HfLayerRope {
   Eigen::Index num_layers = 0;  ///< layers of this type (0 = unknown)
 };
 
+/// How a checkpoint's quantised KV cache scales are laid out (its quantization_config), for
+/// KvScales: the scales themselves are weights (each attention layer's k_scale / v_scale).
+enum class HfKvCacheScales : std::uint8_t {
+  kNone = 0,       ///< no FP8 KV cache in the config
+  /// One k_scale / v_scale per layer: compressed-tensors' kv_cache_scheme strategy "tensor",
+  /// ModelOpt's kv_cache_quant_algo "FP8" -> KvScales{k, v}
+  kPerTensor = 1,
+  /// One per kv head: compressed-tensors' strategy "attn_head" -> KvScales::per_head(k, v)
+  kPerHead = 2,
+};
+
 /// Everything posenc takes from one config.json.
 struct HfModelConfig {
   std::string source;      ///< file path, or the name given to parse_hf_config
@@ -161,6 +172,9 @@ struct HfModelConfig {
   /// runs every layer as dual chunk attention (dual_chunk_attention.hpp); transformers ignores
   /// the key and runs plain RoPE. Empty when the config has none.
   std::optional<DualChunkParams> dual_chunk;
+
+  /// The FP8 KV cache the checkpoint was calibrated for (quantization_config), kNone if any.
+  HfKvCacheScales kv_cache_scales = HfKvCacheScales::kNone;
 
   /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
   std::vector<double> alibi_slopes;

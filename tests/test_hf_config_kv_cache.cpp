@@ -1,0 +1,72 @@
+// The FP8 KV cache a checkpoint was calibrated for, from its quantization_config:
+// compressed-tensors' kv_cache_scheme (strategy "tensor" or "attn_head", llm-compressor's
+// QuantizationStrategy) and ModelOpt's kv_cache_quant_algo. The scales themselves are weights;
+// the config says which KvScales form takes them.
+
+#include <catch2/catch.hpp>
+
+#include <posenc/hf_config.hpp>
+
+#include <string>
+
+using Catch::Matchers::Contains;
+using posenc::HfKvCacheScales;
+
+namespace {
+
+std::string llama_with(const std::string& quantization_config) {
+  return R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 500000.0)" +
+         (quantization_config.empty() ? std::string() : ", \"quantization_config\": " + quantization_config) +
+         "}";
+}
+
+bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
+  for (const auto& n : c.notes)
+    if (n.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: quantization_config tells per-tensor from per-head FP8 KV scales", "[hf_config][fp8]") {
+  CHECK(posenc::parse_hf_config(llama_with("")).kv_cache_scales == HfKvCacheScales::kNone);
+
+  // compressed-tensors (RedHat / llm-compressor FP8-KV checkpoints).
+  const auto tensor = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+      "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false,
+                          "symmetric": true}})"));
+  CHECK(tensor.kv_cache_scales == HfKvCacheScales::kPerTensor);
+  CHECK(has_note(tensor, "KvScales{k, v}"));
+  const auto head = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+      "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "attn_head"}})"));
+  CHECK(head.kv_cache_scales == HfKvCacheScales::kPerHead);
+  CHECK(has_note(head, "KvScales::per_head(k, v)"));
+  // Not an FP8 cache, or scales posenc's caches do not take: noted, the RoPE still read.
+  const auto int8 = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
+      "type": "int", "strategy": "tensor"}})"));
+  CHECK(int8.kv_cache_scales == HfKvCacheScales::kNone);
+  CHECK(has_note(int8, "8-bit int KV cache, not an FP8 cache posenc stores"));
+  CHECK(int8.rope.theta == 500000.0);
+  const auto channel = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
+      "type": "float", "strategy": "channel"}})"));
+  CHECK(channel.kv_cache_scales == HfKvCacheScales::kNone);
+  CHECK(has_note(channel, "strategy = \"channel\""));
+
+  // ModelOpt: flat, or nested under "quantization" as hf_quant_config.json writes it.
+  for (const char* qc : {R"({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})",
+                         R"({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}})"}) {
+    CAPTURE(qc);
+    const auto m = posenc::parse_hf_config(llama_with(qc));
+    CHECK(m.kv_cache_scales == HfKvCacheScales::kPerTensor);
+  }
+  CHECK(posenc::parse_hf_config(llama_with(R"({"kv_cache_quant_algo": "INT8"})")).kv_cache_scales ==
+        HfKvCacheScales::kNone);
+
+  REQUIRE_THROWS_AS(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
+                      Contains("q.json: key \"quantization_config.kv_cache_scheme\" must be an object"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": "8"}})"), "q.json"),
+                      Contains("quantization_config.kv_cache_scheme.num_bits\" must be an integer"));
+}
