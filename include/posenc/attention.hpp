@@ -105,12 +105,12 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.rel_span = params.relative_bias ? params.relative_bias->max_distance : 0;
 }
 
-/// The scales into the problem: k into the softmax scale (scale q . (k x) = (k scale) q . x),
-/// v into the output's 1 / l, each with the kernel's unit for TKV (attn_kv_unit).
 /// Unscaled storage (every type but a scaled FP8 cache).
 inline const KvScales kUnitKvScales{};
 
-/// Per-head scales stay per kv head: a query row takes its kv head's (AttentionProblem::k_heads).
+/// The scales into the problem: k into the softmax scale (scale q . (k x) = (k scale) q . x),
+/// v into the output's 1 / l, each with the kernel's unit for TKV (attn_kv_unit). Per-head
+/// scales stay per kv head: a query row takes its kv head's (AttentionProblem::k_heads).
 template <typename Acc, typename TQ, typename TKV, typename TO>
 void set_kv_scales(AttentionProblem<Acc, TQ, TKV, TO>& p, const KvScales& scales) {
   const bool k_heads = !scales.k_heads.empty(), v_heads = !scales.v_heads.empty();

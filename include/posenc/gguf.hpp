@@ -311,15 +311,6 @@ class GgufReader {
     pos_ += n;
   }
 
-  void skip_to(std::uint64_t target) {
-    if (target > size_) fail("truncated: the data section starts at ", target, ", the file has ", size_);
-    if (in_ != nullptr) {
-      in_->seekg(static_cast<std::streamoff>(target));
-      if (!*in_) fail("seek error at offset ", target);
-    }
-    pos_ = target;
-  }
-
  private:
   const unsigned char* data_ = nullptr;
   std::istream* in_ = nullptr;

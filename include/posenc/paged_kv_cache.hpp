@@ -139,9 +139,9 @@ class PagedKvCache {
   }
 
   /// \brief FP8 pools: the scales keys and values are stored with, per tensor or per kv head
-  /// (see KvScales).
-  /// Throws std::invalid_argument, changing nothing, unless both are finite and > 0, no page is
-  /// in use and, for a latent pool, k == v.
+  /// (see KvScales). Throws std::invalid_argument, changing nothing, unless every scale is
+  /// finite and > 0, per-head lists hold kv_heads entries, no page is in use and, for a latent
+  /// pool, the key and value scales are equal.
   void set_scales(const KvScales& scales) {
     static_assert(detail::is_float8_v<T>, "posenc: only FP8 pools store with a scale");
     detail::validate_kv_scales("PagedKvCache::set_scales", scales,
