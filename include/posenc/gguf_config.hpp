@@ -224,9 +224,9 @@ inline bool gguf_window_read(const GgufKeys& k) {
 /// every layer), a per-layer bool array, or the architecture's fixed period (gguf_window_read
 /// holds: one of them exists).
 inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t layers,
-                                             std::int64_t default_period, std::string* how) {
+                                             std::string* how) {
   std::vector<bool> slides(static_cast<std::size_t>(layers), true);
-  std::int64_t period = default_period;
+  std::int64_t period = gguf_swa_period(k.arch());
   const GgufValue* v = k.meta().find(k.key("attention.sliding_window_pattern"));
   if (v != nullptr && v->type == GgufType::kArray) {
     const auto flags = *k.meta().get_bool_array(k.key("attention.sliding_window_pattern"));
@@ -241,7 +241,7 @@ inline std::vector<bool> gguf_sliding_layers(const GgufKeys& k, std::int64_t lay
     period = *k.count("attention.sliding_window_pattern", 0, std::int64_t{1} << 20);
     *how = "attention.sliding_window_pattern = " + std::to_string(period);
   } else {
-    *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(default_period);
+    *how = "llama.cpp's pattern for " + k.arch() + ": period " + std::to_string(period);
   }
   for (std::int64_t i = 0; i < layers; ++i) {
     slides[static_cast<std::size_t>(i)] = period == 0 || i % period < period - 1;
@@ -600,9 +600,8 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
                         "can give attention.sliding_window_pattern)");
   } else if (window && *window > 0) {
     out.sliding_window = *window;
-    const std::int64_t period = gguf_swa_period(arch);
     std::string how;
-    const std::vector<bool> slides = gguf_sliding_layers(k, n_layer, period, &how);
+    const std::vector<bool> slides = gguf_sliding_layers(k, n_layer, &how);
     out.layer_types.resize(layer_count);
     for (std::size_t i = 0; i < layer_count; ++i) {
       out.layer_types[i] = slides[i] ? "sliding_attention" : "full_attention";
