@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -338,6 +339,144 @@ TEST_CASE("gguf config: Gemma-3's global and local layers", "[gguf]") {
     CHECK(local.scaling.type == RopeScalingType::kDefault);  // local layers unscaled
     CHECK(c.softmax_scale == 1.0 / 16.0);
   }
+}
+
+/// What convert_hf_to_gguf.py's Gemma4Model writes for a 12-layer Gemma-4 text model (5 sliding
+/// layers of 256-wide heads per full layer of 512), with switches for the malformed variants.
+struct Gemma4File {
+  bool window = true;
+  int pattern = 2;  // 0 absent, 1 a scalar, 2 one bool per layer
+  std::uint32_t rot_swa = 256;
+  GgufWriter write() const {
+    std::vector<bool> slides;
+    std::vector<std::int32_t> kv_heads;
+    for (int i = 0; i < 12; ++i) {
+      slides.push_back((i + 1) % 6 != 0);
+      kv_heads.push_back(slides.back() ? 4 : 2);
+    }
+    // generate_extra_tensors: partial_rotary_factor 0.25 of 512 / 2 pairs turn, the rest 1e30.
+    std::vector<float> freqs(256, 1e30f);
+    std::fill(freqs.begin(), freqs.begin() + 64, 1.0f);
+    GgufWriter w;
+    w.str("general.architecture", "gemma4")
+        .u32("gemma4.context_length", 131072)
+        .u32("gemma4.embedding_length", 2560)
+        .u32("gemma4.block_count", 12)
+        .u32("gemma4.attention.head_count", 8)
+        .i32_array("gemma4.attention.head_count_kv", kv_heads)
+        .u32("gemma4.attention.key_length", 512)
+        .u32("gemma4.attention.value_length", 512)
+        .u32("gemma4.attention.key_length_swa", 256)
+        .u32("gemma4.attention.value_length_swa", 256)
+        .u32("gemma4.rope.dimension_count", 512)
+        .u32("gemma4.rope.dimension_count_swa", rot_swa)
+        .f32("gemma4.rope.freq_base", 1000000.0f)
+        .f32("gemma4.rope.freq_base_swa", 10000.0f);
+    if (window) w.u32("gemma4.attention.sliding_window", 512);
+    if (pattern == 1) w.u32("gemma4.attention.sliding_window_pattern", 6);
+    if (pattern == 2) w.bool_array("gemma4.attention.sliding_window_pattern", slides);
+    w.tensor("rope_freqs.weight", {256}, posenc::kGgmlTypeF32, w.f32_bytes(freqs));
+    return w;
+  }
+};
+
+TEST_CASE("gguf config: Gemma-4's proportional full layers and 256-wide sliding layers", "[gguf]") {
+  const auto c = parse(Gemma4File{}.write());
+  for (Eigen::Index i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_layer_is_sliding(c, i) == ((i + 1) % 6 != 0));
+  }
+  CHECK(c.sliding_window == 512);
+  CHECK(c.softmax_scale == 1.0);  // Gemma-4's q / k norms, scaling 1 (llama.cpp and HF)
+  CHECK(c.num_key_value_heads == 4);
+  REQUIRE(c.layer_ropes.size() == 2);
+  const posenc::RopeParams& full = c.layer_ropes[0].params;
+  const posenc::RopeParams& local = c.layer_ropes[1].params;
+  CHECK(c.layer_ropes[0].layer_type == "full_attention");
+  CHECK(c.layer_ropes[0].num_layers == 2);
+  CHECK(c.layer_ropes[1].num_layers == 10);
+  CHECK(c.rope.head_dim == 512);
+  CHECK(full.layout == RopeLayout::kHalfSplit);
+  CHECK(full.scaling.type == RopeScalingType::kProportional);
+  CHECK(full.scaling.freq_factors.empty());
+  CHECK(full.partial_rotary_factor == 0.25);
+  // HF's proportional RoPE: theta_j over the whole 512-wide head for j < 64, the rest still.
+  const auto f = posenc::compute_rope_frequencies(full);
+  REQUIRE(f.rotary_dim == 512);
+  REQUIRE(f.inv_freq.size() == 256);
+  for (int j = 0; j < 256; ++j) {
+    CAPTURE(j);
+    if (j < 64) {
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(theta_j(1e6L, j, 512)), 1e-14));
+    } else {
+      REQUIRE(f.inv_freq[static_cast<std::size_t>(j)] == 0.0);
+    }
+  }
+  CHECK(f.attention_factor == 1.0);
+  // Sliding layers: plain RoPE over their own 256-wide heads, base 10000, no rope_freqs.
+  CHECK(local.head_dim == 256);
+  CHECK(local.scaling.type == RopeScalingType::kDefault);
+  CHECK(local.scaling.freq_factors.empty());
+  const auto g = posenc::compute_rope_frequencies(local);
+  REQUIRE(g.rotary_dim == 256);
+  for (int j = 0; j < 128; ++j) {
+    CAPTURE(j);
+    REQUIRE_THAT(g.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(theta_j(1e4L, j, 256)), 1e-14));
+  }
+  bool noted = false;
+  for (const auto& n : c.notes) noted = noted || n.find("rope_type proportional") != std::string::npos;
+  CHECK(noted);
+
+  // A partial sliding rotation (rope.dimension_count_swa < key_length_swa) is kept as given.
+  Gemma4File partial;
+  partial.rot_swa = 128;
+  CHECK(posenc::resolved_rotary_dim(parse(partial.write()).layer_ropes[1].params) == 128);
+
+  // Any architecture's rope_freqs of that form reads the same way, including a share that
+  // does not survive the round trip through floor(f d / 2): 15 of 44 pairs (2 * 15 / 88 * 44
+  // is 14.999... in double).
+  std::vector<float> freqs(44, 1e30f);
+  std::fill(freqs.begin(), freqs.begin() + 15, 1.0f);
+  GgufWriter w;
+  w.str("general.architecture", "qwen3")
+      .u32("qwen3.context_length", 4096)
+      .u32("qwen3.embedding_length", 704)
+      .u32("qwen3.block_count", 2)
+      .u32("qwen3.attention.head_count", 8)
+      .u32("qwen3.attention.key_length", 88);
+  w.tensor("rope_freqs.weight", {44}, posenc::kGgmlTypeF32, w.f32_bytes(freqs));
+  const auto odd = posenc::compute_rope_frequencies(parse(w).rope);
+  std::size_t turning = 0;
+  for (double x : odd.inv_freq) turning += x != 0.0;
+  CHECK(turning == 15);
+  CHECK(odd.inv_freq[14] > 0.0);
+}
+
+TEST_CASE("gguf config: Gemma-4 files without their layer pattern are refused", "[gguf]") {
+  const auto refuse = [](const Gemma4File& f, const std::string& what) {
+    INFO(what);
+    const auto bytes = f.write().bytes();
+    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
+                        Contains("g4.gguf") && Contains(what));
+  };
+  Gemma4File f;
+  f.window = false;
+  refuse(f, "key \"gemma4.attention.sliding_window\" is missing");
+  f = Gemma4File{};
+  f.pattern = 0;
+  refuse(f, "key \"gemma4.attention.sliding_window_pattern\" is missing: gemma4 needs one bool "
+            "per layer");
+  f.pattern = 1;
+  refuse(f, "key \"gemma4.attention.sliding_window_pattern\" is a scalar");
+  f = Gemma4File{};
+  f.rot_swa = 320;
+  refuse(f, "key \"gemma4.rope.dimension_count_swa\" gives 320 rotated dims on heads of 256");
+  f.rot_swa = 255;
+  refuse(f, "gives 255 rotated dims");
 }
 
 TEST_CASE("gguf config: Phi-3.5-mini's LongRoPE tensors and attention factor", "[gguf]") {
@@ -706,7 +845,12 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
   refuse(base("qwen2vl").i32_array("qwen2vl.rope.dimension_sections", {16, 24, 20, 0}),
          "key \"qwen2vl.rope.dimension_sections\" sums to 60; rope.dimension_count / 2 = 64 expected");
   refuse(base("mamba"), "architecture \"mamba\" applies no RoPE in llama.cpp");
-  refuse(base("gemma4"), "architecture \"gemma4\" (per-layer-type head widths");
+  // Sliding heads narrower than the rotation the full layers default to.
+  refuse(base("gemma2")
+             .u32("gemma2.attention.key_length", 128)
+             .u32("gemma2.attention.sliding_window", 4096)
+             .u32("gemma2.attention.key_length_swa", 64),
+         "key \"gemma2.attention.key_length_swa\" gives 128 rotated dims on heads of 64");
   refuse(base("gemma2").u32("gemma2.attention.sliding_window", 4096).u32_array(
              "gemma2.attention.sliding_window_pattern", {1, 0, 1, 0}),
          "must be an array of bools, got array of u32");

@@ -479,6 +479,23 @@ TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer ty
   }
 }
 
+TEST_CASE("hf_config: Gemma-3n and Gemma-4 do not scale q.k, Gemma-3 scales by query_pre_attn_scalar",
+          "[hf_config]") {
+  // transformers: Gemma3nTextAttention / Gemma4TextAttention set scaling = 1.0 (q and k are
+  // RMS-normalised); Gemma3Attention uses query_pre_attn_scalar ** -0.5.
+  const auto cfg = [](const std::string& type) {
+    return posenc::parse_hf_config(R"({"model_type": ")" + type + R"(", "hidden_size": 2048,
+        "num_attention_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 64})");
+  };
+  for (const char* type : {"gemma3n_text", "gemma3n", "gemma4_text", "gemma4"}) {
+    CAPTURE(type);
+    const auto c = cfg(type);
+    CHECK(c.softmax_scale == 1.0);
+    CHECK(has_note(c, "softmax scale 1"));
+  }
+  CHECK(cfg("gemma3_text").softmax_scale == 0.125);
+}
+
 TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-attention heads",
           "[hf_config][v5][proportional]") {
   // The keys of Gemma-4's text config (transformers 5): sliding layers default RoPE on 256-wide
@@ -502,6 +519,8 @@ TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-at
   REQUIRE(turning == 64);  // int(0.25 * 512 // 2)
   REQUIRE_THAT(f.inv_freq[1], WithinRel(std::pow(1e6, -2.0 / 512.0), 1e-14));
   REQUIRE(has_note(c, "global_head_dim = 512"));
+  // Gemma-4's text attention RMS-normalises q and k and sets scaling = 1.0.
+  CHECK(c.softmax_scale == 1.0);
   // Flat dicts have no full_attention entry to apply it to: said, not silently dropped.
   const auto flat = posenc::parse_hf_config(
       R"({"hidden_size": 2048, "num_attention_heads": 8, "head_dim": 256, "global_head_dim": 512,

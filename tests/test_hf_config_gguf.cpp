@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -157,6 +158,106 @@ TEST_CASE("hf config vs gguf: a converted model reads as the same RoPE", "[gguf]
       const auto b = posenc::hf_mla_rope_params(gg, posenc::HfMlaHead::kLatent);
       CHECK(a.head_dim == b.head_dim);
       CHECK(a.rotary_offset == b.rotary_offset);
+    }
+  }
+}
+
+namespace {
+
+/// Gemma-4's text config in transformers 5 form (Gemma4TextConfig's defaults: 256-wide sliding
+/// heads at base 10^4, 512-wide full heads with proportional RoPE 0.25 at base 10^6, five
+/// sliding layers per full one and the last layer full).
+nlohmann::json gemma4_text_config() {
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 12; ++i) {
+    types.push_back((i + 1) % 6 != 0 && i != 11 ? "sliding_attention" : "full_attention");
+  }
+  return {{"model_type", "gemma4_text"},
+          {"hidden_size", 2560},
+          {"num_hidden_layers", 12},
+          {"num_attention_heads", 8},
+          {"num_key_value_heads", 4},
+          {"head_dim", 256},
+          {"global_head_dim", 512},
+          {"max_position_embeddings", 131072},
+          {"sliding_window", 512},
+          {"layer_types", types},
+          {"rope_parameters",
+           {{"full_attention",
+             {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}},
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}}};
+}
+
+/// convert_hf_to_gguf.py's Gemma4Model (over Gemma3Model and TextModel): full-layer geometry
+/// in key_length / rope.dimension_count, the sliding layers' in the _swa keys, the pattern as
+/// bools, and proportional RoPE as rope_freqs factors 1 / 1e30.
+GgufWriter convert_gemma4(const nlohmann::json& c) {
+  const auto u = [](const nlohmann::json& v) { return v.get<std::uint32_t>(); };
+  const nlohmann::json& rp = c.at("rope_parameters");
+  const std::uint32_t full = u(c.at("global_head_dim")), swa = u(c.at("head_dim"));
+  std::vector<bool> pattern;
+  for (const auto& t : c.at("layer_types")) pattern.push_back(t == "sliding_attention");
+  const auto turning = static_cast<std::size_t>(
+      full * rp.at("full_attention").at("partial_rotary_factor").get<double>() / 2);
+  std::vector<float> freqs(full / 2, 1e30f);
+  std::fill(freqs.begin(), freqs.begin() + static_cast<std::ptrdiff_t>(turning), 1.0f);
+  GgufWriter w;
+  w.str("general.architecture", "gemma4")
+      .u32("gemma4.context_length", u(c.at("max_position_embeddings")))
+      .u32("gemma4.embedding_length", u(c.at("hidden_size")))
+      .u32("gemma4.block_count", u(c.at("num_hidden_layers")))
+      .u32("gemma4.attention.head_count", u(c.at("num_attention_heads")))
+      .u32("gemma4.attention.head_count_kv", u(c.at("num_key_value_heads")))
+      .u32("gemma4.attention.key_length", full)
+      .u32("gemma4.attention.value_length", full)
+      .u32("gemma4.attention.key_length_swa", swa)
+      .u32("gemma4.attention.value_length_swa", swa)
+      .u32("gemma4.attention.sliding_window", u(c.at("sliding_window")))
+      .bool_array("gemma4.attention.sliding_window_pattern", pattern)
+      .u32("gemma4.rope.dimension_count", full)
+      .u32("gemma4.rope.dimension_count_swa", swa)  // partial_rotary_factor 1 on sliding layers
+      .f32("gemma4.rope.freq_base", rp.at("full_attention").at("rope_theta").get<float>())
+      .f32("gemma4.rope.freq_base_swa", rp.at("sliding_attention").at("rope_theta").get<float>());
+  w.tensor("rope_freqs.weight", {freqs.size()}, posenc::kGgmlTypeF32, w.f32_bytes(freqs));
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("hf config vs gguf: Gemma-4 reads as the same RoPE per layer type", "[gguf][hf_config]") {
+  const nlohmann::json json = gemma4_text_config();
+  const posenc::HfModelConfig hf = posenc::parse_hf_config(json.dump(), "gemma4.json");
+  const auto bytes = convert_gemma4(json).bytes();
+  const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4");
+  CHECK(gg.softmax_scale == hf.softmax_scale);
+  CHECK(gg.sliding_window == hf.sliding_window);
+  for (Eigen::Index i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_layer_is_sliding(gg, i) == posenc::hf_layer_is_sliding(hf, i));
+  }
+  REQUIRE(gg.layer_ropes.size() == hf.layer_ropes.size());
+  for (const auto& a : hf.layer_ropes) {
+    CAPTURE(a.layer_type);
+    const auto b = std::find_if(gg.layer_ropes.begin(), gg.layer_ropes.end(),
+                                [&](const auto& r) { return r.layer_type == a.layer_type; });
+    REQUIRE(b != gg.layer_ropes.end());
+    CHECK(b->num_layers == a.num_layers);
+    CHECK(b->params.head_dim == a.params.head_dim);
+    CHECK(b->params.layout == a.params.layout);
+    CHECK(b->params.theta == a.params.theta);
+    CHECK(b->params.partial_rotary_factor == a.params.partial_rotary_factor);
+    CHECK(b->params.scaling.type == a.params.scaling.type);
+    const auto fa = posenc::compute_rope_frequencies(a.params);
+    const auto fb = posenc::compute_rope_frequencies(b->params);
+    REQUIRE(fb.rotary_dim == fa.rotary_dim);
+    CHECK(fb.attention_factor == fa.attention_factor);
+    for (std::size_t j = 0; j < fa.inv_freq.size(); ++j) {
+      CAPTURE(j);
+      if (fa.inv_freq[j] == 0.0) {
+        REQUIRE(fb.inv_freq[j] == 0.0);
+      } else {
+        REQUIRE_THAT(fb.inv_freq[j], WithinRel(fa.inv_freq[j], 1e-12));
+      }
     }
   }
 }

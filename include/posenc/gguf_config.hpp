@@ -12,7 +12,8 @@
 ///   geometry  A.context_length, A.embedding_length, A.block_count (all required);
 ///             A.attention.head_count (+ _kv; a u32 or one per layer: layer 0's is used),
 ///             A.attention.key_length / value_length (default embedding_length / head_count),
-///             A.rope.dimension_count (default key_length) = rotary_dim.
+///             A.rope.dimension_count (default key_length) = rotary_dim; sliding layers
+///             A.attention.key_length_swa / A.rope.dimension_count_swa (default the same).
 ///   theta     A.rope.freq_base (default 10000); A.rope.freq_base_swa on sliding layers.
 ///   scaling   A.rope.scaling.type: "none", "linear" (the default), "yarn", "longrope";
 ///             A.rope.scaling.factor (else the legacy A.rope.scale_linear; absent or 0 = 1);
@@ -25,7 +26,10 @@
 ///             llama.cpp reads it); A.rope.scaling.attn_factor multiplies cos / sin for every
 ///             type (llama.cpp's rope_attn_factor; Phi-3 writes its LongRoPE factor there).
 ///   tensors   rope_freqs.weight: per-pair frequency factors (RopeScaling::freq_factors; the
-///             converter's form of Llama-3.1's rope_scaling); rope_factors_long.weight and
+///             converter's form of Llama-3.1's rope_scaling), or, when they are 1 on the first
+///             n pairs of a whole-head rotation and >= 1e20 on the rest, its form of
+///             proportional RoPE (Gemma-4's full layers: rope_type proportional, read as such;
+///             gemma4 applies them on its full layers only); rope_factors_long.weight and
 ///             rope_factors_short.weight: LongRoPE's lists (Phi-3 writes no scaling type).
 ///   M-RoPE    A.rope.dimension_sections (4 integers): contiguous sections (ggml MROPE) or
 ///             Qwen3-VL's interleaved ones (IMROPE).
@@ -37,7 +41,7 @@
 ///   ALiBi     A.attention.max_alibi_bias > 0 (MPT, JAIS), or 8 where llama.cpp hard-codes it
 ///             (bloom, refact, jina-bert-v2, 40-layer baichuan): ggml's slopes (alibi.hpp).
 ///   other     A.attention.causal (false: encoders), A.attention.scale (Granite), gemma's
-///             query_pre_attn_scalar rule, A.attn_logit_softcapping, A.attention.kv_lora_rank /
+///             query_pre_attn_scalar rule (gemma3n / gemma4: 1, their q / k are normalised), A.attn_logit_softcapping, A.attention.kv_lora_rank /
 ///             key_length_mla / value_length_mla (DeepSeek MLA: rope.dimension_count is
 ///             qk_rope_head_dim), A.attention.relative_buckets_count (T5: kRelativeBias),
 ///             a position_embd.weight tensor (a learned absolute table: kAbsolute).
@@ -312,8 +316,8 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
   const bool has_short = m.find_tensor("rope_factors_short.weight") != nullptr;
   if (has_freqs) {
     sc.freq_factors = gguf_factor_tensor(m, read, "rope_freqs.weight", pairs);
-    out.notes.push_back("rope_freqs.weight: per-pair frequency factors (the converter's form of "
-                        "Llama-3.1's llama3 rope_scaling)");
+    out.notes.push_back("rope_freqs.weight: per-pair frequency factors (ggml_rope_ext's c; the "
+                        "converter's form of Llama-3.1's llama3 rope_scaling)");
   }
   const bool longrope = !has_freqs && (type == "longrope" || has_long || has_short);
   if (type == "none") {
@@ -389,6 +393,47 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
     out.notes.push_back("longrope without rope.scaling.attn_factor: cos / sin unscaled, as "
                         "llama.cpp runs it");
   }
+}
+
+/// Factors at or above this turn a pair by less than 2^53 / 1e20 ~ 1e-4 rad of theta_j over any
+/// position the kernels accept: ggml's way of holding a pair still.
+inline constexpr double kGgufStillFactor = 1e20;
+
+/// convert_hf_to_gguf.py writes Gemma-4's proportional RoPE (transformers' rope_type
+/// "proportional": exponent over the whole head, pairs j >= n held still) as rope_freqs factors
+/// 1 on j < n and 1e30 on the rest, since ggml's NEOX rope pairs (j, j + n_rot / 2) and the
+/// head cannot be rearranged. ggml then turns the still pairs by p theta_j / 1e30: cos 1 and
+/// sin < 1e-14 at every position below 2^53. Read back as the recipe it encodes (the same
+/// RopeParams as the config.json), so that plans, kernels and diagnostics see still pairs
+/// as still, not as a 1e30-fold interpolation.
+inline void gguf_read_proportional(RopeParams& p, HfModelConfig& out) {
+  RopeScaling& sc = p.scaling;
+  if (sc.freq_factors.empty() || sc.type != RopeScalingType::kDefault ||
+      p.rotary_dim != p.head_dim || p.rotary_offset != 0) {
+    return;
+  }
+  const std::vector<double>& f = sc.freq_factors;
+  const auto n = static_cast<std::size_t>(
+      std::find_if(f.begin(), f.end(), [](double x) { return x != 1.0; }) - f.begin());
+  if (n == 0 || n == f.size() ||
+      !std::all_of(f.begin() + static_cast<std::ptrdiff_t>(n), f.end(),
+                   [](double x) { return x >= kGgufStillFactor; })) {
+    return;
+  }
+  // HF turns floor(f head_dim / 2) pairs: 2 n / head_dim, nudged up where it rounds below n.
+  double share = 2.0 * static_cast<double>(n) / static_cast<double>(p.head_dim);
+  p.partial_rotary_factor = share;
+  if (rope_proportional_pairs(p, p.head_dim) < static_cast<Eigen::Index>(n)) {
+    p.partial_rotary_factor = std::nextafter(share, 2.0);
+  }
+  const std::size_t still = f.size() - n;
+  sc = RopeScaling{};
+  sc.type = RopeScalingType::kProportional;
+  out.notes.push_back("rope_freqs.weight: factors 1 on pairs [0, " + std::to_string(n) +
+                      ") and >= 1e20 on the " + std::to_string(still) +
+                      " others: the converter's form of proportional RoPE (Gemma-4), read as "
+                      "rope_type proportional with partial_rotary_factor " +
+                      std::to_string(n) + " / " + std::to_string(p.head_dim / 2));
 }
 
 template <typename TensorReader>
@@ -488,10 +533,15 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
 
   // --- RoPE ----------------------------------------------------------------------------------
   if (arch == "gemma4") {
-    // Its full-attention layers rotate heads of another width with proportional RoPE
-    // (key_length_swa / rope.dimension_count_swa in llama.cpp); one plan would be wrong.
-    throw_invalid_argument(fn, m.source, ": architecture \"gemma4\" (per-layer-type head widths "
-                           "and proportional RoPE) is not read from GGUF; load its config.json");
+    // Its two layer types differ in head width and RoPE, so the file must say which is which
+    // (llama.cpp: n_swa and the per-layer pattern are required).
+    k.required_count("attention.sliding_window", 1, kGgufMaxLength);
+    const GgufValue* pattern = m.find(k.key("attention.sliding_window_pattern"));
+    if (pattern == nullptr || pattern->type != GgufType::kArray) {
+      k.fail("attention.sliding_window_pattern",
+             pattern == nullptr ? "is missing" : "is a scalar",
+             ": gemma4 needs one bool per layer (convert_hf_to_gguf.py writes its layer_types)");
+    }
   }
   if (rope_type == GgmlRopeType::kUnknown && !options.layout) {
     throw_invalid_argument(fn, m.source, ": architecture \"", arch,
@@ -552,6 +602,10 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     k.fail("rope.scaling.alpha", "(HunYuan's NTK alpha) is not read by posenc's GGUF reader");
   }
   gguf_read_scaling(k, read, p, n_ctx_train, out);
+  // Gemma-4 hands rope_freqs to its full-attention layers only (llama.cpp's gemma4 graph).
+  RopeScaling swa_scaling = p.scaling;
+  if (arch == "gemma4") swa_scaling.freq_factors.clear();
+  gguf_read_proportional(p, out);
   const RopeFrequencies planned = gguf_checked_plan(k, p);
   out.rope = p;
 
@@ -563,8 +617,8 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(n_embd / n_head));
     out.notes.push_back("softmax scale 1 / sqrt(embedding_length / head_count): the 27B model's "
                         "query_pre_attn_scalar (llama.cpp)");
-  } else if (arch == "gemma3n") {
-    out.softmax_scale = 1.0;
+  } else if (arch == "gemma3n" || arch == "gemma4") {
+    out.softmax_scale = 1.0;  // q / k RMS-normed, unscaled (llama.cpp f_attention_scale = 1)
   } else {
     out.softmax_scale = planned.softmax_scale_multiplier /
                         std::sqrt(static_cast<double>(out.attention_head_dim));
@@ -623,6 +677,18 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
   };
   if (any_sliding) {
     RopeParams swa = p;
+    swa.scaling = swa_scaling;
+    swa.partial_rotary_factor = 1.0;
+    // llama.cpp's generic loader: sliding layers' heads of key_length_swa, rotating
+    // rope.dimension_count_swa dims (each defaults to the full layers' value).
+    if (auto d = k.count("attention.key_length_swa", 1, kGgufMaxDim)) swa.head_dim = *d;
+    swa.rotary_dim = k.count("rope.dimension_count_swa", 2, kGgufMaxDim).value_or(p.rotary_dim);
+    if (swa.rotary_dim % 2 != 0 || swa.rotary_dim > swa.head_dim) {
+      k.fail(k.has("rope.dimension_count_swa") ? "rope.dimension_count_swa"
+                                               : "attention.key_length_swa",
+             "gives ", swa.rotary_dim, " rotated dims on heads of ", swa.head_dim,
+             " (must be even and <= the head)");
+    }
     if (gguf_arch_in(arch, {"gemma3", "gemma3n", "gemma-embedding"})) {
       swa.theta = 10000.0;
       swa.scaling = RopeScaling{};

@@ -1644,8 +1644,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
         layer_ctx.head_dim = *global_head_dim;
         out.notes.push_back(sub + ": heads of global_head_dim = " +
                             std::to_string(*global_head_dim) + " (head_dim = " +
-                            std::to_string(ctx.head_dim) + " is the other layers'; "
-                            "softmax_scale is still derived from head_dim)");
+                            std::to_string(ctx.head_dim) + " is the other layers')");
         used_global_head_dim = true;
       }
       lr.params =
@@ -1769,7 +1768,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
 
   const RopeFrequencies f = compute_rope_frequencies(out.rope, 0);
   double base = 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim));
-  if (auto qs = r.number(c, "query_pre_attn_scalar", path("query_pre_attn_scalar"))) {
+  const std::string scale_family = detail::hf_lower_alnum(out.model_type);
+  if (scale_family == "gemma3n" || scale_family == "gemma3ntext" || scale_family == "gemma4" ||
+      scale_family == "gemma4text") {
+    // Gemma-3n / Gemma-4 RMS-normalise q and k and set scaling = 1.0 (their TextAttention).
+    base = 1.0;
+    out.notes.push_back("softmax scale 1: " + out.model_type +
+                        " normalises q and k and does not scale q.k");
+  } else if (auto qs = r.number(c, "query_pre_attn_scalar", path("query_pre_attn_scalar"))) {
     if (!(*qs > 0.0)) r.fail(path("query_pre_attn_scalar"), "= ", *qs, " must be > 0");
     base = 1.0 / std::sqrt(*qs);  // Gemma 2/3: scaling = query_pre_attn_scalar ** -0.5
   }
