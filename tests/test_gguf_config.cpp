@@ -854,7 +854,17 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
   refuse(base("gemma2").u32("gemma2.attention.sliding_window", 4096).u32_array(
              "gemma2.attention.sliding_window_pattern", {1, 0, 1, 0}),
          "must be an array of bools, got array of u32");
-  refuse(base("llama").f32("llama.rope.scaling.alpha", 1000.0f), "HunYuan's NTK alpha");
+  refuse(base("hunyuan-dense")
+             .u32("hunyuan-dense.rope.dimension_count", 64)
+             .f32("hunyuan-dense.rope.scaling.alpha", 1000.0f),
+         "key \"hunyuan-dense.rope.scaling.alpha\" = 1000 on a partial rotation");
+  refuse(base("hunyuan-dense")
+             .str("hunyuan-dense.rope.scaling.type", "linear")
+             .f32("hunyuan-dense.rope.scaling.factor", 2.0f)
+             .f32("hunyuan-dense.rope.scaling.alpha", 1000.0f),
+         "with rope.scaling.type linear or rope_freqs: posenc does not combine them");
+  refuse(base("hunyuan-dense").f32("hunyuan-dense.rope.scaling.alpha", 0.5f),
+         "must be >= 1");
   {
     GgufWriter w;
     w.str("general.architecture", "llama")
@@ -864,6 +874,42 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
         .u32("llama.attention.head_count", 0);
     refuse(w, "key \"llama.attention.head_count\" is 0 on layer 0");
   }
+}
+
+TEST_CASE("gguf config: Hunyuan's NTK-alpha on hunyuan-dense and hunyuan_vl only", "[gguf]") {
+  const auto file = [](const std::string& arch) {
+    GgufWriter w;
+    w.str("general.architecture", arch)
+        .u32(arch + ".context_length", 262144)
+        .u32(arch + ".embedding_length", 4096)
+        .u32(arch + ".block_count", 2)
+        .u32(arch + ".attention.head_count", 32)
+        .u32(arch + ".attention.head_count_kv", 8)
+        .f32(arch + ".rope.freq_base", 10000.0f)
+        .f32(arch + ".rope.scaling.alpha", 1000.0f);
+    return w;
+  };
+  // llama.cpp (hunyuan_vl's load_arch_hparams): base = theta * alpha^(d / (d - 2)), d = 128.
+  const long double base = 10000.0L * std::pow(1000.0L, 128.0L / 126.0L);
+  for (const char* arch : {"hunyuan-dense", "hunyuan_vl"}) {
+    CAPTURE(arch);
+    const auto c = parse(file(arch));
+    CHECK(c.rope.scaling.type == RopeScalingType::kNtk);
+    const auto f = posenc::compute_rope_frequencies(c.rope);
+    for (int j = 0; j < 64; ++j) {
+      CAPTURE(j);
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(theta_j(base, j, 128)), 1e-12));
+    }
+  }
+  // Other architectures read the key and ignore it (llama.cpp): noted, not applied.
+  const auto other = parse(file("qwen2"));
+  CHECK(other.rope.scaling.type == RopeScalingType::kDefault);
+  CHECK(posenc::compute_rope_frequencies(other.rope).inv_freq[1] ==
+        std::pow(10000.0, -2.0 / 128.0));
+  bool noted = false;
+  for (const auto& n : other.notes) noted = noted || n.find("not applied") != std::string::npos;
+  CHECK(noted);
 }
 
 TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {

@@ -24,7 +24,9 @@
 ///             A.rope.scaling.yarn_log_multiplier (DeepSeek-2: 0.1 mscale_all_dim, as
 ///             convert_hf_to_gguf.py writes it; other architectures: mscale_all_dim itself, as
 ///             llama.cpp reads it); A.rope.scaling.attn_factor multiplies cos / sin for every
-///             type (llama.cpp's rope_attn_factor; Phi-3 writes its LongRoPE factor there).
+///             type (llama.cpp's rope_attn_factor; Phi-3 writes its LongRoPE factor there);
+///             A.rope.scaling.alpha (Hunyuan's NTK-alpha, base theta * alpha^(d / (d - 2)):
+///             rope_type ntk) on hunyuan-dense / hunyuan_vl, noted and unused elsewhere.
 ///   tensors   rope_freqs.weight: per-pair frequency factors (RopeScaling::freq_factors; the
 ///             converter's form of Llama-3.1's rope_scaling), or, when they are 1 on the first
 ///             n pairs of a whole-head rotation and >= 1e20 on the rest, its form of
@@ -598,10 +600,33 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     }
     out.mrope = sec;
   }
-  if (k.has("rope.scaling.alpha") && k.number("rope.scaling.alpha").value_or(0.0) != 0.0) {
-    k.fail("rope.scaling.alpha", "(HunYuan's NTK alpha) is not read by posenc's GGUF reader");
-  }
   gguf_read_scaling(k, read, p, n_ctx_train, out);
+  // Hunyuan's NTK-alpha: llama.cpp's generic loader reads rope.scaling.alpha for every
+  // architecture, and hunyuan_vl's load_arch_hparams (which hunyuan-dense reuses) alone applies
+  // it, as base theta * alpha^(d / (d - 2)) over the whole head: static NTK with factor alpha,
+  // as load_hf_config reads transformers' "dynamic" + alpha.
+  if (const double alpha = k.number("rope.scaling.alpha").value_or(0.0); alpha > 0.0) {
+    const std::string what = "rope.scaling.alpha = " + detail::concat(alpha);
+    if (!gguf_arch_in(arch, {"hunyuan_vl", "hunyuan-dense"})) {
+      out.notes.push_back(what + ": not applied (llama.cpp applies it on hunyuan_vl and "
+                          "hunyuan-dense only)");
+    } else {
+      if (p.scaling.type != RopeScalingType::kDefault || !p.scaling.freq_factors.empty()) {
+        k.fail("rope.scaling.alpha", "= ", alpha, " with rope.scaling.type ",
+               to_string(p.scaling.type), " or rope_freqs: posenc does not combine them");
+      }
+      if (n_rot != key_length) {
+        k.fail("rope.scaling.alpha", "= ", alpha, " on a partial rotation (rope.dimension_count ",
+               n_rot, " of ", key_length, "): llama.cpp's exponent runs over the head, "
+               "posenc's over the rotated dims");
+      }
+      if (!(alpha >= 1.0)) k.fail("rope.scaling.alpha", "= ", alpha, " must be >= 1");
+      p.scaling.type = RopeScalingType::kNtk;
+      p.scaling.factor = alpha;
+      out.notes.push_back(what + ": Hunyuan's NTK-alpha, base theta * alpha^(d / (d - 2)) "
+                          "(rope_type ntk, factor = alpha)");
+    }
+  }
   // Gemma-4 hands rope_freqs to its full-attention layers only (llama.cpp's gemma4 graph).
   RopeScaling swa_scaling = p.scaling;
   if (arch == "gemma4") swa_scaling.freq_factors.clear();
