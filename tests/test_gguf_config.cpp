@@ -912,6 +912,59 @@ TEST_CASE("gguf config: Hunyuan's NTK-alpha on hunyuan-dense and hunyuan_vl only
   CHECK(noted);
 }
 
+TEST_CASE("gguf config: the sparse-attention indexer keys of deepseek32 and glm-dsa", "[gguf]") {
+  const auto file = [](const std::string& arch, int indexer_length) {
+    GgufWriter w;
+    w.str("general.architecture", arch)
+        .u32(arch + ".context_length", 163840)
+        .u32(arch + ".embedding_length", 7168)
+        .u32(arch + ".block_count", 2)
+        .u32(arch + ".attention.head_count", 128)
+        .u32(arch + ".attention.head_count_kv", 1)
+        .u32(arch + ".attention.key_length", 576)
+        .u32(arch + ".attention.value_length", 512)
+        .u32(arch + ".attention.key_length_mla", 192)
+        .u32(arch + ".attention.value_length_mla", 128)
+        .u32(arch + ".attention.kv_lora_rank", 512)
+        .u32(arch + ".rope.dimension_count", 64);
+    if (indexer_length > 0) {
+      w.u32(arch + ".attention.indexer.head_count", 64)
+          .u32(arch + ".attention.indexer.key_length", static_cast<std::uint32_t>(indexer_length))
+          .u32(arch + ".attention.indexer.top_k", 2048);
+    }
+    return w;
+  };
+  // llama.cpp's graphs: NEOX on deepseek32's indexer, NORM on glm-dsa's; the first 64 dims.
+  for (const char* arch : {"deepseek32", "glm-dsa"}) {
+    CAPTURE(arch);
+    const auto c = parse(file(arch, 128));
+    CHECK(c.index_head_dim == 128);
+    CHECK(c.index_n_heads == 64);
+    CHECK(c.index_topk == 2048);
+    CHECK(c.rope.layout == RopeLayout::kInterleaved);
+    CHECK(c.indexer_layout == (std::string(arch) == "glm-dsa" ? RopeLayout::kInterleaved
+                                                               : RopeLayout::kHalfSplit));
+    const auto idx = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kIndexer);
+    CHECK(idx.rotary_offset == 0);
+    CHECK(posenc::resolved_rotary_dim(idx) == 64);
+  }
+  const auto refuse = [](const GgufWriter& w, const std::string& what) {
+    INFO(what);
+    const auto bytes = w.bytes();
+    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size()), std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size()), Contains(what));
+  };
+  refuse(file("deepseek32", 0),
+         "key \"deepseek32.attention.indexer.key_length\" is missing (llama.cpp requires it)");
+  refuse(file("glm-dsa", 32), "key \"glm-dsa.attention.indexer.key_length\" = 32 must be in [64, ");
+  // An architecture whose indexer layout posenc does not know: said, not guessed.
+  const auto other = parse(file("deepseek2", 128));
+  CHECK(other.index_head_dim == 0);
+  bool noted = false;
+  for (const auto& n : other.notes) noted = noted || n.find("indexer of deepseek2 is not read") != std::string::npos;
+  CHECK(noted);
+}
+
 TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {
   GgufWriter w;
   w.str("general.architecture", "openelm")

@@ -37,7 +37,11 @@ nlohmann::json read_json(const std::string& path) {
 /// convert_hf_to_gguf.py's output for the four families below (metadata and RoPE tensors).
 GgufWriter convert(const nlohmann::json& c) {
   const std::string type = c.at("model_type");
-  const std::string arch = type == "deepseek_v3" ? "deepseek2" : type;
+  const std::string arch = type == "deepseek_v3"    ? "deepseek2"
+                           : type == "deepseek_v32" ? "deepseek32"
+                           : type == "glm_moe_dsa"  ? "glm-dsa"
+                                                    : type;
+  const bool mla = arch == "deepseek2" || arch == "deepseek32" || arch == "glm-dsa";
   const auto u = [](const nlohmann::json& v) { return v.get<std::uint32_t>(); };
   const auto K = [&](const char* k) { return arch + "." + k; };
   const std::uint32_t n_embd = u(c.at("hidden_size"));
@@ -52,7 +56,7 @@ GgufWriter convert(const nlohmann::json& c) {
   const nlohmann::json rs = c.value("rope_scaling", nlohmann::json::object());
   const std::string rope_type = rs.value("rope_type", rs.value("type", std::string("default")));
 
-  if (arch == "deepseek2") {
+  if (mla) {
     // DeepseekV2Model (MLA era): a single latent kv head.
     const std::uint32_t rope = u(c.at("qk_rope_head_dim")), nope = u(c.at("qk_nope_head_dim"));
     const std::uint32_t rank = u(c.at("kv_lora_rank"));
@@ -65,6 +69,12 @@ GgufWriter convert(const nlohmann::json& c) {
         .u32(K("attention.kv_lora_rank"), rank)
         .f32(K("rope.scaling.yarn_log_multiplier"),
              static_cast<float>(0.1 * rs.at("mscale_all_dim").get<double>()));
+    if (c.contains("index_head_dim")) {
+      // DeepseekV32Model / GlmMoeDsaModel: the indexer's geometry; its weights as they are.
+      w.u32(K("attention.indexer.head_count"), u(c.at("index_n_heads")))
+          .u32(K("attention.indexer.key_length"), u(c.at("index_head_dim")))
+          .u32(K("attention.indexer.top_k"), u(c.at("index_topk")));
+    }
   } else {
     w.u32(K("attention.head_count_kv"), u(c.at("num_key_value_heads")));
   }
@@ -258,6 +268,48 @@ TEST_CASE("hf config vs gguf: Gemma-4 reads as the same RoPE per layer type", "[
       } else {
         REQUIRE_THAT(fb.inv_freq[j], WithinRel(fa.inv_freq[j], 1e-12));
       }
+    }
+  }
+}
+
+TEST_CASE("hf config vs gguf: DeepSeek-V3.2's and GLM-5's sparse-attention indexers",
+          "[gguf][hf_config][dsa]") {
+  // The position keys of deepseek-ai/DeepSeek-V3.2-Exp's config.json; GLM-5 as the same keys
+  // with its model_type and indexer_rope_interleave = true.
+  nlohmann::json v32 = nlohmann::json::parse(R"({"model_type": "deepseek_v32",
+      "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128,
+      "num_hidden_layers": 61, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "kv_lora_rank": 512, "index_head_dim": 128, "index_n_heads": 64,
+      "index_topk": 2048, "rope_theta": 10000, "max_position_embeddings": 163840,
+      "rope_interleave": true,
+      "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+        "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}})");
+  nlohmann::json glm = v32;
+  glm["model_type"] = "glm_moe_dsa";
+  glm["indexer_rope_interleave"] = true;
+  for (const nlohmann::json& json : {v32, glm}) {
+    CAPTURE(json.at("model_type").get<std::string>());
+    const posenc::HfModelConfig hf = posenc::parse_hf_config(json.dump(), "c.json");
+    const auto bytes = convert(json).bytes();
+    const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), "g");
+    CHECK(gg.index_head_dim == hf.index_head_dim);
+    CHECK(gg.index_n_heads == hf.index_n_heads);
+    CHECK(gg.index_topk == hf.index_topk);
+    CHECK(gg.indexer_layout == hf.indexer_layout);
+    CHECK(gg.rope.layout == hf.rope.layout);
+    CHECK_THAT(gg.softmax_scale, WithinRel(hf.softmax_scale, 1e-6));
+    const auto a = posenc::hf_mla_rope_params(hf, posenc::HfMlaHead::kIndexer);
+    const auto b = posenc::hf_mla_rope_params(gg, posenc::HfMlaHead::kIndexer);
+    CHECK(b.head_dim == a.head_dim);
+    CHECK(b.rotary_offset == a.rotary_offset);
+    CHECK(b.layout == a.layout);
+    const auto fa = posenc::compute_rope_frequencies(a), fb = posenc::compute_rope_frequencies(b);
+    REQUIRE(fb.inv_freq.size() == fa.inv_freq.size());
+    CHECK_THAT(fb.attention_factor, WithinRel(fa.attention_factor, 1e-6));
+    CHECK_THAT(fb.softmax_scale_multiplier, WithinRel(fa.softmax_scale_multiplier, 1e-6));
+    for (std::size_t j = 0; j < fa.inv_freq.size(); ++j) {
+      CAPTURE(j);
+      REQUIRE_THAT(fb.inv_freq[j], WithinRel(fa.inv_freq[j], 1e-6));
     }
   }
 }

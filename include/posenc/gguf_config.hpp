@@ -45,7 +45,8 @@
 ///   other     A.attention.causal (false: encoders), A.attention.scale (Granite), gemma's
 ///             query_pre_attn_scalar rule (gemma3n / gemma4: 1, their q / k are normalised), A.attn_logit_softcapping, A.attention.kv_lora_rank /
 ///             key_length_mla / value_length_mla (DeepSeek MLA: rope.dimension_count is
-///             qk_rope_head_dim), A.attention.relative_buckets_count (T5: kRelativeBias),
+///             qk_rope_head_dim), A.attention.indexer.head_count / key_length / top_k
+///             (deepseek32's and glm-dsa's sparse-attention indexer), A.attention.relative_buckets_count (T5: kRelativeBias),
 ///             a position_embd.weight tensor (a learned absolute table: kAbsolute).
 ///
 /// Pair layout: the ggml rope type of the architecture (llama.cpp llama_model_rope_type):
@@ -364,9 +365,11 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
                           "loader ignores them and runs 32 / 1 / 1 / its own factor");
     }
     if (auto log_mul = k.number("rope.scaling.yarn_log_multiplier"); log_mul && *log_mul != 0.0) {
-      if (k.arch() == "deepseek2") {
-        // convert_hf_to_gguf.py writes 0.1 mscale_all_dim for DeepSeek-2, and llama.cpp uses
-        // mscale = mscale_all_dim there: cos / sin unscaled, softmax times g(s, m_all)^2.
+      if (gguf_arch_in(k.arch(), {"deepseek2", "deepseek32", "glm-dsa"})) {
+        // convert_hf_to_gguf.py's DeepseekV2Model (and its V3.2 / GLM-5 subclasses) writes
+        // 0.1 mscale_all_dim, which llama.cpp divides back ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]),
+        // and their graphs use mscale = mscale_all_dim: cos / sin unscaled, softmax times
+        // g(s, m_all)^2.
         sc.mscale_all_dim = *log_mul / 0.1;
         sc.mscale = sc.mscale_all_dim;
       } else {
@@ -395,6 +398,34 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
     out.notes.push_back("longrope without rope.scaling.attn_factor: cos / sin unscaled, as "
                         "llama.cpp runs it");
   }
+}
+
+/// DeepSeek sparse attention's lightning indexer (attention.indexer.head_count / key_length /
+/// top_k, required by llama.cpp on deepseek32 and glm-dsa): its heads rotate their first n_rot
+/// dims ([rope | nope]) with the main plan's frequencies, in a layout llama.cpp's graph fixes
+/// per architecture — NEOX on deepseek32 (DeepSeek-V3.2, transformers' indexer_rope_interleave
+/// false), NORM on glm-dsa (GLM-5, true); the converter writes neither and permutes nothing.
+inline void gguf_read_indexer(const GgufKeys& k, std::int64_t n_rot, HfModelConfig& out) {
+  const bool known = gguf_arch_in(k.arch(), {"deepseek32", "glm-dsa"});
+  if (!k.has("attention.indexer.key_length")) {
+    if (known) k.fail("attention.indexer.key_length", "is missing (llama.cpp requires it)");
+    return;
+  }
+  if (!known) {
+    out.notes.push_back("attention.indexer.*: the sparse-attention indexer of " + k.arch() +
+                        " is not read (its RoPE layout is not in posenc's table)");
+    return;
+  }
+  out.index_head_dim = k.required_count("attention.indexer.key_length", n_rot, kGgufMaxDim);
+  out.index_n_heads = k.required_count("attention.indexer.head_count", 1, kGgufMaxDim);
+  out.index_topk = k.required_count("attention.indexer.top_k", 1, kGgufMaxLength);
+  const bool interleaved = k.arch() == "glm-dsa";
+  out.indexer_layout = interleaved ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
+  out.notes.push_back("sparse-attention indexer: heads of " + std::to_string(out.index_head_dim) +
+                      " rotate their first " + std::to_string(n_rot) + " dims [rope | nope], " +
+                      (interleaved ? "interleaved (ggml NORM" : "half-split (ggml NEOX") +
+                      ", as llama.cpp's " + k.arch() + " graph; hf_mla_rope_params(c, "
+                      "HfMlaHead::kIndexer))");
 }
 
 /// Factors at or above this turn a pair by less than 2^53 / 1e20 ~ 1e-4 rad of theta_j over any
@@ -569,6 +600,7 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     p.head_dim = key_length;
   }
   p.rotary_dim = n_rot;
+  gguf_read_indexer(k, n_rot, out);
   p.theta = k.number("rope.freq_base").value_or(10000.0);
   if (!(p.theta > 1.0)) k.fail("rope.freq_base", "= ", p.theta, " must be > 1");
   p.max_position_embeddings = n_ctx_train;

@@ -923,8 +923,6 @@ inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann:
   }
 }
 
-/// DeepSeek sparse attention's indexer (index_head_dim, index_n_heads, index_topk,
-/// indexer_rope_interleave) of an MLA config whose rope head is rope_hd.
 /// quantization_config's KV cache (compressed-tensors' kv_cache_scheme, ModelOpt's
 /// kv_cache_quant_algo): whether the checkpoint's k_scale / v_scale are per tensor or per kv
 /// head. Integer or other-width schemes are noted, not mapped (posenc's caches are FP8).
@@ -976,6 +974,8 @@ inline void hf_read_kv_cache_scheme(const HfConfigReader& r, const nlohmann::jso
   }
 }
 
+/// DeepSeek sparse attention's indexer (index_head_dim, index_n_heads, index_topk,
+/// indexer_rope_interleave) of an MLA config whose rope head is rope_hd.
 inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
                             const std::string& prefix, std::int64_t rope_hd, HfModelConfig& out) {
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
