@@ -479,6 +479,51 @@ TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer ty
   }
 }
 
+TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf_config]") {
+  // Each expected value is the family's transformers Attention `scaling` line evaluated by hand.
+  const auto scale = [](const std::string& json) { return posenc::parse_hf_config(json).softmax_scale; };
+  // GraniteAttention: scaling = config.attention_multiplier (GraniteConfig default 1.0).
+  const std::string granite = R"({"model_type": "granite", "hidden_size": 4096,
+      "num_attention_heads": 32, "rope_theta": 10000000)";
+  CHECK(scale(granite + R"(, "attention_multiplier": 0.0078125})") == 0.0078125);
+  CHECK(scale(granite + "}") == 1.0);
+  CHECK(scale(R"({"model_type": "granitemoehybrid", "hidden_size": 1536, "num_attention_heads": 12,
+      "rope_theta": 10000, "attention_multiplier": 0.015625})") == 0.015625);
+  // HyperCLOVAX inherits Granite's attention; its config defaults the multiplier to head_dim^-1/2.
+  CHECK(scale(R"({"model_type": "hyperclovax", "hidden_size": 4096, "num_attention_heads": 32,
+      "rope_theta": 10000})") == 1.0 / std::sqrt(128.0));
+  // MptAttention: attn_config.softmax_scale, else 1 / sqrt(d_model / n_heads).
+  const std::string mpt = R"({"model_type": "mpt", "d_model": 768, "n_heads": 12, "attn_config": {"alibi": true)";
+  CHECK(scale(mpt + R"(, "softmax_scale": 0.1}})") == 0.1);
+  CHECK(scale(mpt + R"(, "softmax_scale": null}})") == 0.125);
+  // GPT-2: / sqrt(d) only when scale_attn_weights; / (layer_idx + 1) when asked (eager).
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024)";
+  CHECK(scale(gpt2 + "}") == 0.125);
+  CHECK(scale(gpt2 + R"(, "scale_attn_weights": false})") == 1.0);
+  const auto by_layer = posenc::parse_hf_config(gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})");
+  CHECK(posenc::hf_attention_params(by_layer, 0).scale == 0.125);
+  CHECK(posenc::hf_attention_params(by_layer, 3).scale == 0.125 / 4.0);
+  CHECK(posenc::hf_attention_params(posenc::parse_hf_config(gpt2 + "}"), 3).scale == 0.125);
+  CHECK(scale(R"({"model_type": "gpt_bigcode", "n_embd": 768, "n_head": 12, "n_positions": 1024,
+      "scale_attn_weights": false})") == 1.0);
+  // GPT-Neo never divides q.k.
+  CHECK(scale(R"({"model_type": "gpt_neo", "hidden_size": 768, "num_heads": 12,
+      "max_position_embeddings": 2048})") == 1.0);
+  // ZambaAttention: (attention_head_dim / 2)^-1/2, attention_head_dim = 2 hidden / heads.
+  CHECK(scale(R"({"model_type": "zamba2", "hidden_size": 2560, "num_attention_heads": 32,
+      "attention_head_dim": 160, "rope_theta": 10000})") == 1.0 / std::sqrt(80.0));
+  // Falcon-H1 multiplies its keys by key_multiplier before q.k.
+  CHECK(scale(R"({"model_type": "falcon_h1", "hidden_size": 1024, "num_attention_heads": 8,
+      "head_dim": 64, "rope_theta": 100000000000, "key_multiplier": 0.5})") == 0.0625);
+  // Everyone else: head_dim^-1/2, reported for absolute families too.
+  CHECK(scale(R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+      "position_embedding_type": "absolute"})") == 0.125);
+  CHECK(scale(R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+      "rope_theta": 10000, "attention_multiplier": 0.5})") == 1.0 / std::sqrt(128.0));
+  REQUIRE_THROWS_WITH(scale(granite + R"(, "attention_multiplier": 0})"),
+                      Contains("attention_multiplier\" = 0 must be > 0"));
+}
+
 TEST_CASE("hf_config: Gemma-3n and Gemma-4 do not scale q.k, Gemma-3 scales by query_pre_attn_scalar",
           "[hf_config]") {
   // transformers: Gemma3nTextAttention / Gemma4TextAttention set scaling = 1.0 (q and k are

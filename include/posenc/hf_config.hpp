@@ -1008,6 +1008,87 @@ inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
   }
 }
 
+/// The q.k scale of the families whose transformers attention does not use head_dim^-1/2
+/// (their Attention classes' `scaling`), else `standard`; each rule is noted.
+///   gemma3n, gemma4          1 (q and k RMS-normalised)
+///   granite* (GraniteConfig) attention_multiplier, default 1; hyperclovax: default standard
+///   mpt                      attn_config.softmax_scale, default standard
+///   gpt2, gpt_bigcode, ...   1 when scale_attn_weights = false; gpt2's
+///                            scale_attn_by_inverse_layer_idx divides layer i's by i + 1
+///   gpt_neo                  1 (no scaling)
+///   zamba, zamba2            (attention_head_dim / 2)^-1/2 (ZambaAttention)
+///   falcon_h1                standard * key_multiplier (keys are scaled before q.k)
+///   any other                query_pre_attn_scalar^-1/2 when given (Gemma-2 / Gemma-3)
+inline double hf_family_softmax_scale(const HfConfigReader& r, const nlohmann::json& c,
+                                      const std::string& prefix, HfModelConfig& out,
+                                      double standard) {
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const std::string fam = hf_lower_alnum(out.model_type);
+  const auto noted = [&](double scale, const std::string& why) {
+    std::ostringstream note;
+    note << "softmax scale " << scale << ": " << why;
+    out.notes.push_back(note.str());
+    return scale;
+  };
+  const auto one_of = [&](std::initializer_list<std::string_view> names) {
+    return std::find(names.begin(), names.end(), fam) != names.end();
+  };
+  if (one_of({"gemma3n", "gemma3ntext", "gemma4", "gemma4text"})) {
+    return noted(1.0, out.model_type + " normalises q and k and does not scale q.k");
+  }
+  if (one_of({"granite", "granitemoe", "granitemoeshared", "granitemoehybrid", "graniteswa",
+              "hyperclovax"})) {
+    const auto m = r.number(c, "attention_multiplier", path("attention_multiplier"));
+    if (m && !(*m > 0.0)) r.fail(path("attention_multiplier"), "= ", *m, " must be > 0");
+    if (!m && fam == "hyperclovax") return standard;
+    return noted(m.value_or(1.0), m ? "attention_multiplier (Granite's scaling)"
+                                    : "Granite's default attention_multiplier (1)");
+  }
+  if (fam == "mpt") {
+    const nlohmann::json* attn = HfConfigReader::find(c, "attn_config");
+    if (attn && attn->is_object()) {
+      if (auto sc = r.number(*attn, "softmax_scale", path("attn_config.softmax_scale"))) {
+        if (!(*sc > 0.0)) r.fail(path("attn_config.softmax_scale"), "= ", *sc, " must be > 0");
+        return noted(*sc, "attn_config.softmax_scale");
+      }
+    }
+    return standard;
+  }
+  if (one_of({"gpt2", "gptbigcode", "decisiontransformer", "imagegpt"})) {
+    if (fam == "gpt2" &&
+        r.boolean(c, "scale_attn_by_inverse_layer_idx", path("scale_attn_by_inverse_layer_idx"))
+            .value_or(false)) {
+      out.scale_attn_by_inverse_layer_idx = true;
+      out.notes.push_back("scale_attn_by_inverse_layer_idx: layer i's scores are divided by i + 1 "
+                          "(hf_attention_params; transformers' eager attention only, its sdpa "
+                          "and flash paths ignore it)");
+    }
+    if (!r.boolean(c, "scale_attn_weights", path("scale_attn_weights")).value_or(true)) {
+      return noted(1.0, "scale_attn_weights = false");
+    }
+    return standard;
+  }
+  if (fam == "gptneo") return noted(1.0, "GPT-Neo does not scale q.k");
+  if (one_of({"zamba", "zamba2"}) && out.num_attention_heads > 0 && out.hidden_size > 0) {
+    const auto w = r.integer(c, "attention_head_dim", path("attention_head_dim"))
+                       .value_or(2 * out.hidden_size / out.num_attention_heads);
+    if (w <= 0) r.fail(path("attention_head_dim"), "= ", w, " must be > 0");
+    return noted(1.0 / std::sqrt(static_cast<double>(w) / 2.0),
+                 "(attention_head_dim / 2)^-1/2, Zamba's scaling");
+  }
+  if (fam == "falconh1") {
+    if (auto km = r.number(c, "key_multiplier", path("key_multiplier"))) {
+      return noted(standard * *km, "head_dim^-1/2 times key_multiplier (Falcon-H1 scales keys)");
+    }
+    return standard;
+  }
+  if (auto qs = r.number(c, "query_pre_attn_scalar", path("query_pre_attn_scalar"))) {
+    if (!(*qs > 0.0)) r.fail(path("query_pre_attn_scalar"), "= ", *qs, " must be > 0");
+    return 1.0 / std::sqrt(*qs);  // Gemma 2/3: scaling = query_pre_attn_scalar ** -0.5
+  }
+  return standard;
+}
+
 }  // namespace detail
 
 /// \brief Reads a parsed config.json object. `source` names it in error messages.
@@ -1193,6 +1274,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
   if (auto a = r.boolean(c, "alibi", path("alibi")); a && *a) alibi = true;
   const detail::HfAbsoluteFamily* absolute = detail::hf_absolute_family(out.model_type);
+  // Absolute families' q.k scale: head_dim^-1/2 unless the family scales otherwise (GPT-Neo,
+  // GPT-2's flags); left 0 when the config gives no head width.
+  const auto absolute_scale = [&] {
+    if (out.hidden_size > 0 && out.num_attention_heads > 0) {
+      const double d = static_cast<double>(out.hidden_size / out.num_attention_heads);
+      out.softmax_scale = detail::hf_family_softmax_scale(r, c, prefix, out, 1.0 / std::sqrt(d));
+    }
+  };
   if (auto pe = r.string(c, "position_embedding_type", path("position_embedding_type"))) {
     if (*pe == "alibi") alibi = true;
     if (*pe == "relative_key" || *pe == "relative_key_query") {
@@ -1204,6 +1293,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.scheme = HfPositionScheme::kAbsolute;
       out.absolute_position_offset = absolute ? absolute->offset : 0;
       out.notes.push_back("position_embedding_type = \"" + *pe + "\": no RoPE, no ALiBi");
+      absolute_scale();
       return out;
     }
   }
@@ -1225,6 +1315,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
               " (LearnedPositionTable's position_offset)";
     }
     out.notes.push_back(note);
+    absolute_scale();
     return out;
   }
   if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
@@ -1243,7 +1334,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.alibi_slopes = alibi_slopes(out.num_attention_heads, alibi_bias);
     out.attention_head_dim = out.hidden_size > 0 ? out.hidden_size / out.num_attention_heads : 0;
     if (out.attention_head_dim > 0) {
-      out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim));
+      out.softmax_scale = detail::hf_family_softmax_scale(
+          r, c, prefix, out, 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim)));
     }
     return out;
   }
@@ -1767,18 +1859,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
 
   const RopeFrequencies f = compute_rope_frequencies(out.rope, 0);
-  double base = 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim));
-  const std::string scale_family = detail::hf_lower_alnum(out.model_type);
-  if (scale_family == "gemma3n" || scale_family == "gemma3ntext" || scale_family == "gemma4" ||
-      scale_family == "gemma4text") {
-    // Gemma-3n / Gemma-4 RMS-normalise q and k and set scaling = 1.0 (their TextAttention).
-    base = 1.0;
-    out.notes.push_back("softmax scale 1: " + out.model_type +
-                        " normalises q and k and does not scale q.k");
-  } else if (auto qs = r.number(c, "query_pre_attn_scalar", path("query_pre_attn_scalar"))) {
-    if (!(*qs > 0.0)) r.fail(path("query_pre_attn_scalar"), "= ", *qs, " must be > 0");
-    base = 1.0 / std::sqrt(*qs);  // Gemma 2/3: scaling = query_pre_attn_scalar ** -0.5
-  }
+  const double base = detail::hf_family_softmax_scale(
+      r, c, prefix, out, 1.0 / std::sqrt(static_cast<double>(out.attention_head_dim)));
   out.softmax_scale = base * f.softmax_scale_multiplier;
   return out;
 }

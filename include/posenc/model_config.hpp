@@ -131,9 +131,15 @@ struct HfModelConfig {
   /// indexer_rope_interleave: false or absent (DeepSeek-V3.2) half-split, true (GLM-5)
   /// interleaved — whatever the MLA heads use.
   RopeLayout indexer_layout = RopeLayout::kHalfSplit;
-  /// Attention softmax scale: query_pre_attn_scalar^-1/2 (Gemma) or attention_head_dim^-1/2,
-  /// times the RoPE plan's softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim).
+  /// Attention softmax scale: attention_head_dim^-1/2, or the family's own (query_pre_attn_scalar
+  /// ^-1/2 for Gemma-2 / 3, 1 for Gemma-3n / 4 and GPT-Neo, Granite's attention_multiplier, MPT's
+  /// attn_config.softmax_scale, ...: hf_family_softmax_scale), times the RoPE plan's
+  /// softmax_scale_multiplier (DeepSeek YaRN mscale_all_dim). 0 when the config gives no head
+  /// width (AttentionParams then takes 1 / sqrt(head_dim)).
   double softmax_scale = 0.0;
+  /// GPT-2's scale_attn_by_inverse_layer_idx: hf_attention_params divides layer i's scale by
+  /// i + 1.
+  bool scale_attn_by_inverse_layer_idx = false;
 
   /// Accepted by the config: max_position_embeddings (0 = absent).
   std::int64_t max_position_embeddings = 0;
@@ -252,7 +258,10 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
       (nope || c.attention_temperature->form != TemperatureForm::kLlama4)) {
     p.query_temperature = c.attention_temperature;
   }
-  if (c.softmax_scale > 0.0) p.scale = c.softmax_scale;
+  if (c.softmax_scale > 0.0) {
+    p.scale = c.softmax_scale /
+              (c.scale_attn_by_inverse_layer_idx ? static_cast<double>(layer + 1) : 1.0);
+  }
   if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
   p.logit_softcap = c.attn_logit_softcapping;
   return p;
