@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "support/check.hpp"
@@ -475,4 +476,74 @@ TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "
     REQUIRE_THAT(s[i], Catch::Matchers::WithinAbs(std::sin(x[i]), 1e-12));
     REQUIRE_THAT(c[i], Catch::Matchers::WithinAbs(std::cos(x[i]), 1e-12));
   }
+}
+
+TEMPLATE_TEST_CASE("rope simd: proportional RoPE's still pairs are left as they are, the turning "
+                   "ones match the long-double reference", "[rope][simd][proportional]", float,
+                   Eigen::half, Eigen::bfloat16) {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC/Clang build: the AVX2 kernels are not compiled");
+#else
+  // Gemma-4's global heads: 512 wide, 64 of 256 pairs turn (exponent over 512), the partner of
+  // pair j is j + 256; and a 96-wide head where 12 of 48 turn (the kernels widen that to 32,
+  // whose extra pairs turn by 0). A still pair holds a NaN and a -0: rotated by 0 the -0
+  // would become NaN, left alone it stays -0, bit for bit.
+  for (const auto& [D, turning] : {std::pair<Eigen::Index, Eigen::Index>{512, 64}, {96, 12}}) {
+    posenc::RopeParams p;
+    p.head_dim = D;
+    p.theta = 1e6;
+    p.scaling.type = posenc::RopeScalingType::kProportional;
+    p.partial_rotary_factor = 2.0 * static_cast<double>(turning) / static_cast<double>(D);
+    const auto f = posenc::compute_rope_frequencies(p);
+    REQUIRE(std::count_if(f.inv_freq.begin(), f.inv_freq.end(), [](double w) { return w != 0.0; }) ==
+            turning);
+    const Eigen::Index S = GENERATE(45, 3000), H = 3, half = D / 2;
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+      CAPTURE(D, S, posenc::to_string(layout));
+      const auto pair_dims = [&](Eigen::Index j) {
+        return layout == posenc::RopeLayout::kHalfSplit ? std::pair{j, j + half}
+                                                        : std::pair{2 * j, 2 * j + 1};
+      };
+      auto x = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 21);
+      const auto [a, b] = pair_dims(half - 3);
+      x[static_cast<std::size_t>(D + a)] = TestType(std::numeric_limits<float>::quiet_NaN());
+      x[static_cast<std::size_t>(D + b)] = TestType(-0.0f);
+      const auto before = x;
+      const auto pos = test_positions(S);
+      const auto cache = posenc::make_rope_cos_sin_cache(f, 7 * S);
+      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
+      const auto expect = posenc::reference::apply_rope(before.data(), 1, S, H, D, posenc::HeadLayout::kBSHD,
+                                                        pos.data(), posenc::reference::rope_frequencies(p).inv_freq,
+                                                        1.0L, 0, layout);
+      std::vector<TestType> on_the_fly = before, from_cache = before, out_of_place(x.size());
+      posenc::apply_rope_inplace<TestType>(posenc::TensorView<TestType, 4>(on_the_fly.data(), 1, S, H, D),
+                                           posenc::PositionIdsView(pos.data(), 1, S), f, layout);
+      posenc::apply_rope<TestType>(posenc::ConstTensorView<TestType, 4>(before.data(), 1, S, H, D),
+                                   posenc::PositionIdsView(pos.data(), 1, S), f, layout,
+                                   posenc::TensorView<TestType, 4>(out_of_place.data(), 1, S, H, D));
+      posenc::apply_rope_inplace_cached<TestType>(
+          posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(from_cache.data(), 1, S, H, D)),
+          posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, S)), cview, layout, 0);
+      for (const auto* got : {&on_the_fly, &out_of_place, &from_cache}) {
+        for (Eigen::Index r = 0; r < S * H; ++r) {
+          for (Eigen::Index j = 0; j < half; ++j) {
+            for (const Eigen::Index d : {pair_dims(j).first, pair_dims(j).second}) {
+              const auto i = static_cast<std::size_t>(r * D + d);
+              if (j >= turning) {
+                if (std::memcmp(&(*got)[i], &before[i], sizeof(TestType)) != 0) {
+                  CAPTURE(r, j, d);
+                  FAIL("a still pair's value changed");
+                }
+              } else if (std::abs(posenc::detail::to_double((*got)[i]) - static_cast<double>(expect[i])) >
+                         tol<TestType>()) {
+                CAPTURE(r, j, d, posenc::detail::to_double((*got)[i]), static_cast<double>(expect[i]));
+                FAIL("a turning pair is off the reference");
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+#endif
 }

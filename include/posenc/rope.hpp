@@ -650,37 +650,59 @@ class RopeAnglesFromCache {
   alignas(64) double wide_[kMaxRotaryDim];  // the widened row of a non-float cache
 };
 
+/// How many leading pairs of a token turn: trailing pairs with cos 1 and sin 0 exactly (angle 0
+/// with attention factor 1: the still pairs of proportional RoPE, Gemma-4's 192 of 256 on its
+/// global heads, and every pair at position 0) are left untouched, which is the rotation by 0
+/// except that it keeps a zero's sign and does not spread a partner's NaN. Rounded up to 32
+/// pairs (the vector kernels' widths): the extra pairs rotate by 0.
+template <typename C>
+inline Eigen::Index rope_turning_pairs(const C* c, const C* s, Eigen::Index half) {
+  Eigen::Index n = half;
+  while (n > 0 && c[n - 1] == C(1) && s[n - 1] == C(0)) --n;
+  return n == half ? half : std::min(half, (n + 31) / 32 * 32);
+}
+
 /// Rotates the slice [offset, offset + rd) of `heads` head vectors of one token from src to dst
 /// (the same pointers and strides for in-place) and, out of place, copies the pass-through
-/// dims. Every per-call decision is taken once here, outside the head loop, which then runs a
+/// dims. Only pairs [0, pairs) turn (rope_turning_pairs); the rest are copied or left alone.
+/// Every per-call decision is taken once here, outside the head loop, which then runs a
 /// straight vector loop per head.
 template <typename T, RopeLayout L>
 inline void rope_rotate_heads(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                               Eigen::Index dst_hs, Eigen::Index head_dim, Eigen::Index offset,
-                              Eigen::Index rd, const compute_t<T>* c, const compute_t<T>* s,
-                              compute_t<T>* scratch, [[maybe_unused]] RopeSource source) {
+                              Eigen::Index rd, Eigen::Index pairs, const compute_t<T>* c,
+                              const compute_t<T>* s, compute_t<T>* scratch,
+                              [[maybe_unused]] RopeSource source) {
   using C = compute_t<T>;
+  const Eigen::Index half = rd / 2;
   const bool in_place = src == dst && src_hs == dst_hs;
   if (!in_place) {
+    // Pass-through dims, and the still pairs' dims: [2 pairs, rd) interleaved, [pairs, half)
+    // and [half + pairs, rd) half-split.
+    const Eigen::Index turned = L == RopeLayout::kInterleaved ? 2 * pairs : half + pairs;
     for (Eigen::Index h = 0; h < heads; ++h) {
       const T* sr = src + h * src_hs;
       T* dr = dst + h * dst_hs;
       std::copy(sr, sr + offset, dr);
-      std::copy(sr + offset + rd, sr + head_dim, dr + offset + rd);
+      if (L == RopeLayout::kHalfSplit) {
+        std::copy(sr + offset + pairs, sr + offset + half, dr + offset + pairs);
+      }
+      std::copy(sr + offset + turned, sr + head_dim, dr + offset + turned);
     }
   }
+  if (pairs == 0) return;
   src += offset;
   dst += offset;
 #ifdef POSENC_ROPE_SIMD
   if constexpr (std::is_same_v<C, float>) {
     if constexpr (L == RopeLayout::kHalfSplit) {
-      if ((rd / 2) % 8 == 0) {
-        rope_simd_half_split<T>(src, dst, heads, src_hs, dst_hs, c, s, rd / 2, source);
+      if (pairs % 8 == 0) {
+        rope_simd_half_split<T>(src, dst, heads, src_hs, dst_hs, c, s, half, pairs, source);
         return;
       }
     } else {
-      if (rd % 8 == 0) {
-        rope_simd_interleaved<T>(src, dst, heads, src_hs, dst_hs, c, s, rd, source);
+      if ((2 * pairs) % 8 == 0) {
+        rope_simd_interleaved<T>(src, dst, heads, src_hs, dst_hs, c, s, 2 * pairs, source);
         return;
       }
     }
@@ -692,23 +714,23 @@ inline void rope_rotate_heads(const T* src, T* dst, Eigen::Index heads, Eigen::I
     if constexpr (std::is_same_v<T, C>) {
       if (in_place) {
         if constexpr (L == RopeLayout::kHalfSplit) {
-          rope_rotate_half_split<C>(dr, c, s, rd / 2);
+          rope_rotate_half_split<C>(dr, c, s, half, pairs);
         } else {
-          rope_rotate_interleaved<C>(dr, c, s, rd);
+          rope_rotate_interleaved<C>(dr, c, s, 2 * pairs);
         }
       } else {
         if constexpr (L == RopeLayout::kHalfSplit) {
-          rope_rotate_half_split<C>(sr, dr, c, s, rd / 2);
+          rope_rotate_half_split<C>(sr, dr, c, s, half, pairs);
         } else {
-          rope_rotate_interleaved<C>(sr, dr, c, s, rd);
+          rope_rotate_interleaved<C>(sr, dr, c, s, 2 * pairs);
         }
       }
     } else {
       load_row<T>(sr, scratch, rd);
       if constexpr (L == RopeLayout::kHalfSplit) {
-        rope_rotate_half_split<C>(scratch, c, s, rd / 2);
+        rope_rotate_half_split<C>(scratch, c, s, half, pairs);
       } else {
-        rope_rotate_interleaved<C>(scratch, c, s, rd);
+        rope_rotate_interleaved<C>(scratch, c, s, 2 * pairs);
       }
       store_row<T>(scratch, dr, rd);
     }
@@ -742,13 +764,14 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
     const Eigen::Index b = seq_major ? u % batch : u / seq;
     const Eigen::Index s = seq_major ? u / batch : u - b * seq;
     angles.at(pos.at(b, s));
+    const Eigen::Index pairs = rope_turning_pairs(angles.cos(), angles.sin(), rd / 2);
     for (int t = 0; t < num_targets; ++t) {
       const RopeTarget<T>& tg = targets[t];
       rope_rotate_heads<T, L>(tg.src.data + b * tg.src.batch_stride + s * tg.src.seq_stride,
                               tg.dst.data + b * tg.dst.batch_stride + s * tg.dst.seq_stride,
                               tg.dst.heads, tg.src.head_stride, tg.dst.head_stride,
-                              tg.dst.head_dim, offset, rd, angles.cos(), angles.sin(), scratch,
-                              source);
+                              tg.dst.head_dim, offset, rd, pairs, angles.cos(), angles.sin(),
+                              scratch, source);
     }
   }
 }

@@ -73,11 +73,13 @@ inline void rope_sincos(const double* __restrict x, double* __restrict s, double
   }
 }
 
-/// Half-split pairs (j, j + half), in place: x1' = x1 c - x2 s, x2' = x2 c + x1 s.
+/// Half-split pairs (j, j + half) for j < pairs (<= half: the rest are held still), in place:
+/// x1' = x1 c - x2 s, x2' = x2 c + x1 s.
 template <typename C>
-inline void rope_rotate_half_split(C* x, const C* c, const C* s, Eigen::Index half) {
+inline void rope_rotate_half_split(C* x, const C* c, const C* s, Eigen::Index half,
+                                   Eigen::Index pairs) {
   C* x2 = x + half;
-  for (Eigen::Index j = 0; j < half; ++j) {
+  for (Eigen::Index j = 0; j < pairs; ++j) {
     const C a = x[j];
     const C b = x2[j];
     x[j] = a * c[j] - b * s[j];
@@ -99,8 +101,8 @@ inline void rope_rotate_interleaved(C* x, const C* c, const C* s, Eigen::Index r
 /// Out-of-place versions; src and dst must not overlap.
 template <typename C>
 inline void rope_rotate_half_split(const C* __restrict src, C* __restrict dst, const C* c,
-                                   const C* s, Eigen::Index half) {
-  for (Eigen::Index j = 0; j < half; ++j) {
+                                   const C* s, Eigen::Index half, Eigen::Index pairs) {
+  for (Eigen::Index j = 0; j < pairs; ++j) {
     const C a = src[j];
     const C b = src[j + half];
     dst[j] = a * c[j] - b * s[j];
@@ -454,8 +456,8 @@ EIGEN_ALWAYS_INLINE void rope_bf16_interleaved_chunk(const Eigen::bfloat16* x, E
 }
 
 /// bfloat16 rows with the cos / sin of all N chunks held in registers across every head, as the
-/// float rows are (rope_simd_half_split_block): 4 N registers for half-split (half = 2W N), 2 N
-/// for interleaved (rd = 2W N). Reloading them per head and chunk cost 30-40 % at T >= 16:
+/// float rows are (rope_simd_half_split_block): 4 N registers for half-split (2W N pairs, the
+/// partner `half` further on), 2 N for interleaved (rd = 2W N). Reloading them per head and chunk cost 30-40 % at T >= 16:
 /// Zen 5, 32 heads x 128, A/B (3 rounds), half-split T = 16 / 512 / 4096 8.7-10.4 us /
 /// 142-156 us / 1.21-1.27 ms -> 5.3-5.8 / 90-97 / 0.96-1.02; interleaved T = 16 / 512
 /// 6.9-7.0 / 98-99 us -> 5.7-6.1 / 79-82. The chunk helpers are forced inline: GCC left the
@@ -463,7 +465,8 @@ EIGEN_ALWAYS_INLINE void rope_bf16_interleaved_chunk(const Eigen::bfloat16* x, E
 template <typename Vec, int N, bool kInterleaved>
 inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                 Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
-                                const float* c, const float* s, RopeSource source) {
+                                const float* c, const float* s, Eigen::Index half,
+                                RopeSource source) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   constexpr int kPerChunk = kInterleaved ? 1 : 2;  // cos (and sin) vectors per chunk
@@ -472,11 +475,10 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
     cv[k] = Vec::loadf(c + W * k);
     sv[k] = Vec::loadf(s + W * k);
   }
-  constexpr Eigen::Index half = 2 * W * N;  // half-split
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
-    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, kInterleaved ? half : 2 * half);
+    if (source == RopeSource::kMemory) rope_prefetch_ahead(x, kInterleaved ? 2 * W * N : 2 * half);
     for (int k = 0; k < N; ++k) {
       if constexpr (kInterleaved) {
         rope_bf16_interleaved_chunk<Vec>(x, y, 2 * W * k, cv[k], sv[k]);
@@ -494,13 +496,13 @@ template <typename Vec, bool kInterleaved>
 inline bool rope_bf16_try_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                 Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
                                 const float* c, const float* s, Eigen::Index chunks,
-                                RopeSource source) {
+                                Eigen::Index half, RopeSource source) {
   if constexpr (Vec::kWholeVecs > 0) {
     constexpr int kMaxChunks = kInterleaved ? 8 : 4;
     if (chunks <= kMaxChunks) {
       rope_with_vecs<kMaxChunks>(chunks, [&](auto n) {
         rope_bf16_rows_held<Vec, decltype(n)::value, kInterleaved>(src, dst, heads, src_hs,
-                                                                   dst_hs, c, s, source);
+                                                                   dst_hs, c, s, half, source);
       });
       return true;
     }
@@ -508,18 +510,19 @@ inline bool rope_bf16_try_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16*
   return false;
 }
 
-/// bfloat16 half-split, half a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once per
-/// token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then c[2W k + 2i + 1]),
-/// two permutes per 2W values (the scalar loop it replaced cost 3-6 % at T >= 16).
+/// bfloat16 half-split, pairs a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once
+/// per token into the even / odd order of bf16_split (chunk k: c[2W k + 2i], then
+/// c[2W k + 2i + 1]), two permutes per 2W values (the scalar loop it replaced cost 3-6 % at
+/// T >= 16).
 template <typename Vec>
 inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                       Eigen::Index heads, Eigen::Index src_hs,
                                       Eigen::Index dst_hs, const float* c, const float* s,
-                                      Eigen::Index half, RopeSource source) {
+                                      Eigen::Index half, Eigen::Index pairs, RopeSource source) {
   constexpr int W = Vec::kLanes;
   alignas(64) float cp[kRopeSimdMaxHalf];
   alignas(64) float sp[kRopeSimdMaxHalf];
-  for (Eigen::Index j = 0; j < half; j += 2 * W) {
+  for (Eigen::Index j = 0; j < pairs; j += 2 * W) {
     typename Vec::V even, odd;
     Vec::deinterleave(c + j, even, odd);
     Vec::storef(cp + j, even);
@@ -529,14 +532,14 @@ inline void rope_simd_half_split_bf16(const Eigen::bfloat16* src, Eigen::bfloat1
     Vec::storef(sp + j + W, odd);
   }
   if (rope_bf16_try_rows_held<Vec, false>(src, dst, heads, src_hs, dst_hs, cp, sp,
-                                          half / (2 * W), source)) {
+                                          pairs / (2 * W), half, source)) {
     return;
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
     if (source == RopeSource::kMemory) rope_prefetch_ahead(x, 2 * half);
-    for (Eigen::Index j = 0; j < half; j += 2 * W) {
+    for (Eigen::Index j = 0; j < pairs; j += 2 * W) {
       rope_bf16_half_split_chunk<Vec>(x, y, half, j, Vec::loadf(cp + j), Vec::loadf(cp + j + W),
                                       Vec::loadf(sp + j), Vec::loadf(sp + j + W));
     }
@@ -552,7 +555,7 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
                                        Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
   if (rope_bf16_try_rows_held<Vec, true>(src, dst, heads, src_hs, dst_hs, c, s, rd / (2 * W),
-                                         source)) {
+                                         rd / 2, source)) {
     return;
   }
   for (Eigen::Index h = 0; h < heads; ++h) {
@@ -601,19 +604,20 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
   }
 }
 
-/// Half-split rotation of `heads` rows (row h at src + h * src_hs), half a multiple of W.
-/// Rows whose cos / sin fit in Vec::kWholeVecs + kWholeVecs registers (AVX-512) are rotated
+/// Half-split rotation of pairs [0, pairs) of `heads` rows (row h at src + h * src_hs), partner
+/// `half` further on, pairs a multiple of W. Rows whose cos / sin fit in Vec::kWholeVecs + kWholeVecs registers (AVX-512) are rotated
 /// in one pass over every head in address order with no cos / sin reload, wherever they come
 /// from; otherwise from L3 / DRAM each row is walked with its cos / sin loaded alongside, and
 /// from L2 in blocks of pairs with the heads inner.
 template <typename Vec, typename T>
 inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
-                                      const float* s, Eigen::Index half, RopeSource source) {
+                                      const float* s, Eigen::Index half, Eigen::Index pairs,
+                                      RopeSource source) {
   constexpr int W = Vec::kLanes;
   if constexpr (Vec::kWholeVecs > 0) {
-    if (half / W <= Vec::kWholeVecs) {
-      rope_with_vecs<Vec::kWholeVecs>(half / W, [&](auto vecs) {
+    if (pairs / W <= Vec::kWholeVecs) {
+      rope_with_vecs<Vec::kWholeVecs>(pairs / W, [&](auto vecs) {
         rope_simd_half_split_block<Vec, T, decltype(vecs)::value>(
             src, dst, heads, src_hs, dst_hs, c, s, half, 1, source == RopeSource::kMemory);
       });
@@ -625,17 +629,17 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
     for (Eigen::Index h = 0; h < heads; ++h) {
       if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, 2 * half);
       rope_simd_half_split_block<Vec, T, 1>(src + h * src_hs, dst + h * dst_hs, 1, 0, 0, c, s,
-                                            half, half / W);
+                                            half, pairs / W);
     }
     return;
   }
   constexpr int kBlock = W * Vec::kBlockVecs;
   Eigen::Index j = 0;
-  for (; j + kBlock <= half; j += kBlock) {
+  for (; j + kBlock <= pairs; j += kBlock) {
     rope_simd_half_split_block<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
                                                        c + j, s + j, half, 1);
   }
-  for (; j < half; j += W) {
+  for (; j < pairs; j += W) {
     rope_simd_half_split_block<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, c + j, s + j,
                                           half, 1);
   }
@@ -787,36 +791,42 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
 }
 #endif
 
-/// Half-split rotation of `heads` rows, rd / 2 a multiple of 8. source: see RopeSource.
+/// Half-split rotation of pairs [0, pairs) of `heads` rows (partners `half` further on; the
+/// pairs past `pairs` are held still), pairs a multiple of 8. source: see RopeSource.
 template <typename T>
 inline void rope_simd_half_split(const T* src, T* dst, Eigen::Index heads, Eigen::Index src_hs,
                                  Eigen::Index dst_hs, const float* c, const float* s,
-                                 Eigen::Index half, RopeSource source) {
+                                 Eigen::Index half, Eigen::Index pairs, RopeSource source) {
 #ifdef POSENC_ROPE_SIMD512
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    if (half % 32 == 0) {
-      rope_simd_half_split_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+    if (pairs % 32 == 0) {
+      rope_simd_half_split_bf16<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, pairs,
+                                           source);
       return;
     }
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (const int p = rope_rows_phase(src, dst, src_hs, dst_hs, 2 * half, false, source)) {
-      rope_phase_rows<false>(src, dst, heads, c, s, 2 * half, p);
-      return;
+    if (pairs == half) {
+      if (const int p = rope_rows_phase(src, dst, src_hs, dst_hs, 2 * half, false, source)) {
+        rope_phase_rows<false>(src, dst, heads, c, s, 2 * half, p);
+        return;
+      }
     }
   }
-  if (half % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
-    rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+  if (pairs % 16 == 0 && rope_rows_take_512(src, dst, src_hs, dst_hs, source)) {
+    rope_simd_half_split_rows<RopeVec16>(src, dst, heads, src_hs, dst_hs, c, s, half, pairs,
+                                         source);
     return;
   }
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    if (half % 16 == 0) {
-      rope_simd_half_split_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+    if (pairs % 16 == 0) {
+      rope_simd_half_split_bf16<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, pairs,
+                                          source);
       return;
     }
   }
-  rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, source);
+  rope_simd_half_split_rows<RopeVec8>(src, dst, heads, src_hs, dst_hs, c, s, half, pairs, source);
 }
 
 /// keep_in_register for 512-bit vectors only. Unpinned, GCC folds the load into both the
