@@ -479,6 +479,69 @@ TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer ty
   }
 }
 
+TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its own way",
+          "[hf_config]") {
+  const auto nope_layers = [](const posenc::HfModelConfig& c) {
+    return std::count(c.layer_uses_rope.begin(), c.layer_uses_rope.end(), false);
+  };
+  // No rotary embedding in the modeling code at all (Jamba, Nemotron-H, Zamba), or deleted
+  // (Kimi-Linear's NoPE MLA): every layer NoPE, whatever rope keys the config carries.
+  for (const char* type : {"jamba", "nemotron_h", "zamba", "kimi_linear"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "hidden_size": 1024, "num_attention_heads": 8,
+        "num_hidden_layers": 6, "rope_theta": 10000})");
+    CHECK(c.layer_uses_rope.size() == 6);
+    CHECK(nope_layers(c) == 6);
+    CHECK(has_note(c, "no attention layer applies RoPE"));
+  }
+  // Zamba2: RoPE only with use_mem_rope, on heads of attention_head_dim = 2 hidden / heads.
+  const std::string zamba2 = R"({"model_type": "zamba2", "hidden_size": 2560,
+      "num_attention_heads": 32, "num_hidden_layers": 4, "rope_theta": 10000)";
+  CHECK(nope_layers(posenc::parse_hf_config(zamba2 + "}")) == 4);
+  const auto mem_rope = posenc::parse_hf_config(zamba2 + R"(, "use_mem_rope": true})");
+  CHECK(nope_layers(mem_rope) == 0);
+  CHECK(mem_rope.rope.head_dim == 160);
+  CHECK(posenc::resolved_rotary_dim(mem_rope.rope) == 160);
+  // Granite 4.0 (granitemoehybrid): RoPE only with position_embedding_type "rope".
+  const std::string granite4 = R"({"model_type": "granitemoehybrid", "hidden_size": 1536,
+      "num_attention_heads": 12, "num_hidden_layers": 3, "rope_theta": 10000)";
+  CHECK(nope_layers(posenc::parse_hf_config(granite4 + "}")) == 3);
+  CHECK(nope_layers(posenc::parse_hf_config(granite4 + R"(, "position_embedding_type": "rope"})")) == 0);
+  // Exaone-4 with a window and AFMoE rotate on their sliding / local layers only.
+  const std::string types = R"("layer_types": ["sliding_attention", "sliding_attention",
+      "sliding_attention", "full_attention"], "num_hidden_layers": 4)";
+  for (const char* type : {"exaone4", "afmoe"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "hidden_size": 1024, "num_attention_heads": 8,
+        "rope_theta": 1000000, "sliding_window": 4096, )" + types + "}");
+    REQUIRE(c.layer_uses_rope.size() == 4);
+    CHECK(c.layer_uses_rope[0]);
+    CHECK_FALSE(c.layer_uses_rope[3]);
+  }
+  // Exaone-4 without a window rotates everywhere (Exaone4Attention: sliding_window is None).
+  CHECK(posenc::parse_hf_config(R"({"model_type": "exaone4", "hidden_size": 1024,
+      "num_attention_heads": 8, "rope_theta": 1000000, )" + types + "}").layer_uses_rope.empty());
+  // Bamba hard-codes partial_rotary_factor 0.5; MiniMax-M2 rotates rotary_dim (default half
+  // the head) at base 5e6 unless the config says otherwise.
+  const auto bamba = posenc::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
+      "num_attention_heads": 32, "rope_theta": 10000})");
+  CHECK(posenc::resolved_rotary_dim(bamba.rope) == 64);
+  const auto m2 = posenc::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
+      "num_attention_heads": 48, "head_dim": 128})");
+  CHECK(posenc::resolved_rotary_dim(m2.rope) == 64);
+  CHECK(m2.rope.theta == 5000000.0);
+  const auto m2_given = posenc::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
+      "num_attention_heads": 48, "head_dim": 128, "rotary_dim": 32, "rope_theta": 1000000,
+      "partial_rotary_factor": 1.0})");
+  CHECK(posenc::resolved_rotary_dim(m2_given.rope) == 32);
+  CHECK(m2_given.rope.theta == 1000000.0);
+  // JetMoE's heads are kv_channels wide.
+  CHECK(posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
+      "num_key_value_heads": 16, "kv_channels": 128, "rope_theta": 10000})").rope.head_dim == 128);
+}
+
 TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf_config]") {
   // Each expected value is the family's transformers Attention `scaling` line evaluated by hand.
   const auto scale = [](const std::string& json) { return posenc::parse_hf_config(json).softmax_scale; };

@@ -1008,6 +1008,28 @@ inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
   }
 }
 
+/// Why no attention layer of the model rotates (transformers' modeling code), or "" when some
+/// do: Jamba and Nemotron-H have no rotary embedding, Kimi-Linear deletes its own (MLA with
+/// NoPE), Zamba has none and Zamba2 only with use_mem_rope, GraniteMoeHybrid (Granite 4.0) only
+/// with position_embedding_type "rope".
+inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& c,
+                                 const std::string& prefix, const std::string& family) {
+  if (family == "jamba" || family == "nemotronh" || family == "zamba") {
+    return "its modeling code has no rotary embedding";
+  }
+  if (family == "kimilinear") return "Kimi-Linear's MLA runs without RoPE (NoPE)";
+  if (family == "zamba2" &&
+      !r.boolean(c, "use_mem_rope", prefix + "use_mem_rope").value_or(false)) {
+    return "use_mem_rope is false or absent";
+  }
+  if (family == "granitemoehybrid" &&
+      r.string(c, "position_embedding_type", prefix + "position_embedding_type")
+              .value_or("") != "rope") {
+    return "position_embedding_type is not \"rope\"";
+  }
+  return "";
+}
+
 /// The q.k scale of the families whose transformers attention does not use head_dim^-1/2
 /// (their Attention classes' `scaling`), else `standard`; each rule is noted.
 ///   gemma3n, gemma4          1 (q and k RMS-normalised)
@@ -1350,12 +1372,24 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("head_dim"), "= ", *hd, " must be in [1, ", detail::kHfMaxDim, "]");
     }
     head_dim = *hd;
-  } else if (auto kc = r.integer(c, "kv_channels", path("kv_channels"))) {  // ChatGLM
+  } else if (detail::hf_lower_alnum(out.model_type) == "zamba2" && out.hidden_size > 0 &&
+             out.num_attention_heads > 0) {
+    // Zamba2Config maps head_dim to attention_head_dim = 2 hidden_size / num_attention_heads
+    // (its attention runs on the concatenation of the hidden state and the first embedding).
+    head_dim = r.integer(c, "attention_head_dim", path("attention_head_dim"))
+                   .value_or(2 * out.hidden_size / out.num_attention_heads);
+    if (head_dim <= 0 || head_dim > detail::kHfMaxDim) {
+      r.fail(path("attention_head_dim"), "= ", head_dim, " must be in [1, ", detail::kHfMaxDim,
+             "]");
+    }
+    out.notes.push_back("zamba2: heads of attention_head_dim = " + std::to_string(head_dim) +
+                        " (2 hidden_size / num_attention_heads)");
+  } else if (auto kc = r.integer(c, "kv_channels", path("kv_channels"))) {  // ChatGLM, JetMoE
     if (*kc <= 0 || *kc > detail::kHfMaxDim) {
       r.fail(path("kv_channels"), "= ", *kc, " must be in [1, ", detail::kHfMaxDim, "]");
     }
     head_dim = *kc;
-    out.notes.push_back("head_dim read from kv_channels (ChatGLM)");
+    out.notes.push_back("head_dim read from kv_channels (ChatGLM, JetMoE)");
   } else {
     if (out.hidden_size <= 0) {
       r.fail(path("hidden_size"), "is missing (and no head_dim): cannot size the heads");
@@ -1436,6 +1470,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (!nested_theta && detail::hf_lower_alnum(out.model_type) == "modernbert") {
       ctx.top_theta = 160000.0;
       out.notes.push_back("modernbert: global_rope_theta absent, transformers' default 160000");
+    } else if (!nested_theta && detail::hf_lower_alnum(out.model_type) == "minimaxm2") {
+      ctx.top_theta = 5000000.0;
+      out.notes.push_back("minimax_m2: rope_theta absent, transformers' default 5e6");
     } else if (!nested_theta) {
       out.notes.push_back("rope_theta absent: transformers' default 10000");
     }
@@ -1450,6 +1487,25 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (!(*pct > 0.0 && *pct <= 1.0)) r.fail(path("rotary_pct"), "= ", *pct, " must be in (0, 1]");
     ctx.top_partial = *pct;
     out.notes.push_back("partial_rotary_factor read from rotary_pct (GPT-NeoX)");
+  }
+  const std::string width_family = detail::hf_lower_alnum(out.model_type);
+  if (width_family == "bamba") {
+    // BambaConfig.__post_init__: partial_rotary_factor = 0.5, "hardcode for BC".
+    if (ctx.top_partial && *ctx.top_partial != 0.5) {
+      out.notes.push_back("bamba: partial_rotary_factor given as " +
+                          detail::concat(*ctx.top_partial) + " is overridden");
+    }
+    ctx.top_partial = 0.5;
+    out.notes.push_back("bamba: RoPE on half of each head (transformers hard-codes "
+                        "partial_rotary_factor 0.5)");
+  }
+  if (width_family == "minimaxm2") {
+    // MiniMaxM2Config: partial_rotary_factor = rotary_dim / head_dim (rotary_dim defaulting
+    // to head_dim / 2), whatever partial_rotary_factor says.
+    if (!HfConfigReader::find(c, "rotary_dim")) {
+      ctx.top_partial = 0.5;
+      out.notes.push_back("minimax_m2: rotary_dim absent, transformers' default head_dim / 2");
+    }
   }
   if (!ctx.top_partial && detail::hf_lower_alnum(out.model_type) == "chatglm") {
     // THUDM ChatGLM2/3 modeling code: RotaryEmbedding(kv_channels // 2) on the first half of
@@ -1574,10 +1630,19 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.notes.push_back("no_rope_layers: " + std::to_string(nope) + " of " +
                         std::to_string(nr->size()) +
                         " layers apply no RoPE (NoPE; 1 = RoPE, as Llama-4 / SmolLM3 read it)");
-  } else if (family == "cohere2" && !out.layer_types.empty()) {
-    // HF Cohere2Attention applies RoPE only when the layer has a sliding window.
+  } else if ((family == "cohere2" || family == "afmoe" ||
+              (family == "exaone4" && out.sliding_window > 0)) &&
+             !out.layer_types.empty()) {
+    // Cohere2Attention and Exaone4Attention rotate only on sliding layers (Exaone-4: once the
+    // model has a window, "global NoPE"), AfmoeAttention only on its local layers.
     for (const auto& t : out.layer_types) out.layer_uses_rope.push_back(t != "full_attention");
-    out.notes.push_back("cohere2: full_attention layers apply no RoPE (NoPE)");
+    out.notes.push_back(out.model_type + ": full_attention layers apply no RoPE (NoPE)");
+  } else if (const std::string why = detail::hf_nope_model(r, c, prefix, family); !why.empty()) {
+    out.layer_uses_rope.assign(static_cast<std::size_t>(std::max<Eigen::Index>(out.num_hidden_layers, 0)),
+                               false);
+    out.notes.push_back(out.model_type + ": no attention layer applies RoPE (" + why + ")" +
+                        (out.num_hidden_layers > 0 ? "" : "; num_hidden_layers is absent, so "
+                                                          "layer_uses_rope is empty"));
   } else if (llama4 || family == "smollm3" || interval) {
     // Llama4TextConfig / SmolLM3Config: no_rope_layers absent or [] (Llama-4 Scout ships [])
     // means every no_rope_layer_interval-th layer is NoPE: uses_rope = (i + 1) % n != 0.
