@@ -311,6 +311,43 @@ void run_vs_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Ind
   state.SetLabel(posenc_bench::ratio_label(naive_id(layout, tokens), 5.0));
 }
 
+/// Gemma-4's global layers: 16 query heads of 512, proportional RoPE with 64 of 256 pairs
+/// turning (partial_rotary_factor 0.25, base 1e6), from the cos / sin cache; paired with a
+/// whole-head rotation of the same tensor (default RoPE over 512 dims: the bytes a kernel that
+/// rotated the still pairs too would move). Positions from 4096 on (no free position-0 rows).
+template <typename T>
+void run_proportional(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index tokens) {
+  const Eigen::Index heads = 16, head_dim = 512;
+  std::vector<T> q(static_cast<std::size_t>(tokens * heads * head_dim));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = T(static_cast<float>(i % 97) * 0.01f - 0.5f);
+  std::vector<T> q_full = q;
+  posenc::RopeParams proportional;
+  proportional.head_dim = head_dim;
+  proportional.theta = 1e6;
+  proportional.scaling.type = posenc::RopeScalingType::kProportional;
+  proportional.partial_rotary_factor = 0.25;
+  posenc::RopeParams full = proportional;
+  full.scaling = posenc::RopeScaling{};
+  full.partial_rotary_factor = 1.0;
+  const auto cache_p = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(proportional), 4096 + tokens);
+  const auto cache_f = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(full), 4096 + tokens);
+  const posenc::ConstTensorView<float, 2> view_p(cache_p.data(), cache_p.dimension(0), cache_p.dimension(1));
+  const posenc::ConstTensorView<float, 2> view_f(cache_f.data(), cache_f.dimension(0), cache_f.dimension(1));
+  const auto hq = posenc::rope_heads<T>(posenc::TensorView<T, 4>(q.data(), 1, tokens, heads, head_dim));
+  const auto hf = posenc::rope_heads<T>(posenc::TensorView<T, 4>(q_full.data(), 1, tokens, heads, head_dim));
+  const auto positions = posenc::RopePositions::contiguous(1, tokens, 4096);
+  state.counters["paired_full_head"] = posenc_bench::run_paired(
+      state,
+      [&] {
+        posenc::apply_rope_inplace_cached<T>(hq, positions, view_p, layout, 0);
+        benchmark::ClobberMemory();
+      },
+      [&] {
+        posenc::apply_rope_inplace_cached<T>(hf, positions, view_f, layout, 0);
+        benchmark::ClobberMemory();
+      });
+}
+
 #if defined(__AVX512BW__)
 /// What bounds bfloat16 rows in cache: the least arithmetic any half-split bf16 rotation issues
 /// on AVX-512, as a kernel. Per 32 values: one 64-byte load, the even / odd widening (a shift
@@ -508,6 +545,16 @@ const bool registered = [] {
       benchmark::RegisterBenchmark(("BM_Rope_OnTheFly_vsNaive/f32/" + suffix).c_str(), run_vs_naive, layout, tokens)
           ->UseManualTime();
     }
+  }
+  for (const Eigen::Index tokens : {1, 512}) {
+    const std::string suffix = "/half_split/q16/hd512/T:" + std::to_string(tokens);
+    benchmark::RegisterBenchmark(("BM_Rope_Proportional/f32" + suffix).c_str(),
+                                 run_proportional<float>, posenc::RopeLayout::kHalfSplit, tokens)
+        ->UseManualTime();
+    benchmark::RegisterBenchmark(("BM_Rope_Proportional/bf16" + suffix).c_str(),
+                                 run_proportional<Eigen::bfloat16>, posenc::RopeLayout::kHalfSplit,
+                                 tokens)
+        ->UseManualTime();
   }
   std::sort(streams.begin(), streams.end());
   streams.erase(std::unique(streams.begin(), streams.end()), streams.end());

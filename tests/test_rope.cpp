@@ -985,3 +985,31 @@ TEST_CASE("rope: invalid parameters name the parameter", "[rope][errors][params]
     REQUIRE_THROWS_WITH(plan_default.update(-3), Contains("seq_len = -3"));
   }
 }
+
+TEMPLATE_TEST_CASE("rope: the turning-pair count leaves only whole blocks of still pairs out",
+                   "[rope][proportional]", float, double) {
+  // cos exactly 1 and sin +-0 is a still pair; anything else turns, a NaN sin included.
+  const auto count = [](Eigen::Index half, Eigen::Index turning, TestType sin_still) {
+    std::vector<TestType> c(static_cast<std::size_t>(half), TestType(1)), s(c.size(), sin_still);
+    for (Eigen::Index j = 0; j < turning; ++j) {
+      c[static_cast<std::size_t>(j)] = TestType(0.5);
+      s[static_cast<std::size_t>(j)] = TestType(0.75);
+    }
+    return posenc::detail::rope_turning_pairs(c.data(), s.data(), half);
+  };
+  CHECK(count(256, 64, TestType(0)) == 64);   // Gemma-4's global heads
+  CHECK(count(256, 64, TestType(-0.0)) == 64);
+  CHECK(count(256, 65, TestType(0)) == 96);   // whole 32-pair blocks only
+  CHECK(count(48, 12, TestType(0)) == 16);    // blocks counted from the end
+  CHECK(count(256, 0, TestType(0)) == 0);     // position 0: nothing turns
+  CHECK(count(16, 0, TestType(0)) == 0);
+  CHECK(count(256, 256, TestType(0)) == 256);
+  CHECK(count(256, 64, std::numeric_limits<TestType>::quiet_NaN()) == 256);
+  CHECK(count(256, 64, TestType(1e-30)) == 256);
+  std::vector<TestType> c(64, TestType(1)), s(64, TestType(0));
+  c[40] = std::nextafter(TestType(1), TestType(2));  // one ulp off 1 in a block of the middle
+  CHECK(posenc::detail::rope_turning_pairs(c.data(), s.data(), Eigen::Index{64}) == 64);
+  c[40] = TestType(1);
+  s[10] = TestType(-1e-38);
+  CHECK(posenc::detail::rope_turning_pairs(c.data(), s.data(), Eigen::Index{64}) == 32);
+}
