@@ -34,6 +34,19 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+/// The GGUF's plan equals the config.json's: attention factor, softmax multiplier and every
+/// inv_freq within `rel` (a still pair's 0 exactly).
+void check_same_plan(const posenc::RopeFrequencies& hf, const posenc::RopeFrequencies& gg,
+                     double rel) {
+  REQUIRE(gg.inv_freq.size() == hf.inv_freq.size());
+  CHECK_THAT(gg.attention_factor, WithinRel(hf.attention_factor, rel));
+  CHECK_THAT(gg.softmax_scale_multiplier, WithinRel(hf.softmax_scale_multiplier, rel));
+  for (std::size_t j = 0; j < hf.inv_freq.size(); ++j) {
+    CAPTURE(j);
+    REQUIRE_THAT(gg.inv_freq[j], WithinRel(hf.inv_freq[j], rel));
+  }
+}
+
 /// convert_hf_to_gguf.py's output for the four families below (metadata and RoPE tensors).
 GgufWriter convert(const nlohmann::json& c) {
   const std::string type = c.at("model_type");
@@ -150,15 +163,8 @@ TEST_CASE("hf config vs gguf: a converted model reads as the same RoPE", "[gguf]
     for (std::int64_t seq_len : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{4097},
                                  std::int64_t{131072}}) {
       CAPTURE(seq_len);
-      const auto a = posenc::compute_rope_frequencies(hf.rope, seq_len);
-      const auto b = posenc::compute_rope_frequencies(gg.rope, seq_len);
-      REQUIRE(a.inv_freq.size() == b.inv_freq.size());
-      CHECK_THAT(b.attention_factor, WithinRel(a.attention_factor, 1e-6));
-      CHECK_THAT(b.softmax_scale_multiplier, WithinRel(a.softmax_scale_multiplier, 1e-6));
-      for (std::size_t j = 0; j < a.inv_freq.size(); ++j) {
-        CAPTURE(j);
-        REQUIRE_THAT(b.inv_freq[j], WithinRel(a.inv_freq[j], 1e-6));
-      }
+      check_same_plan(posenc::compute_rope_frequencies(hf.rope, seq_len),
+                      posenc::compute_rope_frequencies(gg.rope, seq_len), 1e-6);
     }
     if (hf.kv_lora_rank > 0) {
       CHECK(gg.kv_lora_rank == hf.kv_lora_rank);
@@ -260,15 +266,7 @@ TEST_CASE("hf config vs gguf: Gemma-4 reads as the same RoPE per layer type", "[
     const auto fa = posenc::compute_rope_frequencies(a.params);
     const auto fb = posenc::compute_rope_frequencies(b->params);
     REQUIRE(fb.rotary_dim == fa.rotary_dim);
-    CHECK(fb.attention_factor == fa.attention_factor);
-    for (std::size_t j = 0; j < fa.inv_freq.size(); ++j) {
-      CAPTURE(j);
-      if (fa.inv_freq[j] == 0.0) {
-        REQUIRE(fb.inv_freq[j] == 0.0);
-      } else {
-        REQUIRE_THAT(fb.inv_freq[j], WithinRel(fa.inv_freq[j], 1e-12));
-      }
-    }
+    check_same_plan(fa, fb, 1e-12);
   }
 }
 
@@ -303,13 +301,6 @@ TEST_CASE("hf config vs gguf: DeepSeek-V3.2's and GLM-5's sparse-attention index
     CHECK(b.head_dim == a.head_dim);
     CHECK(b.rotary_offset == a.rotary_offset);
     CHECK(b.layout == a.layout);
-    const auto fa = posenc::compute_rope_frequencies(a), fb = posenc::compute_rope_frequencies(b);
-    REQUIRE(fb.inv_freq.size() == fa.inv_freq.size());
-    CHECK_THAT(fb.attention_factor, WithinRel(fa.attention_factor, 1e-6));
-    CHECK_THAT(fb.softmax_scale_multiplier, WithinRel(fa.softmax_scale_multiplier, 1e-6));
-    for (std::size_t j = 0; j < fa.inv_freq.size(); ++j) {
-      CAPTURE(j);
-      REQUIRE_THAT(fb.inv_freq[j], WithinRel(fa.inv_freq[j], 1e-6));
-    }
+    check_same_plan(posenc::compute_rope_frequencies(a), posenc::compute_rope_frequencies(b), 1e-6);
   }
 }
