@@ -655,13 +655,14 @@ class RopeAnglesFromCache {
 /// 192 of 256 on its global heads, and every pair at position 0) are left untouched, which is
 /// the rotation by 0 except that it keeps a zero's sign and does not spread a partner's NaN.
 /// Whole blocks, so that the vector kernels keep their widths; one compare when the last pair
-/// turns. A pair-by-pair scan cost ~150 ns a token on Gemma-4's 192 still pairs (Zen 5).
+/// turns (every other plan).
 template <typename C>
 inline Eigen::Index rope_turning_pairs(const C* c, const C* s, Eigen::Index half) {
   constexpr Eigen::Index kBlock = 32;
   if (half == 0 || c[half - 1] != C(1) || s[half - 1] != C(0)) return half;
   // On the bits, an OR over the block (vectorised): cos exactly 1, sin +0 or -0. Compares of
-  // the values, ANDed into a bool, were not vectorised: 250 ns for 192 pairs, here ~10.
+  // the values ANDed into a bool were not vectorised: 250 ns a token for Gemma-4's 192 still
+  // pairs, here 9-13 ns (Zen 5).
   using U = std::conditional_t<sizeof(C) == 8, std::uint64_t, std::uint32_t>;
   static_assert(sizeof(U) == sizeof(C));
   const C one_value(1);
