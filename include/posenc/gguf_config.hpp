@@ -43,10 +43,11 @@
 ///   ALiBi     A.attention.max_alibi_bias > 0 (MPT, JAIS), or 8 where llama.cpp hard-codes it
 ///             (bloom, refact, jina-bert-v2, 40-layer baichuan): ggml's slopes (alibi.hpp).
 ///   other     A.attention.causal (false: encoders), A.attention.scale (Granite), gemma's
-///             query_pre_attn_scalar rule (gemma3n / gemma4: 1, their q / k are normalised), A.attn_logit_softcapping, A.attention.kv_lora_rank /
-///             key_length_mla / value_length_mla (DeepSeek MLA: rope.dimension_count is
-///             qk_rope_head_dim), A.attention.indexer.head_count / key_length / top_k
-///             (deepseek32's and glm-dsa's sparse-attention indexer), A.attention.relative_buckets_count (T5: kRelativeBias),
+///             query_pre_attn_scalar rule (gemma3n / gemma4: 1, their q / k are normalised),
+///             A.attn_logit_softcapping, A.attention.kv_lora_rank / key_length_mla /
+///             value_length_mla (DeepSeek MLA: rope.dimension_count is qk_rope_head_dim),
+///             A.attention.indexer.head_count / key_length / top_k (deepseek32's and glm-dsa's
+///             sparse-attention indexer), A.attention.relative_buckets_count (T5: kRelativeBias),
 ///             a position_embd.weight tensor (a learned absolute table: kAbsolute).
 ///
 /// Pair layout: the ggml rope type of the architecture (llama.cpp llama_model_rope_type):
@@ -454,7 +455,7 @@ inline void gguf_read_proportional(RopeParams& p, HfModelConfig& out) {
     return;
   }
   // HF turns floor(f head_dim / 2) pairs: 2 n / head_dim, nudged up where it rounds below n.
-  double share = 2.0 * static_cast<double>(n) / static_cast<double>(p.head_dim);
+  const double share = 2.0 * static_cast<double>(n) / static_cast<double>(p.head_dim);
   p.partial_rotary_factor = share;
   if (rope_proportional_pairs(p, p.head_dim) < static_cast<Eigen::Index>(n)) {
     p.partial_rotary_factor = std::nextafter(share, 2.0);

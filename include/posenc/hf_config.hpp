@@ -1638,8 +1638,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     for (const auto& t : out.layer_types) out.layer_uses_rope.push_back(t != "full_attention");
     out.notes.push_back(out.model_type + ": full_attention layers apply no RoPE (NoPE)");
   } else if (const std::string why = detail::hf_nope_model(r, c, prefix, family); !why.empty()) {
-    out.layer_uses_rope.assign(static_cast<std::size_t>(std::max<Eigen::Index>(out.num_hidden_layers, 0)),
-                               false);
+    const auto layers = static_cast<std::size_t>(std::max<Eigen::Index>(out.num_hidden_layers, 0));
+    out.layer_uses_rope.assign(layers, false);
     out.notes.push_back(out.model_type + ": no attention layer applies RoPE (" + why + ")" +
                         (out.num_hidden_layers > 0 ? "" : "; num_hidden_layers is absent, so "
                                                           "layer_uses_rope is empty"));
