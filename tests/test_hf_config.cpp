@@ -537,6 +537,12 @@ TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its 
       "partial_rotary_factor": 1.0})");
   CHECK(posenc::resolved_rotary_dim(m2_given.rope) == 32);
   CHECK(m2_given.rope.theta == 1000000.0);
+  // DBRX keeps rope_theta and its kv head count in attn_config (databricks/dbrx-base).
+  const auto dbrx = posenc::parse_hf_config(R"({"model_type": "dbrx", "d_model": 6144, "n_heads": 48,
+      "max_seq_len": 32768, "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000}})");
+  CHECK(dbrx.rope.theta == 500000.0);
+  CHECK(dbrx.num_key_value_heads == 8);
+  CHECK(dbrx.rope.head_dim == 128);
   // JetMoE's heads are kv_channels wide.
   CHECK(posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
       "num_key_value_heads": 16, "kv_channels": 128, "rope_theta": 10000})").rope.head_dim == 128);

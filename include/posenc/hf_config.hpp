@@ -1184,6 +1184,15 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path(used), "= ", *kv, " must be in [1, ", detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv;
+  } else if (attn_config && attn_config->is_object() &&
+             HfConfigReader::find(*attn_config, "kv_n_heads")) {
+    // DBRX keeps its kv head count (and its rope_theta, below) in attn_config.
+    const auto kv_heads = r.integer(*attn_config, "kv_n_heads", path("attn_config.kv_n_heads"));
+    if (*kv_heads <= 0 || *kv_heads > detail::kHfMaxHeads) {
+      r.fail(path("attn_config.kv_n_heads"), "= ", *kv_heads, " must be in [1, ",
+             detail::kHfMaxHeads, "]");
+    }
+    out.num_key_value_heads = *kv_heads;
   } else {
     out.num_key_value_heads = out.num_attention_heads;
   }
@@ -1456,6 +1465,16 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (!(*b > 1.0)) r.fail(path("rotary_emb_base"), "= ", *b, " must be > 1");
     ctx.top_theta = *b;
     out.notes.push_back("theta read from rotary_emb_base (GPT-NeoX name for rope_theta)");
+  } else if (const auto dbrx_theta =
+                 attn_config && attn_config->is_object()
+                     ? r.number(*attn_config, "rope_theta", path("attn_config.rope_theta"))
+                     : std::nullopt) {
+    // DBRX (databricks/dbrx-*): attn_config.rope_theta = 500000, which vLLM reads.
+    if (!(*dbrx_theta > 1.0)) {
+      r.fail(path("attn_config.rope_theta"), "= ", *dbrx_theta, " must be > 1");
+    }
+    ctx.top_theta = *dbrx_theta;
+    out.notes.push_back("theta read from attn_config.rope_theta (DBRX)");
   } else if (auto ratio = r.number(c, "rope_ratio", path("rope_ratio"))) {
     if (!(*ratio > 0.0) || !(10000.0 * *ratio > 1.0)) {
       r.fail(path("rope_ratio"), "= ", *ratio, " must make theta = 10000 * rope_ratio > 1");
