@@ -1030,6 +1030,20 @@ inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& 
   return "";
 }
 
+/// Zamba / Zamba2's q.k width: attention_head_dim = 2 hidden_size / num_attention_heads unless
+/// given (its attention runs on the concatenation of the hidden state and the first
+/// embedding; Zamba2Config maps head_dim to it). Needs both counts.
+inline Eigen::Index hf_zamba_attention_head_dim(const HfConfigReader& r, const nlohmann::json& c,
+                                                const std::string& prefix,
+                                                const HfModelConfig& out) {
+  const auto w = r.integer(c, "attention_head_dim", prefix + "attention_head_dim")
+                     .value_or(2 * out.hidden_size / out.num_attention_heads);
+  if (w <= 0 || w > kHfMaxDim) {
+    r.fail(prefix + "attention_head_dim", "= ", w, " must be in [1, ", kHfMaxDim, "]");
+  }
+  return w;
+}
+
 /// The q.k scale of the families whose transformers attention does not use head_dim^-1/2
 /// (their Attention classes' `scaling`), else `standard`; each rule is noted.
 ///   gemma3n, gemma4          1 (q and k RMS-normalised)
@@ -1092,9 +1106,7 @@ inline double hf_family_softmax_scale(const HfConfigReader& r, const nlohmann::j
   }
   if (fam == "gptneo") return noted(1.0, "GPT-Neo does not scale q.k");
   if (one_of({"zamba", "zamba2"}) && out.num_attention_heads > 0 && out.hidden_size > 0) {
-    const auto w = r.integer(c, "attention_head_dim", path("attention_head_dim"))
-                       .value_or(2 * out.hidden_size / out.num_attention_heads);
-    if (w <= 0) r.fail(path("attention_head_dim"), "= ", w, " must be > 0");
+    const auto w = hf_zamba_attention_head_dim(r, c, prefix, out);
     return noted(1.0 / std::sqrt(static_cast<double>(w) / 2.0),
                  "(attention_head_dim / 2)^-1/2, Zamba's scaling");
   }
@@ -1383,14 +1395,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     head_dim = *hd;
   } else if (detail::hf_lower_alnum(out.model_type) == "zamba2" && out.hidden_size > 0 &&
              out.num_attention_heads > 0) {
-    // Zamba2Config maps head_dim to attention_head_dim = 2 hidden_size / num_attention_heads
-    // (its attention runs on the concatenation of the hidden state and the first embedding).
-    head_dim = r.integer(c, "attention_head_dim", path("attention_head_dim"))
-                   .value_or(2 * out.hidden_size / out.num_attention_heads);
-    if (head_dim <= 0 || head_dim > detail::kHfMaxDim) {
-      r.fail(path("attention_head_dim"), "= ", head_dim, " must be in [1, ", detail::kHfMaxDim,
-             "]");
-    }
+    head_dim = detail::hf_zamba_attention_head_dim(r, c, prefix, out);
     out.notes.push_back("zamba2: heads of attention_head_dim = " + std::to_string(head_dim) +
                         " (2 hidden_size / num_attention_heads)");
   } else if (auto kc = r.integer(c, "kv_channels", path("kv_channels"))) {  // ChatGLM, JetMoE
@@ -1526,7 +1531,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("minimax_m2: rotary_dim absent, transformers' default head_dim / 2");
     }
   }
-  if (!ctx.top_partial && detail::hf_lower_alnum(out.model_type) == "chatglm") {
+  if (!ctx.top_partial && width_family == "chatglm") {
     // THUDM ChatGLM2/3 modeling code: RotaryEmbedding(kv_channels // 2) on the first half of
     // each head; the config has no key for it.
     ctx.top_partial = 0.5;
