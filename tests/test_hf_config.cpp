@@ -1424,3 +1424,236 @@ TEST_CASE("hf_config: InternS1-Pro's FoPE keys are read and named, not reported 
   REQUIRE_FALSE(has_note(c, "fope_init_factor is not read"));
   REQUIRE_FALSE(has_note(c, "fope_sep_head is not read"));
 }
+
+TEST_CASE("hf_config: OLMo-3 scales RoPE on its full-attention layers only",
+          "[hf_config][layers][olmo3]") {
+  // An Olmo-3-7B style config: YaRN 8x from 8192 on theta 5e5, three sliding layers in four.
+  const std::string head = R"({"model_type": "olmo3", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_hidden_layers": 8, "max_position_embeddings": 65536,
+      "rope_theta": 500000, "sliding_window": 4096)";
+  const std::string yarn = R"(, "rope_scaling": {"rope_type": "yarn", "factor": 8.0,
+      "original_max_position_embeddings": 8192, "beta_fast": 32, "beta_slow": 1,
+      "attention_factor": 1.2079441541679836})";
+  const std::string types = R"(, "layer_types": ["sliding_attention", "sliding_attention",
+      "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+      "sliding_attention", "full_attention"])";
+  for (const bool given : {true, false}) {
+    CAPTURE(given);
+    const auto c = posenc::parse_hf_config(head + yarn + (given ? types : "") + "}");
+    REQUIRE(c.layer_types.size() == 8);
+    for (int i = 0; i < 8; ++i) {
+      CHECK(c.layer_types[static_cast<std::size_t>(i)] ==
+            ((i + 1) % 4 == 0 ? "full_attention" : "sliding_attention"));
+    }
+    REQUIRE(c.layer_ropes.size() == 2);
+    const auto& full = c.layer_ropes[0];
+    const auto& sliding = c.layer_ropes[1];
+    REQUIRE(full.layer_type == "full_attention");
+    CHECK(full.num_layers == 2);
+    CHECK(full.params.scaling.type == RopeScalingType::kYarn);
+    CHECK(full.params.scaling.factor == 8.0);
+    REQUIRE(sliding.layer_type == "sliding_attention");
+    CHECK(sliding.num_layers == 6);
+    CHECK(sliding.params.theta == 500000.0);
+    CHECK(sliding.params.scaling.type == RopeScalingType::kDefault);
+    // The sliding layers' plan is plain RoPE: 5e5^(-2j/128), cos / sin unscaled.
+    const auto plan = posenc::compute_rope_frequencies(sliding.params);
+    CHECK(plan.attention_factor == 1.0);
+    REQUIRE(plan.inv_freq.size() == 64);
+    for (std::size_t j = 0; j < 64; ++j) {
+      const long double want = std::pow(500000.0L, -2.0L * static_cast<long double>(j) / 128.0L);
+      CHECK_THAT(plan.inv_freq[j], WithinRel(static_cast<double>(want), 1e-15));
+    }
+    CHECK(posenc::compute_rope_frequencies(full.params).attention_factor == 1.2079441541679836);
+    CHECK(c.rope.scaling.type == RopeScalingType::kYarn);  // main = full attention
+    CHECK(posenc::hf_attention_params(c, 0).sliding_window == 4096);
+    CHECK(posenc::hf_attention_params(c, 3).sliding_window == 0);
+  }
+  // Without scaling every layer shares one plan.
+  const auto plain = posenc::parse_hf_config(head + types + "}");
+  REQUIRE(plain.layer_ropes.size() == 1);
+  CHECK(plain.layer_ropes[0].layer_type == "all");
+  // Gemma-3-like families keep their rule; another family with layer types and YaRN scales
+  // every layer, as its transformers code does.
+  const auto other = posenc::parse_hf_config(
+      std::string(R"({"model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
+      "num_hidden_layers": 8, "rope_theta": 500000)") + yarn + types + "}");
+  REQUIRE(other.layer_ropes.size() == 1);
+  CHECK(other.layer_ropes[0].params.scaling.type == RopeScalingType::kYarn);
+}
+
+TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
+          "[hf_config][layers][nope]") {
+  const auto rotating = [](const posenc::HfModelConfig& c) {
+    std::vector<int> out;
+    for (std::size_t i = 0; i < c.layer_uses_rope.size(); ++i) {
+      if (c.layer_uses_rope[i]) out.push_back(static_cast<int>(i));
+    }
+    return out;
+  };
+  // OLMo-Hybrid's released checkpoints carry no rope_theta: no layer rotates.
+  const std::string hybrid = R"({"model_type": "olmo_hybrid", "hidden_size": 3840,
+      "num_attention_heads": 30, "num_hidden_layers": 8)";
+  for (const char* rope : {"", R"(, "rope_parameters": null)", R"(, "rope_theta": null)",
+                           R"(, "rope_parameters": {"rope_type": "default"})"}) {
+    CAPTURE(rope);
+    const auto c = posenc::parse_hf_config(hybrid + rope + "}");
+    REQUIRE(c.layer_uses_rope.size() == 8);
+    CHECK(rotating(c).empty());
+    CHECK(has_note(c, "no attention layer applies RoPE"));
+  }
+  // With a theta, its full-attention layers rotate (default layer_types: every 4th full).
+  for (const char* rope : {R"(, "rope_theta": 500000)",
+                           R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 500000})"}) {
+    CAPTURE(rope);
+    const auto c = posenc::parse_hf_config(hybrid + rope + "}");
+    REQUIRE(c.layer_types.size() == 8);
+    CHECK(c.layer_types[0] == "linear_attention");
+    CHECK(c.layer_types[3] == "full_attention");
+    CHECK(rotating(c) == std::vector<int>{3, 7});
+    CHECK(c.rope.theta == 500000.0);
+    CHECK(c.rope.head_dim == 128);  // 3840 / 30
+  }
+  // Fewer than four layers: the last is full attention.
+  CHECK(posenc::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 256,
+      "num_attention_heads": 2, "num_hidden_layers": 3, "rope_theta": 10000})").layer_types ==
+        std::vector<std::string>{"linear_attention", "linear_attention", "full_attention"});
+  // Qwen3-Next style layer_types: the Gated DeltaNet layers do not rotate.
+  const auto next = posenc::parse_hf_config(R"({"model_type": "qwen3_next", "hidden_size": 2048,
+      "num_attention_heads": 16, "head_dim": 256, "partial_rotary_factor": 0.25,
+      "rope_theta": 10000000, "layer_types": ["linear_attention", "linear_attention",
+      "linear_attention", "full_attention"]})");
+  CHECK(rotating(next) == std::vector<int>{3});
+  CHECK(posenc::resolved_rotary_dim(next.rope) == 64);
+  // MiniMax-Text-01's attn_type_list (1 = softmax attention, 0 = lightning attention); its
+  // rotary_dim is read as vLLM and MiniMax's own code read it.
+  const std::string minimax = R"({"model_type": "minimax", "hidden_size": 6144,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64,
+      "rope_theta": 10000000, "num_hidden_layers": 4)";
+  const auto mm = posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 1, 0, 1]})");
+  CHECK(mm.layer_types == std::vector<std::string>{"linear_attention", "full_attention",
+                                                   "linear_attention", "full_attention"});
+  CHECK(rotating(mm) == std::vector<int>{1, 3});
+  CHECK(posenc::resolved_rotary_dim(mm.rope) == 64);
+  REQUIRE_THROWS_AS(posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+                      Contains("attn_type_list") && Contains("[1] must be 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(minimax + R"(, "attn_type_list": 1})"),
+                      Contains("attn_type_list") && Contains("must be a list"));
+}
+
+TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_layer_pattern)",
+          "[hf_config][layers][mimo]") {
+  // The hub config's keys (XiaomiMiMo/MiMo-V2-Flash style, 12 of its 48 layers).
+  const std::string hub = R"({"model_type": "mimo_v2", "hidden_size": 4096,
+      "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128,
+      "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+      "swa_v_head_dim": 128, "rope_theta": 5000000, "swa_rope_theta": 10000,
+      "partial_rotary_factor": 0.334, "sliding_window": 128, "num_hidden_layers": 12,
+      "max_position_embeddings": 262144, "add_swa_attention_sink_bias": true,
+      "attention_value_scale": 0.707)";
+  const std::string pattern = R"(, "hybrid_layer_pattern": [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0])";
+  const auto c = posenc::parse_hf_config(hub + pattern + "}");
+  REQUIRE(c.layer_types.size() == 12);
+  CHECK(c.layer_types[0] == "full_attention");
+  CHECK(c.layer_types[1] == "sliding_attention");
+  CHECK(c.layer_types[5] == "full_attention");
+  REQUIRE(c.layer_ropes.size() == 2);
+  const auto& full = c.layer_ropes[0].params;
+  const auto& sliding = c.layer_ropes[1].params;
+  CHECK(c.layer_ropes[0].num_layers == 3);
+  CHECK(c.layer_ropes[1].num_layers == 9);
+  CHECK(full.theta == 5000000.0);
+  CHECK(sliding.theta == 10000.0);
+  // rotary_dim = int(192 * 0.334) = int(64.128) = 64 on both.
+  CHECK(posenc::resolved_rotary_dim(full) == 64);
+  CHECK(posenc::resolved_rotary_dim(sliding) == 64);
+  const auto plan = posenc::compute_rope_frequencies(sliding);
+  REQUIRE(plan.inv_freq.size() == 32);
+  CHECK_THAT(plan.inv_freq[31], WithinRel(std::pow(10000.0, -62.0 / 64.0), 1e-15));
+  CHECK(c.num_key_value_heads == 4);
+  CHECK(c.sliding_num_attention_heads == 64);
+  CHECK(c.sliding_num_key_value_heads == 8);
+  CHECK(c.v_head_dim == 128);
+  CHECK_THAT(c.softmax_scale, WithinRel(1.0 / std::sqrt(192.0), 1e-15));
+  CHECK(posenc::hf_attention_params(c, 1).sliding_window == 128);
+  CHECK(posenc::hf_attention_params(c, 0).sliding_window == 0);
+  // transformers' own mimo_v2_flash drops the swa_* head keys and doubles the kv heads.
+  const auto native = posenc::parse_hf_config(R"({"model_type": "mimo_v2_flash",
+      "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192,
+      "num_hidden_layers": 12, "sliding_window": 128, "layer_types": ["full_attention",
+      "sliding_attention"], "rope_parameters": {
+        "full_attention": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.334},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.334}}})");
+  CHECK(native.sliding_num_key_value_heads == 8);
+  CHECK(native.v_head_dim == 128);
+  for (const auto& lr : native.layer_ropes) CHECK(posenc::resolved_rotary_dim(lr.params) == 64);
+  // Errors name the key.
+  REQUIRE_THROWS_AS(posenc::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
+                      Contains("hybrid_layer_pattern") && Contains("[1] must be 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + pattern + R"(, "swa_head_dim": 128})"),
+                      Contains("swa_head_dim") && Contains("differs from head_dim = 192"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + pattern + R"(, "swa_num_key_value_heads": 5})"),
+                      Contains("swa_num_attention_heads") && Contains("multiple"));
+}
+
+TEST_CASE("hf_config: a family's own defaults fill rope_theta, partial_rotary_factor and head_dim",
+          "[hf_config][defaults]") {
+  // Expected values: each transformers configuration class (its default_theta, the
+  // partial_rotary_factor it sets by default, its head_dim field default).
+  struct Case {
+    const char* model_type;
+    double theta;
+    Eigen::Index rotary_dim;  // of a head of head_dim
+    Eigen::Index head_dim;
+  };
+  // hidden_size 2048 over 16 heads would give 128-wide heads.
+  const Case cases[] = {
+      {"mixtral", 1e6, 128, 128},     {"phimoe", 1e6, 128, 128},     {"lfm2", 1e6, 128, 128},
+      {"qwen2_vl_text", 1e6, 128, 128}, {"minimax", 1e6, 128, 128},  {"cohere", 5e5, 128, 128},
+      {"llama4_text", 5e5, 128, 128}, {"ernie4_5_moe", 5e5, 128, 128}, {"olmo3", 5e5, 128, 128},
+      {"flex_olmo", 5e5, 128, 128},   {"smollm3", 2e6, 128, 128},    {"helium", 1e5, 128, 128},
+      {"fuyu", 25000, 64, 128},       {"phi", 1e4, 64, 128},         {"glm4_moe", 1e4, 64, 128},
+      {"nemotron", 1e4, 64, 128},     {"recurrent_gemma", 1e4, 64, 128},
+      {"stablelm", 1e4, 32, 128},     {"gpt_neox", 1e4, 32, 128},    {"qwen3_next", 1e4, 64, 256},
+      {"gemma", 1e4, 256, 256},       {"gemma2", 1e4, 256, 256},     {"qwen3", 1e4, 128, 128},
+      {"seed_oss", 1e4, 128, 128},    {"glm4", 1e4, 64, 128},        {"llama", 1e4, 128, 128},
+      {"mimo_v2_flash", 5e6, 64, 192},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.model_type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + k.model_type +
+                                           R"(", "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 4})");
+    CHECK(c.rope.theta == k.theta);
+    CHECK(c.rope.head_dim == k.head_dim);
+    CHECK(posenc::resolved_rotary_dim(c.rope) == k.rotary_dim);
+  }
+  // Given keys win over the defaults.
+  const auto given = posenc::parse_hf_config(R"({"model_type": "phi", "hidden_size": 2560,
+      "num_attention_heads": 32, "head_dim": 80, "rope_theta": 20000, "partial_rotary_factor": 0.4})");
+  CHECK(given.rope.theta == 20000.0);
+  CHECK(posenc::resolved_rotary_dim(given.rope) == 32);
+  CHECK(posenc::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 2048,
+      "num_attention_heads": 16, "rotary_pct": 1.0})").rope.partial_rotary_factor == 1.0);
+  // transformers 5: a rope_parameters dict without rope_theta takes the class default too.
+  CHECK(posenc::parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 2048,
+      "num_attention_heads": 16, "rope_parameters": {"rope_type": "default"}})").rope.theta == 1e6);
+  // MiMo-V2-Flash without rope_parameters: 5e6 on full layers, 1e4 on sliding ones.
+  const auto mimo = posenc::parse_hf_config(R"({"model_type": "mimo_v2_flash",
+      "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4,
+      "num_hidden_layers": 12, "sliding_window": 128})");
+  REQUIRE(mimo.layer_types.size() == 12);
+  CHECK(mimo.layer_types[0] == "full_attention");
+  CHECK(mimo.layer_types[1] == "sliding_attention");
+  CHECK(mimo.layer_types[5] == "full_attention");
+  CHECK(mimo.layer_types[11] == "full_attention");
+  REQUIRE(mimo.layer_ropes.size() == 2);
+  CHECK(mimo.layer_ropes[0].params.theta == 5e6);
+  CHECK(mimo.layer_ropes[0].num_layers == 3);
+  CHECK(mimo.layer_ropes[1].params.theta == 1e4);
+  CHECK(posenc::resolved_rotary_dim(mimo.layer_ropes[1].params) == 64);
+}

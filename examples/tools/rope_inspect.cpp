@@ -523,6 +523,10 @@ int main(int argc, char** argv) {
     j["max_position_embeddings"] = c.max_position_embeddings;
     j["num_attention_heads"] = c.num_attention_heads;
     j["num_key_value_heads"] = c.num_key_value_heads;
+    if (c.sliding_num_key_value_heads > 0) {
+      j["sliding_num_attention_heads"] = c.sliding_num_attention_heads;
+      j["sliding_num_key_value_heads"] = c.sliding_num_key_value_heads;
+    }
     j["attention_head_dim"] = c.attention_head_dim;
     j["softmax_scale"] = c.softmax_scale;
     j["layer_types_per_layer"] = c.layer_types;
@@ -574,7 +578,12 @@ int main(int argc, char** argv) {
     std::cout << "\nposition scheme      " << posenc::to_string(c.scheme) << "\n";
     if (c.num_attention_heads > 0) {
       std::cout << "heads                " << c.num_attention_heads << " query, "
-                << c.num_key_value_heads << " key/value\n";
+                << c.num_key_value_heads << " key/value";
+      if (c.sliding_num_key_value_heads > 0) {
+        std::cout << "; sliding layers " << c.sliding_num_attention_heads << " query, "
+                  << c.sliding_num_key_value_heads << " key/value";
+      }
+      std::cout << "\n";
     }
     if (c.softmax_scale > 0) {
       std::cout << "softmax scale        " << num(c.softmax_scale) << "  (q.k width "

@@ -9,15 +9,20 @@
 /// `RotaryEmbeddingConfigMixin.standardize_rope_params` / `_compute_*_parameters` and each
 /// model's configuration file), in order of priority:
 ///
-///   geometry   head_dim, else hidden_size / num_attention_heads (integer division, HF); aliases
+///   geometry   head_dim, else the family's default (Gemma / Qwen3-Next 256, Qwen3 / GLM-4 128,
+///              hf_family_defaults), else hidden_size / num_attention_heads (integer division,
+///              HF); aliases
 ///              n_embd / n_embed / d_model and n_head / n_heads (GPT-J, BLOOM, MPT).
 ///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe); the
 ///              sparse-attention indexer (index_head_dim, indexer_rope_interleave) rotates
 ///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer).
 ///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
-///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else transformers' default 10000.
+///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else the family's transformers
+///              default (Mixtral / MiniMax 1e6, Llama-4 / OLMo-3 / Cohere 5e5, SmolLM3 2e6, ...:
+///              hf_family_defaults), else 10000.
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
-///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else 1.
+///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else the family's default
+///              (Phi / GLM / Nemotron 0.5, StableLM / GPT-NeoX / Qwen3-Next 0.25), else 1.
 ///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
 ///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE),
 ///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5), "telechat3-yarn" ->
@@ -34,7 +39,11 @@
 ///   layers     layer_types, or Gemma-3's sliding_window_pattern (layer i is sliding iff
 ///              (i + 1) % pattern != 0) with rope_local_base_freq for the sliding layers, or a
 ///              rope_parameters dict keyed by layer type (transformers >= 5); Gemma-4's
-///              full_attention entry rotates heads of global_head_dim.
+///              full_attention entry rotates heads of global_head_dim. Hub lists: MiMo-V2's
+///              hybrid_layer_pattern (+ swa_rope_theta, swa_num_key_value_heads), MiniMax's
+///              attn_type_list; the OLMo-3 / OLMo-Hybrid / MiMo-V2-Flash class defaults.
+///              OLMo-3 scales RoPE on its full_attention layers only; linear_attention layers
+///              (Qwen3-Next, MiniMax, OLMo-Hybrid) apply no RoPE.
 ///   vision     Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V (root model_type): the vision tower's
 ///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
 ///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
@@ -106,6 +115,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1011,7 +1021,7 @@ inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
 /// Why no attention layer of the model rotates (transformers' modeling code), or "" when some
 /// do: Jamba and Nemotron-H have no rotary embedding, Kimi-Linear deletes its own (MLA with
 /// NoPE), Zamba has none and Zamba2 only with use_mem_rope, GraniteMoeHybrid (Granite 4.0) only
-/// with position_embedding_type "rope".
+/// with position_embedding_type "rope", OLMo-Hybrid only with a rope_theta.
 inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& c,
                                  const std::string& prefix, const std::string& family) {
   if (family == "jamba" || family == "nemotronh" || family == "zamba") {
@@ -1022,12 +1032,159 @@ inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& 
       !r.boolean(c, "use_mem_rope", prefix + "use_mem_rope").value_or(false)) {
     return "use_mem_rope is false or absent";
   }
+  if (family == "olmohybrid") {
+    // OlmoHybridModel builds its rotary embedding only from a non-null rope_parameters
+    // rope_theta; the released checkpoints write none ("Released ckpt don't use any ROPE").
+    const nlohmann::json* rp = HfConfigReader::find(c, "rope_parameters");
+    const bool theta =
+        r.number(c, "rope_theta", prefix + "rope_theta") ||
+        (rp && rp->is_object() && r.number(*rp, "rope_theta", prefix + "rope_parameters.rope_theta"));
+    if (!theta) return "no rope_theta is given (released OLMo-Hybrid checkpoints set none)";
+  }
   if (family == "granitemoehybrid" &&
       r.string(c, "position_embedding_type", prefix + "position_embedding_type")
               .value_or("") != "rope") {
     return "position_embedding_type is not \"rope\"";
   }
   return "";
+}
+
+/// What a family's transformers configuration class uses when config.json omits rope_theta,
+/// partial_rotary_factor (or rotary_pct) or head_dim (transformers 5: the class's
+/// `default_theta`, its `kwargs.setdefault("partial_rotary_factor", ..)`, its `head_dim` field
+/// default); 0 = the generic default (10000, 1, hidden_size / num_attention_heads). Families
+/// whose versions disagree (persimmon, cohere before 5) or that add a whole scaling dict
+/// (gpt_oss, apertus) are left out.
+struct HfFamilyDefaults {
+  double theta = 0.0;
+  double partial_rotary_factor = 0.0;
+  Eigen::Index head_dim = 0;
+};
+
+inline HfFamilyDefaults hf_family_defaults(std::string_view family) {
+  struct Row {
+    std::string_view family;
+    HfFamilyDefaults d;
+  };
+  static constexpr Row kRows[] = {
+      {"mixtral", {1e6, 0, 0}},         {"phimoe", {1e6, 0, 0}},
+      {"lfm2", {1e6, 0, 0}},            {"lfm2moe", {1e6, 0, 0}},
+      {"qwen2vl", {1e6, 0, 0}},         {"qwen2vltext", {1e6, 0, 0}},
+      {"minimax", {1e6, 0, 0}},         {"solaropen", {1e6, 0, 128}},
+      {"cohere", {5e5, 0, 0}},          {"llama4text", {5e5, 0, 128}},
+      {"ernie45", {5e5, 0, 128}},       {"ernie45moe", {5e5, 0, 0}},
+      {"olmo3", {5e5, 0, 0}},           {"flexolmo", {5e5, 0, 0}},
+      {"bitnet", {5e5, 0, 0}},          {"smollm3", {2e6, 0, 0}},
+      {"helium", {1e5, 0, 128}},        {"fuyu", {25000, 0.5, 0}},
+      {"modernbert", {160000, 0, 0}},   {"minimaxm2", {5e6, 0, 0}},
+      {"mimov2flash", {5e6, 0.334, 192}},
+      {"phi", {0, 0.5, 0}},             {"glm", {0, 0.5, 128}},
+      {"glm4", {0, 0.5, 128}},          {"glm4moe", {0, 0.5, 0}},
+      {"nemotron", {0, 0.5, 0}},        {"recurrentgemma", {0, 0.5, 0}},
+      {"stablelm", {0, 0.25, 0}},       {"gptneox", {0, 0.25, 0}},
+      {"qwen3next", {0, 0.25, 256}},    {"qwen35", {0, 0.25, 256}},
+      {"qwen35text", {0, 0.25, 256}},   {"gemma", {0, 0, 256}},
+      {"gemma2", {0, 0, 256}},          {"qwen3", {0, 0, 128}},
+      {"seedoss", {0, 0, 128}},
+  };
+  for (const Row& row : kRows) {
+    if (row.family == family) return row.d;
+  }
+  return {};
+}
+
+/// layer_types the configuration classes build when config.json has none (needs
+/// num_hidden_layers, except the hub's lists):
+///   hybrid_layer_pattern  MiMo-V2's hub config: 1 = sliding_attention, 0 = full_attention (the
+///                         transformers converter's mapping)
+///   attn_type_list        MiniMax's hub config: 1 = full_attention, 0 = linear_attention
+///   olmo3                 sliding_attention unless (i + 1) % 4 == 0 (Olmo3Config)
+///   olmo_hybrid           linear_attention unless i % 4 == 3; the last layer full when no
+///                         other is (OlmoHybridConfig)
+///   mimo_v2_flash         full_attention at i = 0 and where (i + 1) % 6 == 0 (MiMoV2FlashConfig)
+inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json& c,
+                                   const std::string& prefix, const std::string& family,
+                                   HfModelConfig& out) {
+  // Two hub lists of 0 / 1 per layer: MiMo-V2's hybrid_layer_pattern (1 = sliding, the
+  // transformers converter's mapping) and MiniMax's attn_type_list (1 = softmax attention,
+  // 0 = lightning / linear attention: MiniMax-Text-01's remote code, vLLM).
+  for (const auto& [name, zero, one] :
+       {std::tuple{"hybrid_layer_pattern", "full_attention", "sliding_attention"},
+        std::tuple{"attn_type_list", "linear_attention", "full_attention"}}) {
+    const nlohmann::json* list = HfConfigReader::find(c, name);
+    if (!list) continue;
+    const std::string key = prefix + name;
+    if (!list->is_array()) r.fail(key, "must be a list of 0 / 1, got ", list->type_name());
+    if (static_cast<std::int64_t>(list->size()) > kHfMaxLayers) {
+      r.fail(key, "has ", list->size(), " entries, more than ", kHfMaxLayers);
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const nlohmann::json& e = (*list)[i];
+      const bool bit = (e.is_number_integer() || e.is_number_unsigned()) &&
+                       (e.get<std::int64_t>() == 0 || e.get<std::int64_t>() == 1);
+      if (!bit) r.fail(key, "[", i, "] must be 0 (", zero, ") or 1 (", one, "), got ", e.dump());
+      out.layer_types.push_back(e.get<std::int64_t>() == 1 ? one : zero);
+    }
+    out.notes.push_back(std::string("layer_types from ") + name + " (1 = " + one + ")");
+    return;
+  }
+  const Eigen::Index n = out.num_hidden_layers;
+  if (n <= 0) return;
+  const auto build = [&](auto is_full, const char* other, const char* rule) {
+    for (Eigen::Index i = 0; i < n; ++i) out.layer_types.push_back(is_full(i) ? "full_attention" : other);
+    out.notes.push_back(out.model_type + ": layer_types absent, transformers' default (" + rule + ")");
+  };
+  if (family == "olmo3") {
+    build([](Eigen::Index i) { return (i + 1) % 4 == 0; }, "sliding_attention",
+          "every 4th layer full_attention");
+  } else if (family == "olmohybrid") {
+    build([n](Eigen::Index i) { return i % 4 == 3 || (n < 4 && i == n - 1); },
+          "linear_attention", "every 4th layer full_attention, the rest linear_attention");
+  } else if (family == "mimov2flash") {
+    build([](Eigen::Index i) { return i == 0 || (i + 1) % 6 == 0; }, "sliding_attention",
+          "full_attention at layer 0 and every 6th layer");
+  }
+}
+
+/// MiMo-V2 (hub "mimo_v2", transformers "mimo_v2_flash"): value heads of v_head_dim (transformers'
+/// default 128), and the sliding layers' head counts. Their heads must be as wide as the full
+/// layers' (swa_head_dim): one RoPE width per model. Attention sinks on the sliding layers and
+/// attention_value_scale (v times 0.707) are weights / model code, noted only.
+inline void hf_read_mimo_v2(const HfConfigReader& r, const nlohmann::json& c,
+                            const std::string& prefix, const std::string& family,
+                            Eigen::Index head_dim, HfModelConfig& out) {
+  const auto width = [&](const char* key, Eigen::Index fallback) {
+    const auto w = r.integer(c, key, prefix + key).value_or(fallback);
+    if (w <= 0 || w > kHfMaxDim) r.fail(prefix + key, "= ", w, " must be in [1, ", kHfMaxDim, "]");
+    return static_cast<Eigen::Index>(w);
+  };
+  out.v_head_dim = width("v_head_dim", family == "mimov2flash" ? 128 : head_dim);
+  if (const auto swa = width("swa_head_dim", head_dim); swa != head_dim) {
+    r.fail(prefix + "swa_head_dim", "= ", swa, " differs from head_dim = ", head_dim,
+           ": posenc plans one RoPE head width per model");
+  }
+  if (const auto swa_v = width("swa_v_head_dim", out.v_head_dim); swa_v != out.v_head_dim) {
+    r.fail(prefix + "swa_v_head_dim", "= ", swa_v, " differs from v_head_dim = ", out.v_head_dim);
+  }
+  const auto heads = [&](const char* key, Eigen::Index fallback) {
+    const auto h = r.integer(c, key, prefix + key).value_or(fallback);
+    if (h <= 0 || h > kHfMaxHeads) r.fail(prefix + key, "= ", h, " must be in [1, ", kHfMaxHeads, "]");
+    return static_cast<Eigen::Index>(h);
+  };
+  const Eigen::Index kv = out.num_key_value_heads;
+  out.sliding_num_attention_heads = heads("swa_num_attention_heads", out.num_attention_heads);
+  out.sliding_num_key_value_heads =
+      heads("swa_num_key_value_heads", family == "mimov2flash" ? 2 * kv : kv);
+  if (out.sliding_num_attention_heads % out.sliding_num_key_value_heads != 0) {
+    r.fail(prefix + "swa_num_attention_heads", "= ", out.sliding_num_attention_heads,
+           " is not a multiple of the sliding layers' ", out.sliding_num_key_value_heads,
+           " kv heads");
+  }
+  out.notes.push_back(out.model_type + ": sliding_attention layers have " +
+                      std::to_string(out.sliding_num_attention_heads) + " query / " +
+                      std::to_string(out.sliding_num_key_value_heads) +
+                      " kv heads and attention sinks (weights); values of v_head_dim = " +
+                      std::to_string(out.v_head_dim) + ", scaled by attention_value_scale");
 }
 
 /// Zamba / Zamba2's q.k width: attention_head_dim = 2 hidden_size / num_attention_heads unless
@@ -1387,6 +1544,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   detail::HfRopeContext ctx;
   ctx.max_position_embeddings = out.max_position_embeddings;
   ctx.top_original = out.original_max_position_embeddings;
+  const detail::HfFamilyDefaults defaults =
+      detail::hf_family_defaults(detail::hf_lower_alnum(out.model_type));
   Eigen::Index head_dim = 0;
   if (auto hd = r.integer(c, "head_dim", path("head_dim"))) {
     if (*hd <= 0 || *hd > detail::kHfMaxDim) {
@@ -1404,6 +1563,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
     head_dim = *kc;
     out.notes.push_back("head_dim read from kv_channels (ChatGLM, JetMoE)");
+  } else if (const auto d = defaults.head_dim; d > 0) {
+    head_dim = d;
+    out.notes.push_back(out.model_type + ": head_dim absent, transformers' default " +
+                        std::to_string(d));
   } else {
     if (out.hidden_size <= 0) {
       r.fail(path("hidden_size"), "is missing (and no head_dim): cannot size the heads");
@@ -1458,6 +1621,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     detail::hf_read_indexer(r, c, prefix, *rope_hd, out);
   }
   ctx.head_dim = head_dim;
+  if (const auto fam = detail::hf_lower_alnum(out.model_type); fam == "mimov2" || fam == "mimov2flash") {
+    detail::hf_read_mimo_v2(r, c, prefix, fam, head_dim, out);
+  }
 
   if (auto t = r.number(c, "rope_theta", path("rope_theta"))) {
     if (!(*t > 1.0)) r.fail(path("rope_theta"), "= ", *t, " must be > 1");
@@ -1491,14 +1657,13 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (const json* rp = HfConfigReader::find(c, "rope_parameters"); rp && rp->is_object()) {
       nested_theta = true;  // transformers >= 5 keeps rope_theta inside; checked per dict
     }
-    if (!nested_theta && detail::hf_lower_alnum(out.model_type) == "modernbert") {
-      ctx.top_theta = 160000.0;
-      out.notes.push_back("modernbert: global_rope_theta absent, transformers' default 160000");
-    } else if (!nested_theta && detail::hf_lower_alnum(out.model_type) == "minimaxm2") {
-      ctx.top_theta = 5000000.0;
-      out.notes.push_back("minimax_m2: rope_theta absent, transformers' default 5e6");
-    } else if (!nested_theta) {
-      out.notes.push_back("rope_theta absent: transformers' default 10000");
+    // transformers 5 fills a rope_parameters dict's missing rope_theta the same way.
+    if (defaults.theta > 0.0) ctx.top_theta = defaults.theta;
+    if (!nested_theta) {
+      const bool modernbert = detail::hf_lower_alnum(out.model_type) == "modernbert";
+      out.notes.push_back(out.model_type + (out.model_type.empty() ? "" : ": ") +
+                          (modernbert ? "global_rope_theta" : "rope_theta") +
+                          " absent: transformers' default " + detail::concat(ctx.top_theta));
     }
   }
 
@@ -1513,6 +1678,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.notes.push_back("partial_rotary_factor read from rotary_pct (GPT-NeoX)");
   }
   const std::string width_family = detail::hf_lower_alnum(out.model_type);
+  if (!ctx.top_partial && defaults.partial_rotary_factor > 0.0 &&
+      !HfConfigReader::find(c, "rotary_dim")) {
+    ctx.top_partial = defaults.partial_rotary_factor;
+    out.notes.push_back(out.model_type + ": partial_rotary_factor absent, transformers' default " +
+                        detail::concat(defaults.partial_rotary_factor));
+  }
   if (width_family == "bamba") {
     // BambaConfig.__post_init__: partial_rotary_factor = 0.5, "hardcode for BC".
     if (ctx.top_partial && *ctx.top_partial != 0.5) {
@@ -1589,9 +1760,13 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                           std::to_string(out.num_hidden_layers));
     }
   }
+  if (out.layer_types.empty()) {
+    detail::hf_default_layer_types(r, c, prefix, detail::hf_lower_alnum(out.model_type), out);
+  }
   std::optional<double> local_theta;
   std::string local_key;
-  for (std::string_view k : {"rope_local_base_freq", "local_rope_theta"}) {
+  // Gemma-3's rope_local_base_freq, ModernBERT's local_rope_theta, MiMo-V2's swa_rope_theta.
+  for (std::string_view k : {"rope_local_base_freq", "local_rope_theta", "swa_rope_theta"}) {
     if (auto t = r.number(c, k, path(k))) {
       if (!(*t > 1.0)) r.fail(path(k), "= ", *t, " must be > 1");
       local_theta = *t;
@@ -1631,6 +1806,17 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("modernbert: local_rope_theta absent, transformers' default 10000");
     }
   }
+  if (!local_theta && detail::hf_lower_alnum(out.model_type) == "mimov2flash" &&
+      !HfConfigReader::find(c, "rope_parameters") && !HfConfigReader::find(c, "rope_scaling")) {
+    // MiMoV2FlashConfig without rope_parameters: sliding layers at 10000 (full ones at 5e6).
+    local_theta = 10000.0;
+    local_key = "swa_rope_theta";
+    out.notes.push_back("mimo_v2_flash: rope_parameters absent, transformers' default 10000 on "
+                        "the sliding layers");
+  }
+  const auto count_type = [&](const std::string& t) {
+    return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
+  };
   const std::string family = detail::hf_lower_alnum(out.model_type);
   const bool llama4 = family == "llama4" || family == "llama4text";
   const json* nr = HfConfigReader::find(c, "no_rope_layers");
@@ -1687,6 +1873,15 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("no_rope_layer_interval = " + std::to_string(every) +
                           " not applied: num_hidden_layers is absent");
     }
+  }
+  // Linear-attention layers (Gated DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning
+  // attention) take no position embeddings.
+  if (const auto linear = count_type("linear_attention"); linear > 0) {
+    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(out.layer_types.size(), true);
+    for (std::size_t i = 0; i < std::min(out.layer_types.size(), out.layer_uses_rope.size()); ++i) {
+      if (out.layer_types[i] == "linear_attention") out.layer_uses_rope[i] = false;
+    }
+    out.notes.push_back(std::to_string(linear) + " linear_attention layers apply no RoPE");
   }
   if (llama4) {
     // Llama4TextConfig: layer_types default to chunked attention on the RoPE layers, full
@@ -1746,9 +1941,6 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.notes.push_back("llama: half-split matches HF checkpoints (Q/K permuted at conversion); "
                         "Meta's original or GGUF weights need layout interleaved");
   }
-  const auto count_type = [&](const std::string& t) {
-    return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
-  };
 
   // ---- scaling dicts ---------------------------------------------------------------------
   const json* dict = nullptr;
@@ -1837,16 +2029,24 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else {
     RopeParams main = detail::hf_rope_params(r, dict, dpath, ctx, out.notes);
     detail::hf_check_rope(r, main, dpath.empty() ? path("rope_theta") : dpath);
-    if (local_theta && !out.layer_types.empty()) {
-      // Gemma-3: sliding layers use plain RoPE with the local base, full layers the main one
-      // (HF Gemma3TextModel.rotary_emb_local: rope_type "default", base rope_local_base_freq).
+    // OLMo 3 scales RoPE on its full-attention layers only, its sliding layers rotate with
+    // plain RoPE at the same base: OLMo-core PR #366, the Olmo 3 report's ablation, vLLM's
+    // olmo3 (a PR to scale every layer measured MMLU 64.2 -> 60.5, vLLM #43419). transformers
+    // 5.x passes one scaled rotation to every layer (fixed in PR #45945).
+    const bool olmo3_split = family == "olmo3" && main.scaling.type != RopeScalingType::kDefault;
+    if ((local_theta || olmo3_split) && !out.layer_types.empty()) {
+      // Gemma-3 / MiMo-V2: sliding layers use plain RoPE with the local base, full layers the
+      // main one (HF Gemma3TextModel.rotary_emb_local: rope_type "default", base
+      // rope_local_base_freq; MiMo-V2 swa_rope_theta, the converter's rope_scaling on full
+      // layers only).
       RopeParams local = main;
-      local.theta = *local_theta;
+      if (local_theta) local.theta = *local_theta;
       local.scaling = RopeScaling{};
-      detail::hf_check_rope(r, local, path(local_key));
+      detail::hf_check_rope(r, local, local_theta ? path(local_key) : dpath);
       out.layer_ropes.push_back({"full_attention", main, count_type("full_attention")});
       out.layer_ropes.push_back({"sliding_attention", local, count_type("sliding_attention")});
-      out.notes.push_back("sliding_attention layers: default RoPE with theta = " + local_key +
+      out.notes.push_back("sliding_attention layers: default RoPE with theta = " +
+                          (local_theta ? local_key : std::string("the main theta (olmo3)")) +
                           "; full_attention layers: the main theta and " +
                           (dpath.empty() ? std::string("no scaling") : dpath));
     } else {

@@ -110,14 +110,19 @@ struct HfModelConfig {
   Eigen::Index num_attention_heads = 0;
   Eigen::Index num_key_value_heads = 0;  ///< = num_attention_heads when absent
   Eigen::Index num_hidden_layers = 0;    ///< 0 when absent
+  /// MiMo-V2's sliding_attention layers have head counts of their own (the hub config's
+  /// swa_num_attention_heads / swa_num_key_value_heads; transformers' mimo_v2_flash doubles
+  /// num_key_value_heads there). 0 = the same as every other layer's.
+  Eigen::Index sliding_num_attention_heads = 0;
+  Eigen::Index sliding_num_key_value_heads = 0;
   Eigen::Index hidden_size = 0;          ///< 0 when absent (head_dim given directly)
   /// Width of the q.k dot product, for the softmax scale: head_dim, or qk_nope_head_dim +
   /// qk_rope_head_dim for DeepSeek MLA.
   Eigen::Index attention_head_dim = 0;
   Eigen::Index qk_nope_head_dim = 0;  ///< DeepSeek MLA: the un-rotated part of a q/k head
-  /// DeepSeek MLA (0 elsewhere): the value head width (KvCache's v_head_dim for the unabsorbed
-  /// form), and the latent rank (absorbed: KvCache::latent rows of kv_lora_rank +
-  /// qk_rope_head_dim, values kv_lora_rank).
+  /// DeepSeek MLA and MiMo-V2 (0 elsewhere): the value head width (KvCache's v_head_dim for
+  /// the unabsorbed form), and MLA's latent rank (absorbed: KvCache::latent rows of
+  /// kv_lora_rank + qk_rope_head_dim, values kv_lora_rank).
   Eigen::Index v_head_dim = 0;
   Eigen::Index kv_lora_rank = 0;
   /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5; 0 elsewhere): its
