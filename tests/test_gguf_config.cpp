@@ -989,3 +989,63 @@ TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {
   REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size()),
                       Contains("\"openelm.attention.head_count\" has 2 entries; one per layer (block_count = 3) expected"));
 }
+
+TEST_CASE("gguf config: OLMo-3's sliding layers rotate unscaled at the main base", "[gguf]") {
+  // convert_hf_to_gguf.py's Olmo2Model for Olmo-3-7B style configs: arch olmo2, YaRN type /
+  // factor / original length, HF's attention_factor as rope.scaling.attn_factor, the window
+  // and one bool per layer from layer_types (or (i + 1) % 4 != 0 without them).
+  const auto file = [](bool pattern) {
+    GgufWriter w;
+    w.str("general.architecture", "olmo2")
+        .u32("olmo2.context_length", 65536)
+        .u32("olmo2.embedding_length", 4096)
+        .u32("olmo2.block_count", 8)
+        .u32("olmo2.attention.head_count", 32)
+        .u32("olmo2.attention.head_count_kv", 32)
+        .f32("olmo2.rope.freq_base", 500000.0f)
+        .str("olmo2.rope.scaling.type", "yarn")
+        .f32("olmo2.rope.scaling.factor", 8.0f)
+        .f32("olmo2.rope.scaling.attn_factor", 1.2079441541679836f)
+        .u32("olmo2.rope.scaling.original_context_length", 8192)
+        .u32("olmo2.attention.sliding_window", 4096);
+    if (pattern) {
+      w.bool_array("olmo2.attention.sliding_window_pattern",
+                   {true, true, true, false, true, true, true, false});
+    }
+    return w;
+  };
+  for (const bool pattern : {true, false}) {
+    CAPTURE(pattern);
+    const auto c = parse(file(pattern));
+    CHECK(c.sliding_window == 4096);
+    for (Eigen::Index i = 0; i < 8; ++i) CHECK(posenc::hf_layer_is_sliding(c, i) == (i % 4 != 3));
+    REQUIRE(c.layer_ropes.size() == 2);
+    const auto& full = c.layer_ropes[0];
+    const auto& swa = c.layer_ropes[1];
+    REQUIRE(full.layer_type == "full_attention");
+    REQUIRE(swa.layer_type == "sliding_attention");
+    CHECK(swa.num_layers == 6);
+    const auto ff = posenc::compute_rope_frequencies(full.params);
+    const auto fs = posenc::compute_rope_frequencies(swa.params);
+    REQUIRE(ff.inv_freq.size() == 64);
+    REQUIRE(fs.inv_freq.size() == 64);
+    for (int j = 0; j < 64; ++j) {
+      CAPTURE(j);
+      const auto u = static_cast<std::size_t>(j);
+      CHECK_THAT(ff.inv_freq[u], WithinRel(static_cast<double>(
+                                     yarn_inv_freq(5e5L, j, 128, 8.0L, 8192.0L, 32.0L, 1.0L)), 1e-13));
+      CHECK_THAT(fs.inv_freq[u], WithinRel(static_cast<double>(theta_j(5e5L, j, 128)), 1e-13));
+    }
+    // llama.cpp (llama-context.cpp, since PR #17945) keeps its own YaRN factor g(8) and
+    // multiplies rope.scaling.attn_factor onto it; its olmo2 graph passes attn_factor 1 on
+    // the sliding layers.
+    const long double g8 = 0.1L * std::log(8.0L) + 1.0L;
+    CHECK_THAT(ff.attention_factor,
+               WithinRel(static_cast<double>(g8 * static_cast<long double>(1.2079441541679836f)), 1e-7));
+    CHECK(fs.attention_factor == 1.0);
+  }
+  // llama.cpp loads rope.freq_base_swa for olmo2, but its graph rotates with freq_base.
+  GgufWriter with_swa_base = file(true);
+  with_swa_base.f32("olmo2.rope.freq_base_swa", 10000.0f);
+  CHECK(parse(with_swa_base).layer_ropes[1].params.theta == 500000.0);
+}

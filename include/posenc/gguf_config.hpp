@@ -37,9 +37,11 @@
 ///             Qwen3-VL's interleaved ones (IMROPE).
 ///   windows   A.attention.sliding_window, A.attention.sliding_window_pattern (a period p:
 ///             layer i slides iff i % p < p - 1, or one bool per layer), else llama.cpp's
-///             pattern of the architecture (gemma2 2, gemma3 6, gpt-oss 2, cohere2 4); other
-///             architectures' windows are not applied, as llama.cpp does not (noted). Llama-4: chunks of 8192 on its RoPE layers, every 4th layer NoPE
-///             with the attention temperature, unless A.attention.sliding_window = 0.
+///             pattern of the architecture (gemma2 2, gemma3 6, gpt-oss 2, cohere2 4, olmo2
+///             4: OLMo-3, whose sliding layers rotate unscaled at the main base); other
+///             architectures' windows are not applied, as llama.cpp does not (noted).
+///             Llama-4: chunks of 8192 on its RoPE layers, every 4th layer NoPE with the
+///             attention temperature, unless A.attention.sliding_window = 0.
 ///   ALiBi     A.attention.max_alibi_bias > 0 (MPT, JAIS), or 8 where llama.cpp hard-codes it
 ///             (bloom, refact, jina-bert-v2, 40-layer baichuan): ggml's slopes (alibi.hpp).
 ///   other     A.attention.causal (false: encoders), A.attention.scale (Granite), gemma's
@@ -218,7 +220,8 @@ inline constexpr std::int64_t kGgufMaxLength = std::int64_t{1} << 40;
 inline std::int64_t gguf_swa_period(std::string_view arch) {
   if (arch == "gemma2" || arch == "gpt-oss") return 2;
   if (arch == "gemma3") return 6;
-  if (arch == "cohere2") return 4;
+  // olmo2 (OLMo-3's GGUF arch): period 4 once the file has attention.sliding_window > 0.
+  if (arch == "cohere2" || arch == "olmo2") return 4;
   return 0;
 }
 
@@ -394,6 +397,13 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
                                ? 1.0
                                : gguf_checked_plan(k, p).attention_factor;
     sc.attention_factor = planned * *af;
+    if (sc.type == RopeScalingType::kYarn) {
+      out.notes.push_back("rope.scaling.attn_factor = " + detail::concat(*af) +
+                          " multiplies llama.cpp's own YaRN factor (cos / sin x " +
+                          detail::concat(*sc.attention_factor) + "); transformers' " +
+                          "attention_factor, which the converter writes here for OLMo-3, " +
+                          "replaces it instead");
+    }
   } else if (sc.type == RopeScalingType::kLongRope) {
     sc.attention_factor = 1.0;
     out.notes.push_back("longrope without rope.scaling.attn_factor: cos / sin unscaled, as "
@@ -751,7 +761,11 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
       swa.theta = 10000.0;
       swa.scaling = RopeScaling{};
     }
-    if (auto b = k.number("rope.freq_base_swa")) {
+    // OLMo-3 (llama.cpp olmo2.cpp): sliding layers rotate unscaled (freq_scale 1, ext_factor 0,
+    // attn_factor 1) at the main base; its graph passes freq_base there, not freq_base_swa.
+    const bool olmo3 = arch == "olmo2";
+    if (olmo3) swa.scaling = RopeScaling{};
+    if (auto b = olmo3 ? std::nullopt : k.number("rope.freq_base_swa")) {
       if (!(*b > 1.0)) k.fail("rope.freq_base_swa", "= ", *b, " must be > 1");
       swa.theta = *b;
     }
