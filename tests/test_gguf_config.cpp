@@ -1032,16 +1032,16 @@ TEST_CASE("gguf config: OLMo-3's sliding layers rotate unscaled at the main base
     for (int j = 0; j < 64; ++j) {
       CAPTURE(j);
       const auto u = static_cast<std::size_t>(j);
-      CHECK_THAT(ff.inv_freq[u], WithinRel(static_cast<double>(
-                                     yarn_inv_freq(5e5L, j, 128, 8.0L, 8192.0L, 32.0L, 1.0L)), 1e-13));
+      const long double want = yarn_inv_freq(5e5L, j, 128, 8.0L, 8192.0L, 32.0L, 1.0L);
+      CHECK_THAT(ff.inv_freq[u], WithinRel(static_cast<double>(want), 1e-13));
       CHECK_THAT(fs.inv_freq[u], WithinRel(static_cast<double>(theta_j(5e5L, j, 128)), 1e-13));
     }
     // llama.cpp (llama-context.cpp, since PR #17945) keeps its own YaRN factor g(8) and
     // multiplies rope.scaling.attn_factor onto it; its olmo2 graph passes attn_factor 1 on
     // the sliding layers.
     const long double g8 = 0.1L * std::log(8.0L) + 1.0L;
-    CHECK_THAT(ff.attention_factor,
-               WithinRel(static_cast<double>(g8 * static_cast<long double>(1.2079441541679836f)), 1e-7));
+    const long double stored = 1.2079441541679836f;  // the file's f32
+    CHECK_THAT(ff.attention_factor, WithinRel(static_cast<double>(g8 * stored), 1e-7));
     CHECK(fs.attention_factor == 1.0);
   }
   // llama.cpp loads rope.freq_base_swa for olmo2, but its graph rotates with freq_base.

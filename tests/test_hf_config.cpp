@@ -1504,7 +1504,8 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
   }
   // With a theta, its full-attention layers rotate (default layer_types: every 4th full).
   for (const char* rope : {R"(, "rope_theta": 500000)",
-                           R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 500000})"}) {
+                           R"(, "rope_parameters": {"rope_type": "default",
+                                                     "rope_theta": 500000})"}) {
     CAPTURE(rope);
     const auto c = posenc::parse_hf_config(hybrid + rope + "}");
     REQUIRE(c.layer_types.size() == 8);
@@ -1584,8 +1585,10 @@ TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_lay
       "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192,
       "num_hidden_layers": 12, "sliding_window": 128, "layer_types": ["full_attention",
       "sliding_attention"], "rope_parameters": {
-        "full_attention": {"rope_type": "default", "rope_theta": 5000000.0, "partial_rotary_factor": 0.334},
-        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.334}}})");
+        "full_attention": {"rope_type": "default", "rope_theta": 5000000.0,
+                           "partial_rotary_factor": 0.334},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                              "partial_rotary_factor": 0.334}}})");
   CHECK(native.sliding_num_key_value_heads == 8);
   CHECK(native.v_head_dim == 128);
   for (const auto& lr : native.layer_ropes) CHECK(posenc::resolved_rotary_dim(lr.params) == 64);
@@ -1634,7 +1637,8 @@ TEST_CASE("hf_config: a family's own defaults fill rope_theta, partial_rotary_fa
   }
   // Given keys win over the defaults.
   const auto given = posenc::parse_hf_config(R"({"model_type": "phi", "hidden_size": 2560,
-      "num_attention_heads": 32, "head_dim": 80, "rope_theta": 20000, "partial_rotary_factor": 0.4})");
+      "num_attention_heads": 32, "head_dim": 80, "rope_theta": 20000,
+      "partial_rotary_factor": 0.4})");
   CHECK(given.rope.theta == 20000.0);
   CHECK(posenc::resolved_rotary_dim(given.rope) == 32);
   CHECK(posenc::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 2048,
@@ -1656,4 +1660,102 @@ TEST_CASE("hf_config: a family's own defaults fill rope_theta, partial_rotary_fa
   CHECK(mimo.layer_ropes[0].num_layers == 3);
   CHECK(mimo.layer_ropes[1].params.theta == 1e4);
   CHECK(posenc::resolved_rotary_dim(mimo.layer_ropes[1].params) == 64);
+}
+
+TEST_CASE("hf_config: Gemma-3's text_config saved as a diff against Gemma3TextConfig's defaults",
+          "[hf_config][defaults][layers]") {
+  // google/gemma-3-4b-it's config.json: save_pretrained writes only the text_config keys that
+  // differ from the class defaults (heads 8, kv 4, head_dim 256, rope_theta 1e6,
+  // rope_local_base_freq 1e4, sliding_window_pattern 6, query_pre_attn_scalar 256,
+  // max_position_embeddings 131072).
+  const auto c = posenc::parse_hf_config(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "model_type": "gemma3", "mm_tokens_per_image": 256,
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+        "model_type": "gemma3_text", "num_hidden_layers": 34,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}})");
+  CHECK(c.num_attention_heads == 8);
+  CHECK(c.num_key_value_heads == 4);
+  CHECK(c.rope.head_dim == 256);
+  CHECK(c.max_position_embeddings == 131072);
+  CHECK_THAT(c.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));
+  REQUIRE(c.layer_types.size() == 34);
+  REQUIRE(c.layer_ropes.size() == 2);
+  const auto& full = c.layer_ropes[0];
+  const auto& local = c.layer_ropes[1];
+  REQUIRE(full.layer_type == "full_attention");
+  CHECK(full.num_layers == 5);  // layers 5, 11, 17, 23, 29
+  CHECK(full.params.theta == 1e6);
+  CHECK(full.params.scaling.type == RopeScalingType::kLinear);
+  CHECK(full.params.scaling.factor == 8.0);
+  CHECK(local.num_layers == 29);
+  CHECK(local.params.theta == 1e4);
+  CHECK(local.params.scaling.type == RopeScalingType::kDefault);
+  CHECK(posenc::hf_attention_params(c, 0).sliding_window == 1024);
+  CHECK(posenc::hf_attention_params(c, 5).sliding_window == 0);
+  // gemma-3-27b-it gives its heads and scalar, not the bases: 1e6 / 1e4 all the same.
+  const auto big = posenc::parse_hf_config(R"({"model_type": "gemma3", "text_config": {
+      "head_dim": 128, "hidden_size": 5376, "model_type": "gemma3_text",
+      "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+      "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+      "sliding_window": 1024}})");
+  CHECK(big.layer_ropes[0].params.theta == 1e6);
+  CHECK(big.layer_ropes[1].params.theta == 1e4);
+  CHECK(big.layer_ropes[0].num_layers == 10);
+  CHECK(big.rope.head_dim == 128);
+  CHECK_THAT(big.softmax_scale, WithinRel(1.0 / std::sqrt(168.0), 1e-15));
+  // A 128-wide head without the scalar still scales by 256^-1/2, the class default.
+  const auto narrow = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "head_dim": 128,
+      "num_attention_heads": 4, "num_hidden_layers": 6, "rope_theta": 1000000})");
+  CHECK_THAT(narrow.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));
+  // transformers >= 4.54 writes _sliding_window_pattern.
+  const auto underscored = posenc::parse_hf_config(R"({"model_type": "gemma3_text",
+      "num_hidden_layers": 4, "_sliding_window_pattern": 2})");
+  CHECK(underscored.layer_types == std::vector<std::string>{"sliding_attention", "full_attention",
+                                                            "sliding_attention", "full_attention"});
+}
+
+TEST_CASE("hf_config: the sizes of diff-saved text configs (LLaVA, Mistral, Qwen2, Gemma)",
+          "[hf_config][defaults]") {
+  // Expected values: each class's __init__ defaults (LlamaConfig, MistralConfig, Qwen2Config,
+  // GemmaConfig, Gemma2Config).
+  const auto llava = posenc::parse_hf_config(R"({"model_type": "llava", "text_config": {
+      "model_type": "llama", "vocab_size": 32064}})");
+  CHECK(llava.num_attention_heads == 32);
+  CHECK(llava.num_key_value_heads == 32);
+  CHECK(llava.rope.head_dim == 128);
+  CHECK(llava.max_position_embeddings == 2048);
+  CHECK(llava.rope.theta == 10000.0);
+  const auto mistral = posenc::parse_hf_config(R"({"model_type": "mistral",
+      "num_hidden_layers": 2})");
+  CHECK(mistral.num_key_value_heads == 8);
+  CHECK(mistral.max_position_embeddings == 131072);
+  CHECK(mistral.sliding_window == 4096);
+  CHECK(posenc::parse_hf_config(R"({"model_type": "mistral", "sliding_window": null})")
+            .sliding_window == 0);
+  // Qwen2: use_sliding_window defaults to false, so a given window is not applied.
+  const auto qwen2 = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
+      "num_attention_heads": 28, "num_key_value_heads": 4, "sliding_window": 131072})");
+  CHECK(qwen2.sliding_window == 0);
+  CHECK(has_note(qwen2, "use_sliding_window absent"));
+  const auto qwen2_window = posenc::parse_hf_config(R"({"model_type": "qwen2",
+      "sliding_window": 4096, "use_sliding_window": true, "num_hidden_layers": 32})");
+  CHECK(qwen2_window.sliding_window == 4096);
+  CHECK(qwen2_window.max_window_layers == 28);  // Qwen2Config's default
+  CHECK_FALSE(posenc::hf_layer_is_sliding(qwen2_window, 27));
+  CHECK(posenc::hf_layer_is_sliding(qwen2_window, 28));
+  const auto gemma = posenc::parse_hf_config(R"({"model_type": "gemma"})");
+  CHECK(gemma.num_attention_heads == 16);
+  CHECK(gemma.rope.head_dim == 256);
+  CHECK(gemma.max_position_embeddings == 8192);
+  const auto gemma2 = posenc::parse_hf_config(R"({"model_type": "gemma2",
+      "num_hidden_layers": 4})");
+  CHECK(gemma2.num_key_value_heads == 4);
+  CHECK(gemma2.sliding_window == 4096);
+  CHECK_THAT(gemma2.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));
+  CHECK(gemma2.attn_logit_softcapping == 50.0);
+  CHECK(posenc::parse_hf_config(R"({"model_type": "gemma2", "attn_logit_softcapping": null})")
+            .attn_logit_softcapping == 0.0);
+  // Families without a table entry still need their sizes.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "phi3"})"),
+                      Contains("hidden_size") && Contains("missing"));
 }

@@ -11,7 +11,9 @@
 ///
 ///   geometry   head_dim, else the family's default (Gemma / Qwen3-Next 256, Qwen3 / GLM-4 128,
 ///              hf_family_defaults), else hidden_size / num_attention_heads (integer division,
-///              HF); aliases
+///              HF); missing sizes from the class defaults where configs are saved as a diff
+///              against them (Llama, Mistral, Qwen2, Gemma, Gemma-2, Gemma-3 text:
+///              hf_family_sizes; Gemma-3's released text_config has no heads); aliases
 ///              n_embd / n_embed / d_model and n_head / n_heads (GPT-J, BLOOM, MPT).
 ///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe); the
 ///              sparse-attention indexer (index_head_dim, indexer_rope_interleave) rotates
@@ -39,7 +41,8 @@
 ///   layers     layer_types, or Gemma-3's sliding_window_pattern (layer i is sliding iff
 ///              (i + 1) % pattern != 0) with rope_local_base_freq for the sliding layers, or a
 ///              rope_parameters dict keyed by layer type (transformers >= 5); Gemma-4's
-///              full_attention entry rotates heads of global_head_dim. Hub lists: MiMo-V2's
+///              full_attention entry rotates heads of global_head_dim (gemma3_text defaults:
+///              rope_local_base_freq 10000, pattern 6). Hub lists: MiMo-V2's
 ///              hybrid_layer_pattern (+ swa_rope_theta, swa_num_key_value_heads), MiniMax's
 ///              attn_type_list; the OLMo-3 / OLMo-Hybrid / MiMo-V2-Flash class defaults.
 ///              OLMo-3 scales RoPE on its full_attention layers only; linear_attention layers
@@ -1036,9 +1039,9 @@ inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& 
     // OlmoHybridModel builds its rotary embedding only from a non-null rope_parameters
     // rope_theta; the released checkpoints write none ("Released ckpt don't use any ROPE").
     const nlohmann::json* rp = HfConfigReader::find(c, "rope_parameters");
-    const bool theta =
-        r.number(c, "rope_theta", prefix + "rope_theta") ||
-        (rp && rp->is_object() && r.number(*rp, "rope_theta", prefix + "rope_parameters.rope_theta"));
+    const bool theta = r.number(c, "rope_theta", prefix + "rope_theta") ||
+                       (rp && rp->is_object() &&
+                        r.number(*rp, "rope_theta", prefix + "rope_parameters.rope_theta"));
     if (!theta) return "no rope_theta is given (released OLMo-Hybrid checkpoints set none)";
   }
   if (family == "granitemoehybrid" &&
@@ -1085,10 +1088,45 @@ inline HfFamilyDefaults hf_family_defaults(std::string_view family) {
       {"qwen3next", {0, 0.25, 256}},    {"qwen35", {0, 0.25, 256}},
       {"qwen35text", {0, 0.25, 256}},   {"gemma", {0, 0, 256}},
       {"gemma2", {0, 0, 256}},          {"qwen3", {0, 0, 128}},
-      {"seedoss", {0, 0, 128}},
+      {"seedoss", {0, 0, 128}},         {"gemma3text", {1e6, 0, 256}},
   };
   for (const Row& row : kRows) {
     if (row.family == family) return row.d;
+  }
+  return {};
+}
+
+/// The sizes a configuration class assumes when config.json omits them (its __init__ /
+/// field defaults), for the classes whose released configs are saved as a diff against those
+/// defaults (multimodal text_config dicts). 0 = not listed (the key is required; a missing
+/// num_key_value_heads is num_attention_heads).
+struct HfFamilySizes {
+  Eigen::Index hidden_size = 0;
+  Eigen::Index num_attention_heads = 0;
+  Eigen::Index num_key_value_heads = 0;
+  Eigen::Index max_position_embeddings = 0;
+  Eigen::Index sliding_window = 0;  ///< applied on the family's sliding layers
+  bool sliding_window_off = false;  ///< use_sliding_window defaults to false (Qwen2 family)
+};
+
+inline HfFamilySizes hf_family_sizes(std::string_view family) {
+  struct Row {
+    std::string_view family;
+    HfFamilySizes s;
+  };
+  static constexpr Row kRows[] = {
+      {"llama", {4096, 32, 0, 2048, 0, false}},
+      {"mistral", {4096, 32, 8, 131072, 4096, false}},
+      {"qwen2", {4096, 32, 32, 32768, 0, true}},
+      {"qwen2moe", {0, 0, 0, 0, 0, true}},
+      {"qwen3", {0, 0, 0, 0, 0, true}},
+      {"qwen3moe", {0, 0, 0, 0, 0, true}},
+      {"gemma", {3072, 16, 16, 8192, 0, false}},
+      {"gemma2", {2304, 8, 4, 8192, 4096, false}},
+      {"gemma3text", {2304, 8, 4, 131072, 4096, false}},
+  };
+  for (const Row& row : kRows) {
+    if (row.family == family) return row.s;
   }
   return {};
 }
@@ -1131,8 +1169,11 @@ inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json
   const Eigen::Index n = out.num_hidden_layers;
   if (n <= 0) return;
   const auto build = [&](auto is_full, const char* other, const char* rule) {
-    for (Eigen::Index i = 0; i < n; ++i) out.layer_types.push_back(is_full(i) ? "full_attention" : other);
-    out.notes.push_back(out.model_type + ": layer_types absent, transformers' default (" + rule + ")");
+    for (Eigen::Index i = 0; i < n; ++i) {
+      out.layer_types.push_back(is_full(i) ? "full_attention" : other);
+    }
+    out.notes.push_back(out.model_type + ": layer_types absent, transformers' default (" + rule +
+                        ")");
   };
   if (family == "olmo3") {
     build([](Eigen::Index i) { return (i + 1) % 4 == 0; }, "sliding_attention",
@@ -1168,7 +1209,9 @@ inline void hf_read_mimo_v2(const HfConfigReader& r, const nlohmann::json& c,
   }
   const auto heads = [&](const char* key, Eigen::Index fallback) {
     const auto h = r.integer(c, key, prefix + key).value_or(fallback);
-    if (h <= 0 || h > kHfMaxHeads) r.fail(prefix + key, "= ", h, " must be in [1, ", kHfMaxHeads, "]");
+    if (h <= 0 || h > kHfMaxHeads) {
+      r.fail(prefix + key, "= ", h, " must be in [1, ", kHfMaxHeads, "]");
+    }
     return static_cast<Eigen::Index>(h);
   };
   const Eigen::Index kv = out.num_key_value_heads;
@@ -1277,6 +1320,9 @@ inline double hf_family_softmax_scale(const HfConfigReader& r, const nlohmann::j
     if (!(*qs > 0.0)) r.fail(path("query_pre_attn_scalar"), "= ", *qs, " must be > 0");
     return 1.0 / std::sqrt(*qs);  // Gemma 2/3: scaling = query_pre_attn_scalar ** -0.5
   }
+  if (one_of({"gemma2", "gemma3text"})) {
+    return noted(1.0 / 16.0, "query_pre_attn_scalar absent: the class default 256, 256^-1/2");
+  }
   return standard;
 }
 
@@ -1328,6 +1374,16 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
 
   // ---- geometry -------------------------------------------------------------------------
+  const std::string family = detail::hf_lower_alnum(out.model_type);
+  // Configuration classes whose saved configs (save_pretrained writes only the keys that
+  // differ from the class's defaults; Gemma-3's text_config is such a diff) need the class
+  // defaults of the sizes too.
+  const detail::HfFamilySizes sizes = detail::hf_family_sizes(family);
+  const auto size_default = [&](const char* key, Eigen::Index value, Eigen::Index& into) {
+    into = value;
+    out.notes.push_back(path(key) + " absent: " + out.model_type + "'s default " +
+                        std::to_string(value));
+  };
   std::string used;
   const auto heads = r.integer_alias(c, {"num_attention_heads", "n_head", "n_heads", "num_heads"},
                                      prefix, &used);
@@ -1338,6 +1394,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
     out.num_attention_heads = *heads;
     if (used != "num_attention_heads") out.notes.push_back("heads read from " + used);
+  } else if (sizes.num_attention_heads > 0) {
+    size_default("num_attention_heads", sizes.num_attention_heads, out.num_attention_heads);
   }
   const auto hidden =
       r.integer_alias(c, {"hidden_size", "n_embd", "n_embed", "d_model"}, prefix, &used);
@@ -1346,6 +1404,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path(used), "= ", *hidden, " must be in [1, ", detail::kHfMaxDim, "]");
     }
     out.hidden_size = *hidden;
+  } else if (sizes.hidden_size > 0) {
+    size_default("hidden_size", sizes.hidden_size, out.hidden_size);
   }
   if (auto kv = r.integer_alias(c, {"num_key_value_heads", "multi_query_group_num", "n_head_kv"},
                                 prefix, &used)) {
@@ -1362,6 +1422,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
              detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv_heads;
+  } else if (sizes.num_key_value_heads > 0) {
+    size_default("num_key_value_heads", sizes.num_key_value_heads, out.num_key_value_heads);
   } else {
     out.num_key_value_heads = out.num_attention_heads;
   }
@@ -1383,6 +1445,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (used != "max_position_embeddings") {
       out.notes.push_back("max_position_embeddings read from " + used);
     }
+  } else if (sizes.max_position_embeddings > 0) {
+    size_default("max_position_embeddings", sizes.max_position_embeddings,
+                 out.max_position_embeddings);
   }
   if (auto o = r.integer(c, "original_max_position_embeddings",
                          path("original_max_position_embeddings"))) {
@@ -1396,13 +1461,24 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (*sw < 0 || *sw > detail::kHfMaxPosition) {
       r.fail(path("sliding_window"), "= ", *sw, " must be in [0, 2^53]");
     }
-    const auto use = r.boolean(c, "use_sliding_window", path("use_sliding_window"));
+    auto use = r.boolean(c, "use_sliding_window", path("use_sliding_window"));
+    if (!use && sizes.sliding_window_off) {
+      use = false;
+      out.notes.push_back(path("use_sliding_window") + " absent: " + out.model_type +
+                          "'s default false");
+    }
     if (use && !*use) {
       out.notes.push_back("sliding_window = " + std::to_string(*sw) +
                           " ignored: use_sliding_window = false");
     } else {
       out.sliding_window = *sw;
     }
+  } else if (sizes.sliding_window > 0 && !c.contains("sliding_window") &&
+             !HfConfigReader::find(c, "use_sliding_window")) {
+    // (An explicit "sliding_window": null turns the window off, as in Mistral-7B-v0.2+.)
+    Eigen::Index window = 0;
+    size_default("sliding_window", sizes.sliding_window, window);
+    out.sliding_window = window;
   }
   detail::hf_read_encoder_mask(r, c, prefix, out);
   if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
@@ -1447,12 +1523,19 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("max_window_layers"), "= ", *mw, " must be in [0, ", detail::kHfMaxLayers, "]");
     }
     out.max_window_layers = *mw;
+  } else if (sizes.sliding_window_off && out.sliding_window > 0) {
+    out.max_window_layers = 28;  // Qwen2Config: layers from max_window_layers = 28 on slide
+    out.notes.push_back(path("max_window_layers") + " absent: " + out.model_type +
+                        "'s default 28");
   }
   if (auto cap = r.number(c, "attn_logit_softcapping", path("attn_logit_softcapping"))) {
     if (!(std::isfinite(*cap) && *cap > 0.0)) {
       r.fail(path("attn_logit_softcapping"), "= ", *cap, " must be finite and > 0");
     }
     out.attn_logit_softcapping = *cap;
+  } else if (family == "gemma2" && !c.contains("attn_logit_softcapping")) {
+    out.attn_logit_softcapping = 50.0;  // Gemma2Config's default (null turns it off)
+    out.notes.push_back(path("attn_logit_softcapping") + " absent: gemma2's default 50");
   }
 
   // ---- T5's relative attention bias ---------------------------------------------------------
@@ -1544,15 +1627,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   detail::HfRopeContext ctx;
   ctx.max_position_embeddings = out.max_position_embeddings;
   ctx.top_original = out.original_max_position_embeddings;
-  const detail::HfFamilyDefaults defaults =
-      detail::hf_family_defaults(detail::hf_lower_alnum(out.model_type));
+  const detail::HfFamilyDefaults defaults = detail::hf_family_defaults(family);
   Eigen::Index head_dim = 0;
   if (auto hd = r.integer(c, "head_dim", path("head_dim"))) {
     if (*hd <= 0 || *hd > detail::kHfMaxDim) {
       r.fail(path("head_dim"), "= ", *hd, " must be in [1, ", detail::kHfMaxDim, "]");
     }
     head_dim = *hd;
-  } else if (detail::hf_lower_alnum(out.model_type) == "zamba2" && out.hidden_size > 0 &&
+  } else if (family == "zamba2" && out.hidden_size > 0 &&
              out.num_attention_heads > 0) {
     head_dim = detail::hf_zamba_attention_head_dim(r, c, prefix, out);
     out.notes.push_back("zamba2: heads of attention_head_dim = " + std::to_string(head_dim) +
@@ -1621,8 +1703,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     detail::hf_read_indexer(r, c, prefix, *rope_hd, out);
   }
   ctx.head_dim = head_dim;
-  if (const auto fam = detail::hf_lower_alnum(out.model_type); fam == "mimov2" || fam == "mimov2flash") {
-    detail::hf_read_mimo_v2(r, c, prefix, fam, head_dim, out);
+  if (family == "mimov2" || family == "mimov2flash") {
+    detail::hf_read_mimo_v2(r, c, prefix, family, head_dim, out);
   }
 
   if (auto t = r.number(c, "rope_theta", path("rope_theta"))) {
@@ -1660,7 +1742,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     // transformers 5 fills a rope_parameters dict's missing rope_theta the same way.
     if (defaults.theta > 0.0) ctx.top_theta = defaults.theta;
     if (!nested_theta) {
-      const bool modernbert = detail::hf_lower_alnum(out.model_type) == "modernbert";
+      const bool modernbert = family == "modernbert";
       out.notes.push_back(out.model_type + (out.model_type.empty() ? "" : ": ") +
                           (modernbert ? "global_rope_theta" : "rope_theta") +
                           " absent: transformers' default " + detail::concat(ctx.top_theta));
@@ -1677,14 +1759,13 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     ctx.top_partial = *pct;
     out.notes.push_back("partial_rotary_factor read from rotary_pct (GPT-NeoX)");
   }
-  const std::string width_family = detail::hf_lower_alnum(out.model_type);
   if (!ctx.top_partial && defaults.partial_rotary_factor > 0.0 &&
       !HfConfigReader::find(c, "rotary_dim")) {
     ctx.top_partial = defaults.partial_rotary_factor;
     out.notes.push_back(out.model_type + ": partial_rotary_factor absent, transformers' default " +
                         detail::concat(defaults.partial_rotary_factor));
   }
-  if (width_family == "bamba") {
+  if (family == "bamba") {
     // BambaConfig.__post_init__: partial_rotary_factor = 0.5, "hardcode for BC".
     if (ctx.top_partial && *ctx.top_partial != 0.5) {
       out.notes.push_back("bamba: partial_rotary_factor given as " +
@@ -1694,7 +1775,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.notes.push_back("bamba: RoPE on half of each head (transformers hard-codes "
                         "partial_rotary_factor 0.5)");
   }
-  if (width_family == "minimaxm2") {
+  if (family == "minimaxm2") {
     // MiniMaxM2Config: partial_rotary_factor = rotary_dim / head_dim (rotary_dim defaulting
     // to head_dim / 2), whatever partial_rotary_factor says.
     if (!HfConfigReader::find(c, "rotary_dim")) {
@@ -1702,7 +1783,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("minimax_m2: rotary_dim absent, transformers' default head_dim / 2");
     }
   }
-  if (!ctx.top_partial && width_family == "chatglm") {
+  if (!ctx.top_partial && family == "chatglm") {
     // THUDM ChatGLM2/3 modeling code: RotaryEmbedding(kv_channels // 2) on the first half of
     // each head; the config has no key for it.
     ctx.top_partial = 0.5;
@@ -1761,7 +1842,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
   if (out.layer_types.empty()) {
-    detail::hf_default_layer_types(r, c, prefix, detail::hf_lower_alnum(out.model_type), out);
+    detail::hf_default_layer_types(r, c, prefix, family, out);
   }
   std::optional<double> local_theta;
   std::string local_key;
@@ -1774,9 +1855,26 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       break;
     }
   }
+  if (!local_theta && family == "gemma3text" && !HfConfigReader::find(c, "rope_parameters")) {
+    // Gemma3TextConfig: rope_local_base_freq 10000 on the sliding layers, every 6th layer
+    // full (sliding_window_pattern, _sliding_window_pattern in transformers >= 4.54).
+    local_theta = 10000.0;
+    local_key = "rope_local_base_freq";
+    out.notes.push_back("gemma3_text: rope_local_base_freq absent, transformers' default 10000");
+  }
   if (out.layer_types.empty() && local_theta) {
-    if (auto pat = r.integer(c, "sliding_window_pattern", path("sliding_window_pattern"))) {
-      if (*pat <= 0) r.fail(path("sliding_window_pattern"), "= ", *pat, " must be > 0");
+    std::string pkey = "sliding_window_pattern";
+    auto pat = r.integer(c, pkey, path(pkey));
+    if (!pat) {
+      pkey = "_sliding_window_pattern";
+      pat = r.integer(c, pkey, path(pkey));
+    }
+    if (!pat && family == "gemma3text") {
+      pat = 6;
+      out.notes.push_back("gemma3_text: sliding_window_pattern absent, transformers' default 6");
+    }
+    if (pat) {
+      if (*pat <= 0) r.fail(path(pkey), "= ", *pat, " must be > 0");
       // Gemma3Config: layer i is sliding iff (i + 1) % pattern != 0.
       for (Eigen::Index i = 0; i < out.num_hidden_layers; ++i) {
         out.layer_types.push_back((i + 1) % *pat != 0 ? "sliding_attention" : "full_attention");
@@ -1786,7 +1884,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                           "th layer full attention)");
     }
   }
-  if (out.layer_types.empty() && detail::hf_lower_alnum(out.model_type) == "modernbert") {
+  if (out.layer_types.empty() && family == "modernbert") {
     // ModernBertConfig: layer i is global iff i % global_attn_every_n_layers == 0 (default 3);
     // the local layers rotate with local_rope_theta (default 10000).
     auto every = r.integer(c, "global_attn_every_n_layers", path("global_attn_every_n_layers"));
@@ -1806,7 +1904,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.notes.push_back("modernbert: local_rope_theta absent, transformers' default 10000");
     }
   }
-  if (!local_theta && detail::hf_lower_alnum(out.model_type) == "mimov2flash" &&
+  if (!local_theta && family == "mimov2flash" &&
       !HfConfigReader::find(c, "rope_parameters") && !HfConfigReader::find(c, "rope_scaling")) {
     // MiMoV2FlashConfig without rope_parameters: sliding layers at 10000 (full ones at 5e6).
     local_theta = 10000.0;
@@ -1817,7 +1915,6 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   const auto count_type = [&](const std::string& t) {
     return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
   };
-  const std::string family = detail::hf_lower_alnum(out.model_type);
   const bool llama4 = family == "llama4" || family == "llama4text";
   const json* nr = HfConfigReader::find(c, "no_rope_layers");
   if (nr && !nr->is_array()) r.fail(path("no_rope_layers"), "must be a list of 0/1");
