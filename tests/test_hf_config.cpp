@@ -1743,6 +1743,11 @@ TEST_CASE("hf_config: the sizes of diff-saved text configs (LLaVA, Mistral, Qwen
   CHECK(qwen2_window.max_window_layers == 28);  // Qwen2Config's default
   CHECK_FALSE(posenc::hf_layer_is_sliding(qwen2_window, 27));
   CHECK(posenc::hf_layer_is_sliding(qwen2_window, 28));
+  const auto qwen3 = posenc::parse_hf_config(R"({"model_type": "qwen3", "sliding_window": 4096})");
+  CHECK(qwen3.num_key_value_heads == 32);
+  CHECK(qwen3.rope.head_dim == 128);
+  CHECK(qwen3.max_position_embeddings == 32768);
+  CHECK(qwen3.sliding_window == 0);
   const auto gemma = posenc::parse_hf_config(R"({"model_type": "gemma"})");
   CHECK(gemma.num_attention_heads == 16);
   CHECK(gemma.rope.head_dim == 256);

@@ -1119,7 +1119,7 @@ inline HfFamilySizes hf_family_sizes(std::string_view family) {
       {"mistral", {4096, 32, 8, 131072, 4096, false}},
       {"qwen2", {4096, 32, 32, 32768, 0, true}},
       {"qwen2moe", {0, 0, 0, 0, 0, true}},
-      {"qwen3", {0, 0, 0, 0, 0, true}},
+      {"qwen3", {4096, 32, 32, 32768, 0, true}},
       {"qwen3moe", {0, 0, 0, 0, 0, true}},
       {"gemma", {3072, 16, 16, 8192, 0, false}},
       {"gemma2", {2304, 8, 4, 8192, 4096, false}},
