@@ -81,7 +81,9 @@ struct HfModelConfig {
   /// Per-layer type names [num_hidden_layers] when the config has them; empty otherwise.
   std::vector<std::string> layer_types;
   /// Per layer: false where the layer applies no RoPE at all (NoPE): no_rope_layers entries of
-  /// 0 (Llama-4, SmolLM3: 1 = RoPE), Cohere2's full-attention layers. Empty = every layer.
+  /// 0 (Llama-4, SmolLM3: 1 = RoPE), Cohere2's full-attention layers, linear_attention layers
+  /// (Qwen3-Next, MiniMax, OLMo-Hybrid), every layer of a NoPE family (Jamba, OLMo-Hybrid
+  /// without a rope_theta, ...). Empty = every layer.
   std::vector<bool> layer_uses_rope;
   /// Why rope.layout is what it is ("caller override", "rope_interleave = true", "family ...").
   std::string layout_reason;
@@ -115,7 +117,9 @@ struct HfModelConfig {
   /// num_key_value_heads there). 0 = the same as every other layer's.
   Eigen::Index sliding_num_attention_heads = 0;
   Eigen::Index sliding_num_key_value_heads = 0;
-  Eigen::Index hidden_size = 0;          ///< 0 when absent (head_dim given directly)
+  /// 0 when absent (head_dim given directly); the family's default where configs are saved
+  /// as a diff against it (hf_config's hf_family_sizes: Llama, Mistral, Qwen2/3, Gemma 1-3).
+  Eigen::Index hidden_size = 0;
   /// Width of the q.k dot product, for the softmax scale: head_dim, or qk_nope_head_dim +
   /// qk_rope_head_dim for DeepSeek MLA.
   Eigen::Index attention_head_dim = 0;
