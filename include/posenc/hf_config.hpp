@@ -20,7 +20,7 @@
 ///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer).
 ///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
 ///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else the family's transformers
-///              default (Mixtral / MiniMax 1e6, Llama-4 / OLMo-3 / Cohere 5e5, SmolLM3 2e6, ...:
+///              default (Mixtral / MiniMax 1e6, Llama-4 / ERNIE-4.5 5e5, SmolLM3 2e6, ...:
 ///              hf_family_defaults), else 10000.
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
 ///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else the family's default
@@ -1056,8 +1056,9 @@ inline std::string hf_nope_model(const HfConfigReader& r, const nlohmann::json& 
 /// partial_rotary_factor (or rotary_pct) or head_dim (transformers 5: the class's
 /// `default_theta`, its `kwargs.setdefault("partial_rotary_factor", ..)`, its `head_dim` field
 /// default); 0 = the generic default (10000, 1, hidden_size / num_attention_heads). Families
-/// whose versions disagree (persimmon, cohere before 5) or that add a whole scaling dict
-/// (gpt_oss, apertus) are left out.
+/// whose versions disagree (Persimmon; Cohere and OLMo-3, 10000 in one stored file and 5e5 in
+/// another: a config saved as a diff against the older default would change meaning) or that
+/// add a whole scaling dict (gpt_oss, apertus) are left out.
 struct HfFamilyDefaults {
   double theta = 0.0;
   double partial_rotary_factor = 0.0;
@@ -1074,10 +1075,9 @@ inline HfFamilyDefaults hf_family_defaults(std::string_view family) {
       {"lfm2", {1e6, 0, 0}},            {"lfm2moe", {1e6, 0, 0}},
       {"qwen2vl", {1e6, 0, 0}},         {"qwen2vltext", {1e6, 0, 0}},
       {"minimax", {1e6, 0, 0}},         {"solaropen", {1e6, 0, 128}},
-      {"cohere", {5e5, 0, 0}},          {"llama4text", {5e5, 0, 128}},
-      {"ernie45", {5e5, 0, 128}},       {"ernie45moe", {5e5, 0, 0}},
-      {"olmo3", {5e5, 0, 0}},           {"flexolmo", {5e5, 0, 0}},
-      {"bitnet", {5e5, 0, 0}},          {"smollm3", {2e6, 0, 0}},
+      {"llama4text", {5e5, 0, 128}},    {"ernie45", {5e5, 0, 128}},
+      {"ernie45moe", {5e5, 0, 0}},      {"bitnet", {5e5, 0, 0}},
+      {"smollm3", {2e6, 0, 0}},
       {"helium", {1e5, 0, 128}},        {"fuyu", {25000, 0.5, 0}},
       {"modernbert", {160000, 0, 0}},   {"minimaxm2", {5e6, 0, 0}},
       {"mimov2flash", {5e6, 0.334, 192}},
