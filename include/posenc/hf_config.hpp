@@ -1194,30 +1194,25 @@ inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json
 inline void hf_read_mimo_v2(const HfConfigReader& r, const nlohmann::json& c,
                             const std::string& prefix, const std::string& family,
                             Eigen::Index head_dim, HfModelConfig& out) {
-  const auto width = [&](const char* key, Eigen::Index fallback) {
-    const auto w = r.integer(c, key, prefix + key).value_or(fallback);
-    if (w <= 0 || w > kHfMaxDim) r.fail(prefix + key, "= ", w, " must be in [1, ", kHfMaxDim, "]");
-    return static_cast<Eigen::Index>(w);
+  const auto count = [&](const char* key, Eigen::Index fallback, std::int64_t max) {
+    const auto v = r.integer(c, key, prefix + key).value_or(fallback);
+    if (v <= 0 || v > max) r.fail(prefix + key, "= ", v, " must be in [1, ", max, "]");
+    return static_cast<Eigen::Index>(v);
   };
-  out.v_head_dim = width("v_head_dim", family == "mimov2flash" ? 128 : head_dim);
-  if (const auto swa = width("swa_head_dim", head_dim); swa != head_dim) {
+  out.v_head_dim = count("v_head_dim", family == "mimov2flash" ? 128 : head_dim, kHfMaxDim);
+  if (const auto swa = count("swa_head_dim", head_dim, kHfMaxDim); swa != head_dim) {
     r.fail(prefix + "swa_head_dim", "= ", swa, " differs from head_dim = ", head_dim,
            ": posenc plans one RoPE head width per model");
   }
-  if (const auto swa_v = width("swa_v_head_dim", out.v_head_dim); swa_v != out.v_head_dim) {
+  if (const auto swa_v = count("swa_v_head_dim", out.v_head_dim, kHfMaxDim);
+      swa_v != out.v_head_dim) {
     r.fail(prefix + "swa_v_head_dim", "= ", swa_v, " differs from v_head_dim = ", out.v_head_dim);
   }
-  const auto heads = [&](const char* key, Eigen::Index fallback) {
-    const auto h = r.integer(c, key, prefix + key).value_or(fallback);
-    if (h <= 0 || h > kHfMaxHeads) {
-      r.fail(prefix + key, "= ", h, " must be in [1, ", kHfMaxHeads, "]");
-    }
-    return static_cast<Eigen::Index>(h);
-  };
   const Eigen::Index kv = out.num_key_value_heads;
-  out.sliding_num_attention_heads = heads("swa_num_attention_heads", out.num_attention_heads);
+  out.sliding_num_attention_heads =
+      count("swa_num_attention_heads", out.num_attention_heads, kHfMaxHeads);
   out.sliding_num_key_value_heads =
-      heads("swa_num_key_value_heads", family == "mimov2flash" ? 2 * kv : kv);
+      count("swa_num_key_value_heads", family == "mimov2flash" ? 2 * kv : kv, kHfMaxHeads);
   if (out.sliding_num_attention_heads % out.sliding_num_key_value_heads != 0) {
     r.fail(prefix + "swa_num_attention_heads", "= ", out.sliding_num_attention_heads,
            " is not a multiple of the sliding layers' ", out.sliding_num_key_value_heads,
@@ -1379,7 +1374,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   // differ from the class's defaults; Gemma-3's text_config is such a diff) need the class
   // defaults of the sizes too.
   const detail::HfFamilySizes sizes = detail::hf_family_sizes(family);
-  const auto size_default = [&](const char* key, Eigen::Index value, Eigen::Index& into) {
+  const auto size_default = [&](const char* key, auto value, auto& into) {
     into = value;
     out.notes.push_back(path(key) + " absent: " + out.model_type + "'s default " +
                         std::to_string(value));
@@ -1476,9 +1471,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else if (sizes.sliding_window > 0 && !c.contains("sliding_window") &&
              !HfConfigReader::find(c, "use_sliding_window")) {
     // (An explicit "sliding_window": null turns the window off, as in Mistral-7B-v0.2+.)
-    Eigen::Index window = 0;
-    size_default("sliding_window", sizes.sliding_window, window);
-    out.sliding_window = window;
+    size_default("sliding_window", sizes.sliding_window, out.sliding_window);
   }
   detail::hf_read_encoder_mask(r, c, prefix, out);
   if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
@@ -1855,12 +1848,15 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       break;
     }
   }
-  if (!local_theta && family == "gemma3text" && !HfConfigReader::find(c, "rope_parameters")) {
-    // Gemma3TextConfig: rope_local_base_freq 10000 on the sliding layers, every 6th layer
-    // full (sliding_window_pattern, _sliding_window_pattern in transformers >= 4.54).
+  if (!local_theta && (family == "gemma3text" || family == "mimov2flash") &&
+      !HfConfigReader::find(c, "rope_parameters")) {
+    // The classes' sliding-layer base when no rope_parameters dict carries one:
+    // Gemma3TextConfig's rope_local_base_freq (every 6th layer full: sliding_window_pattern,
+    // _sliding_window_pattern in transformers >= 4.54), MiMoV2FlashConfig's sliding entry.
     local_theta = 10000.0;
-    local_key = "rope_local_base_freq";
-    out.notes.push_back("gemma3_text: rope_local_base_freq absent, transformers' default 10000");
+    local_key = family == "gemma3text" ? "rope_local_base_freq" : "swa_rope_theta";
+    out.notes.push_back(out.model_type + ": " + local_key + " absent, transformers' default " +
+                        "10000 on the sliding layers");
   }
   if (out.layer_types.empty() && local_theta) {
     std::string pkey = "sliding_window_pattern";
@@ -1903,14 +1899,6 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       local_key = "local_rope_theta";
       out.notes.push_back("modernbert: local_rope_theta absent, transformers' default 10000");
     }
-  }
-  if (!local_theta && family == "mimov2flash" &&
-      !HfConfigReader::find(c, "rope_parameters") && !HfConfigReader::find(c, "rope_scaling")) {
-    // MiMoV2FlashConfig without rope_parameters: sliding layers at 10000 (full ones at 5e6).
-    local_theta = 10000.0;
-    local_key = "swa_rope_theta";
-    out.notes.push_back("mimo_v2_flash: rope_parameters absent, transformers' default 10000 on "
-                        "the sliding layers");
   }
   const auto count_type = [&](const std::string& t) {
     return static_cast<Eigen::Index>(std::count(out.layer_types.begin(), out.layer_types.end(), t));
