@@ -528,18 +528,25 @@ inline void attn_qk_block(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const
   constexpr int L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
   P acc[R][NP];
+  POSENC_UNROLL
   for (int r = 0; r < R; ++r)
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) acc[r][n] = ei::pset1<P>(Acc(0));
   const Acc* q = qt + i0;
   for (Eigen::Index c = 0; c < d; ++c, q += rs) {
     P a[NP];
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) a[n] = ei::ploadu<P>(q + n * L);
+    POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
       const P b = ei::pset1<P>(k[r * k_stride + c]);
+      POSENC_UNROLL
       for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmadd(b, a[n], acc[r][n]);
     }
   }
+  POSENC_UNROLL
   for (int r = 0; r < R; ++r)
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) ei::pstoreu(st + r * rs + i0 + n * L, acc[r][n]);
 }
 
@@ -553,21 +560,28 @@ inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const
   constexpr int L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
   P acc[R][NP];
+  POSENC_UNROLL
   for (int r = 0; r < R; ++r) {
     const P a = ei::pset1<P>(alpha[i0 + r]);
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmul(a, ei::ploadu<P>(o + (i0 + r) * d + c0 + n * L));
   }
   const Acc* p = st + i0;
   const Acc* vj = v + c0;
   for (Eigen::Index j = 0; j < nk; ++j, p += rs, vj += v_stride) {
     P b[NP];
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) b[n] = ei::ploadu<P>(vj + n * L);
+    POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
       const P pr = ei::pset1<P>(p[r]);
+      POSENC_UNROLL
       for (int n = 0; n < NP; ++n) acc[r][n] = ei::pmadd(pr, b[n], acc[r][n]);
     }
   }
+  POSENC_UNROLL
   for (int r = 0; r < R; ++r)
+    POSENC_UNROLL
     for (int n = 0; n < NP; ++n) ei::pstoreu(o + (i0 + r) * d + c0 + n * L, acc[r][n]);
 }
 
@@ -1117,6 +1131,7 @@ template <int R, int N>
 EIGEN_STRONG_INLINE void attn_reduce_store8(const __m256 (&acc)[N], float* out,
                                             Eigen::Index out_stride) {
   if constexpr (R == 4) {
+    POSENC_UNROLL
     for (int jj = 0; jj < N / 4; ++jj) {
       const __m256* a = acc + 4 * jj;
       // t = [a0..a3 sums of lanes 0-3 | a0..a3 sums of lanes 4-7]
@@ -1125,8 +1140,10 @@ EIGEN_STRONG_INLINE void attn_reduce_store8(const __m256 (&acc)[N], float* out,
                     _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
     }
   } else {
+    POSENC_UNROLL
     for (int i0 = 0; i0 < N; i0 += 8) {
       __m256 a[8];
+      POSENC_UNROLL
       for (int i = 0; i < 8; ++i) a[i] = i0 + i < N ? acc[i0 + i] : _mm256_setzero_ps();
       const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
       const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
@@ -1157,6 +1174,7 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<Acc, float> && kAttnLanes<float> == 16) {
     __m256 folded[N];
+    POSENC_UNROLL
     for (int i = 0; i < N; ++i) {
       const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
       folded[i] = _mm256_add_ps(_mm512_castps512_ps256(acc[i]), hi);
@@ -1165,6 +1183,7 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
     return;
   }
 #endif
+  POSENC_UNROLL
   for (int i = 0; i < N; ++i) out[i / R * out_stride + i % R] = Eigen::internal::predux(acc[i]);
 }
 
@@ -1173,6 +1192,7 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
 template <typename Acc, int N, typename T>
 EIGEN_STRONG_INLINE void attn_load_rows_pinned(const T* rows, Eigen::Index stride, Eigen::Index c,
                                                attn_packet_t<Acc> (&x)[N]) {
+  POSENC_UNROLL
   for (int jj = 0; jj < N; ++jj) {
     attn_packet_t<Acc> t = attn_load_packet<Acc>(rows + jj * stride + c);
     keep_in_register(t);
@@ -1189,21 +1209,26 @@ EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
   P acc[KJ * R];
+  POSENC_UNROLL
   for (auto& a : acc) a = ei::pset1<P>(Acc(0));
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
     P x[KJ];
     attn_load_rows_pinned<Acc>(k, k_stride, c, x);
+    POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
       P qv = ei::ploadu<P>(q + r * d + c);
       keep_in_register(qv);
+      POSENC_UNROLL
       for (int jj = 0; jj < KJ; ++jj) acc[jj * R + r] = ei::pmadd(qv, x[jj], acc[jj * R + r]);
     }
   }
   attn_reduce_store<Acc, R>(acc, out, out_stride);
   for (; c < d; ++c) {
+    POSENC_UNROLL
     for (int jj = 0; jj < KJ; ++jj) {
       const Acc kc = attn_kv_value<Acc>(k[jj * k_stride + c]);
+      POSENC_UNROLL
       for (int r = 0; r < R; ++r) out[jj * out_stride + r] += q[r * d + c] * kc;
     }
   }
@@ -1219,14 +1244,17 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
   P wp[KV][R], ap[R];
+  POSENC_UNROLL
   for (int r = 0; r < R; ++r) {
     ap[r] = ei::pset1<P>(kRescale ? alpha[r] : Acc(1));
+    POSENC_UNROLL
     for (int jj = 0; jj < KV; ++jj) wp[jj][r] = ei::pset1<P>(w[jj * w_stride + r]);
   }
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
     P x[KV];
     attn_load_rows_pinned<Acc>(v, v_stride, c, x);
+    POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
       // Loaded on its own: folded into the first FMA (vfmadd213ps from memory), the O load
       // overwrote the weight register and cost a register copy per row and packet. Zen 5,
@@ -1235,13 +1263,16 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
       P acc = ei::ploadu<P>(o + r * d + c);
       keep_in_register(acc);
       if constexpr (kRescale) acc = ei::pmul(ap[r], acc);
+      POSENC_UNROLL
       for (int jj = 0; jj < KV; ++jj) acc = ei::pmadd(wp[jj][r], x[jj], acc);
       ei::pstoreu(o + r * d + c, acc);
     }
   }
   for (; c < d; ++c) {
+    POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
       Acc acc = kRescale ? alpha[r] * o[r * d + c] : o[r * d + c];
+      POSENC_UNROLL
       for (int jj = 0; jj < KV; ++jj) acc += w[jj * w_stride + r] * attn_kv_value<Acc>(v[jj * v_stride + c]);
       o[r * d + c] = acc;
     }

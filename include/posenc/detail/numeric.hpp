@@ -25,6 +25,15 @@
 #define POSENC_IVDEP
 #endif
 
+/// Unrolls a loop over a register array (V v[P], P a template constant) completely. GCC does
+/// that by itself only at -O3; at -O2 (CMake's RelWithDebInfo, distributions' builds) it kept
+/// the loops and the arrays in stack memory, every vector stored and reloaded.
+#if defined(__GNUC__)  // GCC and Clang
+#define POSENC_UNROLL _Pragma("GCC unroll 16")
+#else
+#define POSENC_UNROLL
+#endif
+
 namespace posenc::detail {
 
 /// Pins a SIMD value to a register: an empty asm that claims to modify it. GCC otherwise folds

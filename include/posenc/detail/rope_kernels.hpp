@@ -471,6 +471,7 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
   constexpr int W = Vec::kLanes;
   constexpr int kPerChunk = kInterleaved ? 1 : 2;  // cos (and sin) vectors per chunk
   V cv[kPerChunk * N], sv[kPerChunk * N];
+  POSENC_UNROLL
   for (int k = 0; k < kPerChunk * N; ++k) {
     cv[k] = Vec::loadf(c + W * k);
     sv[k] = Vec::loadf(s + W * k);
@@ -479,6 +480,7 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
     const Eigen::bfloat16* x = src + h * src_hs;
     Eigen::bfloat16* y = dst + h * dst_hs;
     if (source == RopeSource::kMemory) rope_prefetch_ahead(x, kInterleaved ? 2 * W * N : 2 * half);
+    POSENC_UNROLL
     for (int k = 0; k < N; ++k) {
       if constexpr (kInterleaved) {
         rope_bf16_interleaved_chunk<Vec>(x, y, 2 * W * k, cv[k], sv[k]);
@@ -586,6 +588,7 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
   for (Eigen::Index r = 0; r < runs; ++r) {
     const Eigen::Index j = W * kVecs * r;
     V cv[kVecs], sv[kVecs];
+    POSENC_UNROLL
     for (int k = 0; k < kVecs; ++k) {
       cv[k] = Vec::loadf(c + j + W * k);
       sv[k] = Vec::loadf(s + j + W * k);
@@ -594,6 +597,7 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
       const T* x = src + h * src_hs + j;
       T* y = dst + h * dst_hs + j;
       if (prefetch) rope_prefetch_ahead(x, 2 * half);
+      POSENC_UNROLL
       for (int k = 0; k < kVecs; ++k) {
         const V a = Vec::load(x + W * k);
         const V b = Vec::load(x + half + W * k);
@@ -717,6 +721,7 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
   using V = __m512;
   const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));
   V c0[P], s0[P];  // phase 0: lanes of row dims 16 k .. 16 k + 15
+  POSENC_UNROLL
   for (int k = 0; k < P; ++k) {
     if constexpr (kInterleaved) {
       c0[k] = RopeVec16::pair_cos(c + 8 * k);
@@ -733,6 +738,7 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
       _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                        _mm512_set1_epi32(16 - p));
   V cv[P], sv[P];
+  POSENC_UNROLL
   for (int k = 0; k < P; ++k) {
     cv[k] = _mm512_permutex2var_ps(c0[(k + P - 1) % P], shift, c0[k]);
     sv[k] = _mm512_permutex2var_ps(s0[(k + P - 1) % P], shift, s0[k]);
@@ -745,13 +751,16 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
   for (Eigen::Index h = 0; h < heads; ++h, x += 16 * P, y += 16 * P) {
     V v[P];
     v[0] = h == 0 ? _mm512_maskz_loadu_ps(head_lanes, x) : _mm512_load_ps(x);
+    POSENC_UNROLL
     for (int i = 1; i < P; ++i) v[i] = _mm512_load_ps(x + 16 * i);
     V out[P];
     if constexpr (kInterleaved) {
+      POSENC_UNROLL
       for (int i = 0; i < P; ++i) out[i] = rope_rotate_pairs<RopeVec16>(v[i], cv[i], sv[i]);
     } else {
       const V next = h + 1 == heads ? _mm512_maskz_loadu_ps(tail_lanes, x + 16 * P)
                                     : _mm512_load_ps(x + 16 * P);
+      POSENC_UNROLL
       for (int i = 0; i < P; ++i) {
         V partner;
         if (i == 0) {
@@ -772,6 +781,7 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
     } else {
       _mm512_store_ps(y, out[0]);
     }
+    POSENC_UNROLL
     for (int i = 1; i < P; ++i) _mm512_store_ps(y + 16 * i, out[i]);
   }
   // The last row's final p dims (x2 lanes for half-split) share a line with what follows.
@@ -860,6 +870,7 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   V cv[kVecs], sv[kVecs];
+  POSENC_UNROLL
   for (int k = 0; k < kVecs; ++k) {
     if constexpr (kExpanded) {
       cv[k] = Vec::loadf(c + W * k);
@@ -874,10 +885,12 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
     T* y = dst + h * dst_hs;
     if (prefetch) {
       rope_prefetch_ahead(x, W * kVecs);
+      POSENC_UNROLL
       for (int k = 0; k < kVecs; ++k) {
         Vec::store(y + W * k, rope_rotate_pairs<Vec>(Vec::load(x + W * k), cv[k], sv[k]));
       }
     } else {
+      POSENC_UNROLL
       for (int k = 0; k < kVecs; ++k) {
         V v = Vec::load(x + W * k);
         rope_keep_in_register(v);
