@@ -230,6 +230,7 @@ posenc_rope_inspect_test("ERNIE-4.5-VL sections and layout"
 # GGUF files: tests/fuzz/gguf_seeds.cpp writes small headers (the keys and RoPE tensors
 # convert_hf_to_gguf.py writes) into the build tree before the tests that read them.
 add_executable(posenc_gguf_samples "${CMAKE_CURRENT_LIST_DIR}/fuzz/gguf_seeds.cpp")
+target_compile_features(posenc_gguf_samples PRIVATE cxx_std_17)  # Clang 14 defaults to C++14
 target_include_directories(posenc_gguf_samples PRIVATE "${CMAKE_CURRENT_LIST_DIR}")
 posenc_target_warnings(posenc_gguf_samples)
 set(_posenc_gguf "${CMAKE_CURRENT_BINARY_DIR}/gguf-samples")

@@ -35,8 +35,6 @@
 
 namespace {
 
-constexpr double kPi = 3.141592653589793238462643383279502884;
-
 struct Args {
   std::string config;
   std::int64_t length = 0;  // 0 = max_position_embeddings

@@ -27,7 +27,9 @@ struct CacheLineAllocator {
   CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}  // NOLINT: rebind
 
   T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlign); }
+  // The unsized form: the sized aligned delete is declared only under __cpp_sized_deallocation,
+  // which Clang leaves off by default before version 19 (libstdc++'s <new>).
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlign); }
 
   template <typename U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {
