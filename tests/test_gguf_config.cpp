@@ -816,7 +816,7 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
     refuse(w, "key \"llama.attention.head_count\" is missing");
   }
   refuse(base("llama").u32("llama.attention.head_count_kv", 5),
-         "key \"llama.attention.head_count_kv\" = 5 must divide head_count = 32");
+         "key \"llama.attention.head_count_kv\" = 5 on layer 0 must divide head_count = 32");
   refuse(base("llama").str("llama.rope.scaling.type", "su"),
          "key \"llama.rope.scaling.type\" = \"su\" is not one of none, linear, yarn, longrope");
   refuse(base("llama").f32("llama.rope.scaling.factor", 0.5f),
@@ -872,7 +872,7 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
         .u32("llama.embedding_length", 4096)
         .u32("llama.block_count", 4)
         .u32("llama.attention.head_count", 0);
-    refuse(w, "key \"llama.attention.head_count\" is 0 on layer 0");
+    refuse(w, "key \"llama.attention.head_count\" gives no layer attention heads");
   }
 }
 
@@ -965,7 +965,9 @@ TEST_CASE("gguf config: the sparse-attention indexer keys of deepseek32 and glm-
   CHECK(noted);
 }
 
-TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {
+TEST_CASE("gguf config: head counts per layer, and layers without attention", "[gguf]") {
+  // OpenELM: both counts grow with depth (convert_hf_to_gguf.py writes num_query_heads /
+  // num_kv_heads as arrays).
   GgufWriter w;
   w.str("general.architecture", "openelm")
       .u32("openelm.context_length", 2048)
@@ -979,6 +981,49 @@ TEST_CASE("gguf config: per-layer head counts take layer 0's", "[gguf]") {
   CHECK(c.num_attention_heads == 12);
   CHECK(c.num_key_value_heads == 3);
   CHECK(c.rope.head_dim == 64);
+  CHECK(c.layer_num_attention_heads == std::vector<Eigen::Index>{12, 16, 20});
+  CHECK(c.layer_num_key_value_heads == std::vector<Eigen::Index>{3, 4, 5});
+  for (Eigen::Index i = 0; i < 3; ++i) {
+    CHECK(posenc::hf_layer_heads(c, i).num_attention_heads == 12 + 4 * i);
+    CHECK(posenc::hf_layer_heads(c, i).num_key_value_heads == 3 + i);
+  }
+  CHECK(c.layer_uses_rope.empty());
+  REQUIRE_THROWS_AS(posenc::hf_layer_heads(c, 3), std::out_of_range);
+  // LFM2 (convert_hf_to_gguf.py's LFM2Model): head_count a scalar, head_count_kv 0 on the
+  // short-convolution layers; LiquidAI/LFM2-1.2B's first attention layer is layer 2.
+  const std::vector<std::int32_t> kv_heads = {0, 0, 8, 0, 0, 8, 0, 0, 8, 0, 8, 0, 8, 0, 8, 0};
+  GgufWriter lfm2;
+  lfm2.str("general.architecture", "lfm2")
+      .u32("lfm2.context_length", 128000)
+      .u32("lfm2.embedding_length", 2048)
+      .u32("lfm2.block_count", 16)
+      .u32("lfm2.attention.head_count", 32)
+      .i32_array("lfm2.attention.head_count_kv", kv_heads)
+      .f32("lfm2.rope.freq_base", 1000000.0f);
+  const auto l = parse(lfm2);
+  CHECK(l.num_attention_heads == 32);
+  CHECK(l.num_key_value_heads == 8);
+  CHECK(l.rope.head_dim == 64);
+  CHECK(l.rope.theta == 1000000.0);
+  REQUIRE(l.layer_uses_rope.size() == 16);
+  for (std::size_t i = 0; i < 16; ++i) {
+    INFO("layer " << i);
+    const auto h = posenc::hf_layer_heads(l, static_cast<Eigen::Index>(i));
+    CHECK(h.num_attention_heads == (kv_heads[i] > 0 ? 32 : 0));
+    CHECK(h.num_key_value_heads == kv_heads[i]);
+    CHECK(l.layer_uses_rope[i] == (kv_heads[i] > 0));
+  }
+  // Uniform counts keep the lists empty.
+  GgufWriter same;
+  same.str("general.architecture", "openelm")
+      .u32("openelm.context_length", 2048)
+      .u32("openelm.embedding_length", 1280)
+      .u32("openelm.block_count", 2)
+      .i32_array("openelm.attention.head_count", {16, 16})
+      .u32("openelm.attention.head_count_kv", 4);
+  const auto u = parse(same);
+  CHECK(u.layer_num_attention_heads.empty());
+  CHECK(posenc::hf_layer_heads(u, 1).num_key_value_heads == 4);
   GgufWriter bad;
   bad.str("general.architecture", "openelm")
       .u32("openelm.context_length", 2048)

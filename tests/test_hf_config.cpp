@@ -1576,6 +1576,9 @@ TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_lay
   CHECK(c.num_key_value_heads == 4);
   CHECK(c.sliding_num_attention_heads == 64);
   CHECK(c.sliding_num_key_value_heads == 8);
+  CHECK(posenc::hf_layer_heads(c, 1).num_key_value_heads == 8);
+  CHECK(posenc::hf_layer_heads(c, 1).num_attention_heads == 64);
+  CHECK(posenc::hf_layer_heads(c, 0).num_key_value_heads == 4);
   CHECK(c.v_head_dim == 128);
   CHECK_THAT(c.softmax_scale, WithinRel(1.0 / std::sqrt(192.0), 1e-15));
   CHECK(posenc::hf_attention_params(c, 1).sliding_window == 128);
@@ -1763,4 +1766,157 @@ TEST_CASE("hf_config: the sizes of diff-saved text configs (LLaVA, Mistral, Qwen
   // Families without a table entry still need their sizes.
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "phi3"})"),
                       Contains("hidden_size") && Contains("missing"));
+}
+
+TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
+          "[hf_config][layers][heads]") {
+  const auto heads_of = [](const posenc::HfModelConfig& c) {
+    std::vector<std::pair<Eigen::Index, Eigen::Index>> out;
+    for (Eigen::Index i = 0; i < c.num_hidden_layers; ++i) {
+      const auto h = posenc::hf_layer_heads(c, i);
+      out.emplace_back(h.num_attention_heads, h.num_key_value_heads);
+    }
+    return out;
+  };
+  using Heads = std::vector<std::pair<Eigen::Index, Eigen::Index>>;
+  // poolside/Laguna-XS-2.1 (8 of its layers): 48 query heads on full layers, 64 on sliding ones,
+  // 8 kv heads everywhere; YaRN on full layers rotating half of the 128-wide head.
+  const std::string laguna = R"({"model_type": "laguna", "hidden_size": 2048,
+      "num_hidden_layers": 8, "num_attention_heads": 48, "num_key_value_heads": 8,
+      "head_dim": 128, "max_position_embeddings": 262144, "sliding_window": 512,
+      "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+        "sliding_attention"],
+      "rope_parameters": {
+        "full_attention": {"rope_theta": 500000.0, "rope_type": "yarn", "factor": 32.0,
+          "original_max_position_embeddings": 8192, "beta_slow": 1.0, "beta_fast": 64.0,
+          "attention_factor": 1.3465735902799727, "partial_rotary_factor": 0.5},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+          "partial_rotary_factor": 1.0}})";
+  const auto l = posenc::parse_hf_config(laguna +
+      R"(, "num_attention_heads_per_layer": [48, 64, 64, 64, 48, 64, 64, 64]})");
+  CHECK(heads_of(l) ==
+        Heads{{48, 8}, {64, 8}, {64, 8}, {64, 8}, {48, 8}, {64, 8}, {64, 8}, {64, 8}});
+  CHECK(l.num_attention_heads == 48);
+  CHECK(l.layer_uses_rope.empty());
+  REQUIRE(l.layer_ropes.size() == 2);
+  CHECK(posenc::resolved_rotary_dim(l.layer_ropes[0].params) == 64);
+  CHECK(posenc::resolved_rotary_dim(l.layer_ropes[1].params) == 128);
+  CHECK(l.layer_ropes[0].params.scaling.attention_factor == 1.3465735902799727);
+  // Without the list every layer has the model's counts.
+  CHECK(heads_of(posenc::parse_hf_config(laguna + "}")) == Heads(8, {48, 8}));
+  const std::string two = R"(, "num_attention_heads_per_layer": [48, 64]})";
+  REQUIRE_THROWS_AS(posenc::parse_hf_config(laguna + two), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna + two),
+                      Contains("num_attention_heads_per_layer\" has 2 entries; one per layer "
+                               "(num_hidden_layers = 8) expected"));
+  const std::string sixty =
+      R"(, "num_attention_heads_per_layer": [48, 60, 64, 64, 48, 64, 64, 64]})";
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna + sixty),
+                      Contains("layer 1: 60 query heads are not a multiple of 8 kv heads"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna +
+                          R"(, "num_attention_heads_per_layer": [48, 0, 64, 64, 48, 64, 64, 64]})"),
+                      Contains("num_attention_heads_per_layer[1]\" must be an integer in [1, "));
+
+  // apple/OpenELM-270M's keys (4 of its 16 layers; rope_freq_constant changed from its 10000 so
+  // that the alias is seen): counts per layer, its names for layers, width, length and base.
+  const std::string openelm = R"({"model_type": "openelm", "head_dim": 64,
+      "max_context_length": 2048, "model_dim": 1280, "num_gqa_groups": 4,
+      "num_kv_heads": [3, 3, 4, 5], "num_query_heads": [12, 12, 16, 20],
+      "num_transformer_layers": 4, "rope_freq_constant": 50000, "rope_max_length": 4096)";
+  const auto e = posenc::parse_hf_config(openelm + "}");
+  CHECK(e.num_hidden_layers == 4);
+  CHECK(e.hidden_size == 1280);
+  CHECK(e.max_position_embeddings == 2048);
+  CHECK(e.rope.theta == 50000.0);
+  CHECK(e.rope.head_dim == 64);
+  CHECK(heads_of(e) == Heads{{12, 3}, {12, 3}, {16, 4}, {20, 5}});
+  CHECK(e.num_attention_heads == 12);
+  CHECK(e.num_key_value_heads == 3);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+      "num_query_heads": [12, 12], "num_transformer_layers": 2})"),
+                      Contains("num_kv_heads\" is missing"));
+
+  // nvidia/Llama-3_3-Nemotron-Super-49B-v1 style block_configs (DeciLM): kv heads = 64 /
+  // n_heads_in_group; no_op and replace_with_linear blocks have no attention (and no RoPE).
+  const auto block = [](const std::string& attention) {
+    return R"({"attention": )" + attention + R"(, "ffn": {"ffn_mult": 2.625}})";
+  };
+  const std::string nas = R"({"model_type": "nemotron-nas", "hidden_size": 8192,
+      "num_attention_heads": 64, "num_hidden_layers": 4, "max_position_embeddings": 131072,
+      "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+      "block_configs": [)";
+  const std::string attend8 = block(R"({"n_heads_in_group": 8, "no_op": false,
+      "replace_with_linear": false, "window_length": null, "num_sink_tokens": null})");
+  const std::string no_op = block(R"({"n_heads_in_group": null, "no_op": true})");
+  const std::string linear = block(R"({"n_heads_in_group": null, "replace_with_linear": true})");
+  const auto n = posenc::parse_hf_config(nas + no_op + "," + attend8 + "," + linear + "," +
+                                         block(R"({"n_heads_in_group": 16})") + "]}");
+  CHECK(heads_of(n) == Heads{{0, 0}, {64, 8}, {0, 0}, {64, 4}});
+  CHECK(n.num_attention_heads == 64);
+  CHECK(n.num_key_value_heads == 8);  // the first attention layer's, as vLLM reads it
+  CHECK(n.layer_uses_rope == std::vector<bool>{false, true, false, true});
+  CHECK(n.rope.scaling.type == RopeScalingType::kLlama3);
+  CHECK(has_note(n, "2 layers without attention"));
+  const auto nas_error = [&](const std::string& blocks) {
+    try {
+      posenc::parse_hf_config(nas + blocks + "]}", "nas.json");
+    } catch (const std::invalid_argument& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(nas_error(attend8 + "," + attend8 + "," + attend8),
+             Contains("block_configs\" has 3 entries; one per layer"));
+  const std::string three = attend8 + "," + attend8 + "," + attend8 + ",";
+  CHECK_THAT(nas_error(three + block(R"({"no_op": false})")),
+             Contains("nas.json: key \"block_configs[3].attention.n_heads_in_group\" is missing"));
+  CHECK_THAT(nas_error(three + block(R"({"n_heads_in_group": 6})")),
+             Contains("n_heads_in_group\" = 6 does not divide num_attention_heads = 64"));
+  CHECK_THAT(nas_error(three + block(R"({"n_heads_in_group": 8, "window_length": 4096})")),
+             Contains("block_configs[3].attention.window_length\" = 4096: per-block windows"));
+  CHECK_THAT(nas_error(no_op + "," + no_op + "," + linear + "," + no_op),
+             Contains("block_configs\" gives no layer attention heads"));
+  CHECK_THAT(nas_error(attend8 + "," + attend8 + "," + attend8 + R"(, {"ffn": {}})"),
+             Contains("block_configs[3].attention\" must be an object"));
+  REQUIRE_THROWS_AS(posenc::hf_layer_heads(n, 4), std::out_of_range);
+  REQUIRE_THROWS_AS(posenc::hf_layer_heads(n, -1), std::out_of_range);
+}
+
+TEST_CASE("hf_config: convolution and Mamba layers apply no RoPE and have no heads (LFM2, "
+          "Granite-4.0-H)",
+          "[hf_config][layers][heads]") {
+  // LiquidAI/LFM2-1.2B: full_attn_idxs, no layer_types (Lfm2Config builds "conv" elsewhere).
+  const std::string lfm2 = R"({"model_type": "lfm2", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16,
+      "max_position_embeddings": 128000, "rope_theta": 1000000.0, "conv_L_cache": 3)";
+  const auto c = posenc::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 5, 8, 10, 12, 14]})");
+  const std::vector<int> full = {2, 5, 8, 10, 12, 14};
+  REQUIRE(c.layer_types.size() == 16);
+  REQUIRE(c.layer_uses_rope.size() == 16);
+  for (int i = 0; i < 16; ++i) {
+    INFO("layer " << i);
+    const bool attends = std::find(full.begin(), full.end(), i) != full.end();
+    CHECK(c.layer_types[static_cast<std::size_t>(i)] == (attends ? "full_attention" : "conv"));
+    CHECK(c.layer_uses_rope[static_cast<std::size_t>(i)] == attends);
+    CHECK(posenc::hf_layer_heads(c, i).num_attention_heads == (attends ? 32 : 0));
+    CHECK(posenc::hf_layer_heads(c, i).num_key_value_heads == (attends ? 8 : 0));
+  }
+  CHECK(c.rope.theta == 1000000.0);
+  // The same from layer_types (transformers >= 4.54 writes them); no list: every layer attends.
+  const auto typed = posenc::parse_hf_config(lfm2 +
+      R"(, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"]})");
+  CHECK(typed.layer_uses_rope == std::vector<bool>{false, true, false});
+  CHECK(posenc::parse_hf_config(lfm2 + "}").layer_uses_rope.empty());
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 16]})"),
+                      Contains("full_attn_idxs\" [1] must be a layer index in [0, 16), got 16"));
+  // ibm-granite/granite-4.0-h style: Mamba-2 layers and RoPE attention layers.
+  const auto g = posenc::parse_hf_config(R"({"model_type": "granitemoehybrid",
+      "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 4,
+      "num_hidden_layers": 4, "position_embedding_type": "rope", "rope_theta": 10000,
+      "layer_types": ["mamba", "mamba", "attention", "mamba"]})");
+  CHECK(g.layer_uses_rope == std::vector<bool>{false, false, true, false});
+  CHECK(posenc::hf_layer_heads(g, 2).num_key_value_heads == 4);
+  CHECK(posenc::hf_layer_heads(g, 0).num_key_value_heads == 0);
 }

@@ -253,10 +253,18 @@ posenc_rope_inspect_test("GGUF Llama-3.1 rope_freqs"
 posenc_rope_inspect_test("GGUF DeepSeek-2 yarn_log_multiplier"
   ARGS "${_posenc_gguf}/deepseek2.gguf"
   EXPECT "ggml rope type of deepseek2: NORM" "softmax multiplier   1.87385")
+# LFM2 as GGUF: head_count_kv 0 on the convolution layers (the file failed to load before);
+# heads per layer as query/kv, the first attention layer's counts as the model's.
+posenc_rope_inspect_test("GGUF LFM2 convolution layers"
+  ARGS "${_posenc_gguf}/lfm2-conv.gguf"
+  EXPECT "heads                32 query, 8 key/value"
+         "heads per layer      0/0 0/0 32/8 0/0 0/0 32/8 0/0 32/8  (query/key-value)"
+         "5 layers without attention")
 posenc_rope_inspect_test("GGUF truncated file is rejected"
   ARGS "${_posenc_gguf}/truncated.gguf" RC 1
   EXPECT "posenc::load_gguf: " "truncated: kv_count")
 set_tests_properties("rope-inspect: GGUF Llama-3.1 rope_freqs"
                      "rope-inspect: GGUF DeepSeek-2 yarn_log_multiplier"
+                     "rope-inspect: GGUF LFM2 convolution layers"
                      "rope-inspect: GGUF truncated file is rejected"
                      PROPERTIES FIXTURES_REQUIRED posenc_gguf_samples)

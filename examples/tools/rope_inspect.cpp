@@ -525,6 +525,10 @@ int main(int argc, char** argv) {
       j["sliding_num_attention_heads"] = c.sliding_num_attention_heads;
       j["sliding_num_key_value_heads"] = c.sliding_num_key_value_heads;
     }
+    if (!c.layer_num_attention_heads.empty()) {
+      j["layer_num_attention_heads"] = c.layer_num_attention_heads;
+      j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
+    }
     j["attention_head_dim"] = c.attention_head_dim;
     j["softmax_scale"] = c.softmax_scale;
     j["layer_types_per_layer"] = c.layer_types;
@@ -582,6 +586,14 @@ int main(int argc, char** argv) {
                   << c.sliding_num_key_value_heads << " key/value";
       }
       std::cout << "\n";
+      if (!c.layer_num_attention_heads.empty()) {
+        std::cout << "heads per layer     ";  // query/kv, 0/0 = no attention on that layer
+        for (std::size_t i = 0; i < c.layer_num_attention_heads.size(); ++i) {
+          std::cout << " " << c.layer_num_attention_heads[i] << "/"
+                    << c.layer_num_key_value_heads[i];
+        }
+        std::cout << "  (query/key-value)\n";
+      }
     }
     if (c.softmax_scale > 0) {
       std::cout << "softmax scale        " << num(c.softmax_scale) << "  (q.k width "

@@ -10,7 +10,8 @@
 /// Keys read, `A` = general.architecture (required):
 ///
 ///   geometry  A.context_length, A.embedding_length, A.block_count (all required);
-///             A.attention.head_count (+ _kv; a u32 or one per layer: layer 0's is used),
+///             A.attention.head_count (+ _kv; a u32 or one per layer: the lists per layer,
+///             0 = no attention there, the model's counts the first attention layer's),
 ///             A.attention.key_length / value_length (default embedding_length / head_count),
 ///             A.rope.dimension_count (default key_length) = rotary_dim; sliding layers
 ///             A.attention.key_length_swa / A.rope.dimension_count_swa (default the same).
@@ -186,22 +187,23 @@ class GgufKeys {
     if (v && !std::isfinite(*v)) fail(k, "= ", *v, " must be finite");
     return v;
   }
-  /// A u32 or one value per layer (llama.cpp get_key_or_arr): layer 0's value, and whether
-  /// the layers differ.
-  std::optional<std::int64_t> per_layer(std::string_view k, std::int64_t layers,
-                                        bool* varies) const {
+  /// A u32 or one value per layer (llama.cpp get_key_or_arr), as one value per layer.
+  std::optional<std::vector<std::int64_t>> per_layer(std::string_view k,
+                                                     std::int64_t layers) const {
     const GgufValue* v = m_.find(key(k));
     if (v == nullptr) return std::nullopt;
-    if (v->type != GgufType::kArray) return count(k, 0, std::int64_t{1} << 20);
-    const auto all = *m_.get_int_array(key(k));
+    if (v->type != GgufType::kArray) {
+      return std::vector<std::int64_t>(static_cast<std::size_t>(layers),
+                                       count(k, 0, std::int64_t{1} << 20).value_or(0));
+    }
+    auto all = *m_.get_int_array(key(k));
     if (static_cast<std::int64_t>(all.size()) != layers) {
       fail(k, "has ", all.size(), " entries; one per layer (block_count = ", layers, ") expected");
     }
     for (std::int64_t x : all) {
       if (x < 0 || x > (std::int64_t{1} << 20)) fail(k, "holds ", x, ", outside [0, 2^20]");
     }
-    *varies = std::any_of(all.begin(), all.end(), [&](std::int64_t x) { return x != all[0]; });
-    return all[0];
+    return all;
   }
 
  private:
@@ -500,21 +502,47 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
   out.max_position_embeddings = n_ctx_train;
   out.hidden_size = n_embd;
   out.num_hidden_layers = n_layer;
-  bool heads_vary = false, kv_vary = false;
-  const std::int64_t n_head = k.per_layer("attention.head_count", n_layer, &heads_vary).value_or(0);
-  if (n_head <= 0) {
-    k.fail("attention.head_count", n_head == 0 && !k.has("attention.head_count")
-                                       ? "is missing"
-                                       : "is 0 on layer 0",
-           ": posenc reads positions of attention layers");
+  // Head counts, one per layer: a layer with 0 heads (or 0 kv heads) has no attention: LFM2's
+  // convolution layers and Granite-4.0-H's Mamba layers (the converters write head_count_kv 0
+  // there), OpenELM's counts grow with depth. The model's counts are the first attention
+  // layer's.
+  const auto layer_count = static_cast<std::size_t>(n_layer);
+  const auto heads = k.per_layer("attention.head_count", n_layer);
+  if (!heads) {
+    k.fail("attention.head_count", "is missing: posenc reads positions of attention layers");
   }
-  const std::int64_t n_head_kv =
-      k.per_layer("attention.head_count_kv", n_layer, &kv_vary).value_or(n_head);
-  if (n_head_kv <= 0 || n_head % n_head_kv != 0) {
-    k.fail("attention.head_count_kv", "= ", n_head_kv, " must divide head_count = ", n_head);
+  const std::vector<std::int64_t> kv_heads =
+      k.per_layer("attention.head_count_kv", n_layer).value_or(*heads);
+  std::int64_t first = -1, without = 0;
+  for (std::size_t i = 0; i < layer_count; ++i) {
+    const std::int64_t q = (*heads)[i], kv = kv_heads[i];
+    if (q == 0 || kv == 0) {
+      ++without;
+      continue;
+    }
+    if (q % kv != 0) {
+      k.fail("attention.head_count_kv", "= ", kv, " on layer ", i, " must divide head_count = ", q);
+    }
+    if (first < 0) first = static_cast<std::int64_t>(i);
   }
-  if (heads_vary || kv_vary) {
-    out.notes.push_back("head counts differ by layer (OpenELM-style): layer 0's are reported");
+  if (first < 0) k.fail("attention.head_count", "gives no layer attention heads");
+  const std::int64_t n_head = (*heads)[static_cast<std::size_t>(first)];
+  const std::int64_t n_head_kv = kv_heads[static_cast<std::size_t>(first)];
+  const bool counts_vary =
+      without > 0 ||
+      std::any_of(heads->begin(), heads->end(), [&](std::int64_t q) { return q != n_head; }) ||
+      std::any_of(kv_heads.begin(), kv_heads.end(),
+                  [&](std::int64_t kv) { return kv != n_head_kv; });
+  if (counts_vary) {
+    for (std::size_t i = 0; i < layer_count; ++i) {
+      const bool attends = (*heads)[i] > 0 && kv_heads[i] > 0;
+      out.layer_num_attention_heads.push_back(attends ? (*heads)[i] : 0);
+      out.layer_num_key_value_heads.push_back(attends ? kv_heads[i] : 0);
+    }
+    out.notes.push_back("head counts differ by layer" +
+                        (without > 0 ? "; " + std::to_string(without) + " layers without attention"
+                                     : std::string()) +
+                        " (hf_layer_heads)");
   }
   out.num_attention_heads = n_head;
   out.num_key_value_heads = n_head_kv;
@@ -693,7 +721,6 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
   }
 
   // --- layers: sliding windows, Llama-4's chunks and NoPE layers ------------------------------
-  const auto layer_count = static_cast<std::size_t>(n_layer);
   if (arch == "llama4" || arch == "smollm3") {
     // llama.cpp: every 4th layer applies no RoPE; Llama-4 chunks its RoPE layers by 8192 and
     // tunes the NoPE layers' query temperature, unless attention.sliding_window = 0.
@@ -732,6 +759,13 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     if (arch == "cohere2") {
       // Cohere2 rotates on its sliding layers only (llama.cpp and transformers alike).
       out.layer_uses_rope.assign(slides.begin(), slides.end());
+    }
+  }
+
+  if (without > 0) {  // layers without attention heads rotate nothing
+    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(layer_count, true);
+    for (std::size_t i = 0; i < layer_count; ++i) {
+      if (out.layer_num_attention_heads[i] == 0) out.layer_uses_rope[i] = false;
     }
   }
 

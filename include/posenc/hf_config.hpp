@@ -14,12 +14,16 @@
 ///              HF); missing sizes from the class defaults where configs are saved as a diff
 ///              against them (Llama, Mistral, Qwen2, Gemma, Gemma-2, Gemma-3 text:
 ///              hf_family_sizes; Gemma-3's released text_config has no heads); aliases
-///              n_embd / n_embed / d_model and n_head / n_heads (GPT-J, BLOOM, MPT).
+///              n_embd / n_embed / d_model / model_dim and n_head / n_heads (GPT-J, BLOOM,
+///              MPT, OpenELM). Head counts per layer: Laguna's num_attention_heads_per_layer,
+///              OpenELM's num_query_heads / num_kv_heads, DeciLM / Nemotron-NAS block_configs
+///              (hf_read_layer_heads, hf_layer_heads).
 ///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe); the
 ///              sparse-attention indexer (index_head_dim, indexer_rope_interleave) rotates
 ///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer).
 ///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
-///              (GPT-NeoX), 10000 * rope_ratio (ChatGLM), else the family's transformers
+///              (GPT-NeoX), rope_freq_constant (OpenELM), 10000 * rope_ratio (ChatGLM), else
+///              the family's transformers
 ///              default (Mixtral / MiniMax 1e6, Llama-4 / ERNIE-4.5 5e5, SmolLM3 2e6, ...:
 ///              hf_family_defaults), else 10000.
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
@@ -35,7 +39,8 @@
 ///              short_mscale / long_mscale (Phi-3.5-MoE). Each recipe parses only the keys it
 ///              reads (attention_factor: yarn and longrope, as transformers); the others are
 ///              listed in the notes, as transformers warns about them.
-///   lengths    max_position_embeddings (aliases n_positions, max_seq_len, seq_length); L0 = the
+///   lengths    max_position_embeddings (aliases n_positions, max_seq_len, seq_length,
+///              max_sequence_length, max_context_length); L0 = the
 ///              top-level original_max_position_embeddings (Phi-3: HF gives it priority), else
 ///              rope_scaling's, else max_position_embeddings (standardize_rope_params).
 ///   layers     layer_types, or Gemma-3's sliding_window_pattern (layer i is sliding iff
@@ -45,8 +50,10 @@
 ///              rope_local_base_freq 10000, pattern 6). Hub lists: MiMo-V2's
 ///              hybrid_layer_pattern (+ swa_rope_theta, swa_num_key_value_heads), MiniMax's
 ///              attn_type_list; the OLMo-3 / OLMo-Hybrid / MiMo-V2-Flash class defaults.
-///              OLMo-3 scales RoPE on its full_attention layers only; linear_attention layers
-///              (Qwen3-Next, MiniMax, OLMo-Hybrid) apply no RoPE.
+///              OLMo-3 scales RoPE on its full_attention layers only; LFM2's full_attn_idxs
+///              (the other layers "conv"). Layers without softmax attention apply no RoPE:
+///              linear_attention (Qwen3-Next, MiniMax, OLMo-Hybrid), conv (LFM2), mamba
+///              (Granite-4.0-H), and layers without heads (Nemotron-NAS no-op blocks).
 ///   vision     Qwen2-VL / Qwen2.5-VL / Qwen3-VL / GLM-4V (root model_type): the vision tower's
 ///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
 ///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
@@ -1140,6 +1147,7 @@ inline HfFamilySizes hf_family_sizes(std::string_view family) {
 ///   olmo_hybrid           linear_attention unless i % 4 == 3; the last layer full when no
 ///                         other is (OlmoHybridConfig)
 ///   mimo_v2_flash         full_attention at i = 0 and where (i + 1) % 6 == 0 (MiMoV2FlashConfig)
+///   full_attn_idxs        LFM2: full_attention at those layers, "conv" elsewhere (Lfm2Config)
 inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json& c,
                                    const std::string& prefix, const std::string& family,
                                    HfModelConfig& out) {
@@ -1168,6 +1176,22 @@ inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json
   }
   const Eigen::Index n = out.num_hidden_layers;
   if (n <= 0) return;
+  if (const nlohmann::json* idx = HfConfigReader::find(c, "full_attn_idxs")) {
+    // Lfm2Config: full_attention at the listed layers, short convolutions elsewhere.
+    const std::string key = prefix + "full_attn_idxs";
+    if (!idx->is_array()) r.fail(key, "must be a list of layer indices, got ", idx->type_name());
+    out.layer_types.assign(static_cast<std::size_t>(n), "conv");
+    for (std::size_t i = 0; i < idx->size(); ++i) {
+      const nlohmann::json& e = (*idx)[i];
+      const bool integral = e.is_number_integer() || e.is_number_unsigned();
+      if (!integral || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= n) {
+        r.fail(key, "[", i, "] must be a layer index in [0, ", n, "), got ", e.dump());
+      }
+      out.layer_types[static_cast<std::size_t>(e.get<std::int64_t>())] = "full_attention";
+    }
+    out.notes.push_back("layer_types from full_attn_idxs (LFM2: the other layers \"conv\")");
+    return;
+  }
   const auto build = [&](auto is_full, const char* other, const char* rule) {
     for (Eigen::Index i = 0; i < n; ++i) {
       out.layer_types.push_back(is_full(i) ? "full_attention" : other);
@@ -1223,6 +1247,114 @@ inline void hf_read_mimo_v2(const HfConfigReader& r, const nlohmann::json& c,
                       std::to_string(out.sliding_num_key_value_heads) +
                       " kv heads and attention sinks (weights); values of v_head_dim = " +
                       std::to_string(out.v_head_dim) + ", scaled by attention_value_scale");
+}
+
+/// Head counts that differ by layer (HfModelConfig::layer_num_attention_heads):
+///   num_attention_heads_per_layer  Laguna: query heads per layer (48 on full, 64 on sliding
+///                                  layers in Laguna-XS-2.1), kv heads the model's
+///   num_query_heads, num_kv_heads  OpenELM: both per layer (num_transformer_layers entries)
+///   block_configs                  DeciLM / Nemotron-NAS: attention.n_heads_in_group (kv heads
+///                                  = num_attention_heads / group); no_op or replace_with_linear:
+///                                  no attention on the layer (0 / 0)
+/// Every list has one entry per layer, query heads a multiple of kv heads. The model's counts
+/// become the first attention layer's (vLLM reads Nemotron-NAS's kv heads the same way).
+inline void hf_read_layer_heads(const HfConfigReader& r, const nlohmann::json& c,
+                                const std::string& prefix, HfModelConfig& out) {
+  using json = nlohmann::json;
+  const auto list = [&](const char* key) -> const json* {
+    const json* v = HfConfigReader::find(c, key);
+    if (!v) return nullptr;
+    if (!v->is_array()) r.fail(prefix + key, "must be a list, got ", v->type_name());
+    const auto n = static_cast<Eigen::Index>(v->size());
+    if (out.num_hidden_layers > 0 && n != out.num_hidden_layers) {
+      r.fail(prefix + key, "has ", v->size(), " entries; one per layer (num_hidden_layers = ",
+             out.num_hidden_layers, ") expected");
+    }
+    if (static_cast<std::int64_t>(v->size()) > kHfMaxLayers) {
+      r.fail(prefix + key, "has ", v->size(), " entries, more than ", kHfMaxLayers);
+    }
+    return v;
+  };
+  const auto count = [&](const json& e, const std::string& key) {
+    const bool integral = e.is_number_unsigned() || e.is_number_integer();
+    const std::int64_t v = integral ? e.get<std::int64_t>() : 0;
+    if (!integral || v < 1 || v > kHfMaxHeads) {
+      r.fail(key, "must be an integer in [1, ", kHfMaxHeads, "], got ", e.dump());
+    }
+    return static_cast<Eigen::Index>(v);
+  };
+  std::vector<Eigen::Index> q, kv;
+  std::string source;
+  if (const json* per_layer = list("num_attention_heads_per_layer")) {
+    for (std::size_t i = 0; i < per_layer->size(); ++i) {
+      q.push_back(count((*per_layer)[i], prefix + "num_attention_heads_per_layer[" +
+                                             std::to_string(i) + "]"));
+      kv.push_back(out.num_key_value_heads);
+    }
+    source = "num_attention_heads_per_layer";
+  } else if (const json* qs = list("num_query_heads")) {
+    const json* kvs = list("num_kv_heads");
+    if (!kvs || kvs->size() != qs->size()) {
+      r.fail(prefix + "num_kv_heads", kvs ? "has a different length than num_query_heads"
+                                          : "is missing: OpenELM lists both per layer");
+    }
+    for (std::size_t i = 0; i < qs->size(); ++i) {
+      const std::string at = "[" + std::to_string(i) + "]";
+      q.push_back(count((*qs)[i], prefix + "num_query_heads" + at));
+      kv.push_back(count((*kvs)[i], prefix + "num_kv_heads" + at));
+    }
+    source = "num_query_heads / num_kv_heads";
+  } else if (const json* blocks = list("block_configs")) {
+    for (std::size_t i = 0; i < blocks->size(); ++i) {
+      const std::string at = prefix + "block_configs[" + std::to_string(i) + "].attention";
+      const json* attn = HfConfigReader::find((*blocks)[i], "attention");
+      if (!attn || !attn->is_object()) r.fail(at, "must be an object");
+      const bool absent = r.boolean(*attn, "no_op", at + ".no_op").value_or(false) ||
+                          r.boolean(*attn, "replace_with_linear", at + ".replace_with_linear")
+                              .value_or(false);
+      if (absent) {
+        q.push_back(0);
+        kv.push_back(0);
+        continue;
+      }
+      if (const json* w = HfConfigReader::find(*attn, "window_length")) {
+        r.fail(at + ".window_length", "= ", w->dump(), ": per-block windows are not supported");
+      }
+      const json* group = HfConfigReader::find(*attn, "n_heads_in_group");
+      if (!group) r.fail(at + ".n_heads_in_group", "is missing on an attention block");
+      const Eigen::Index g = count(*group, at + ".n_heads_in_group");
+      if (out.num_attention_heads % g != 0) {
+        r.fail(at + ".n_heads_in_group", "= ", g, " does not divide num_attention_heads = ",
+               out.num_attention_heads);
+      }
+      q.push_back(out.num_attention_heads);
+      kv.push_back(out.num_attention_heads / g);
+    }
+    source = "block_configs";
+  } else {
+    return;
+  }
+  Eigen::Index first = -1, without = 0;
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    if (q[i] == 0) {
+      ++without;
+      continue;
+    }
+    if (kv[i] <= 0 || q[i] % kv[i] != 0) {
+      r.fail(prefix + source, "layer ", i, ": ", q[i], " query heads are not a multiple of ",
+             kv[i], " kv heads");
+    }
+    if (first < 0) first = static_cast<Eigen::Index>(i);
+  }
+  if (first < 0) r.fail(prefix + source, "gives no layer attention heads");
+  if (out.num_hidden_layers == 0) out.num_hidden_layers = static_cast<Eigen::Index>(q.size());
+  out.num_attention_heads = q[static_cast<std::size_t>(first)];
+  out.num_key_value_heads = kv[static_cast<std::size_t>(first)];
+  out.layer_num_attention_heads = std::move(q);
+  out.layer_num_key_value_heads = std::move(kv);
+  out.notes.push_back("head counts per layer from " + source + (without > 0 ? "; " +
+                      std::to_string(without) + " layers without attention" : std::string()) +
+                      " (hf_layer_heads)");
 }
 
 /// Zamba / Zamba2's q.k width: attention_head_dim = 2 hidden_size / num_attention_heads unless
@@ -1393,7 +1525,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     size_default("num_attention_heads", sizes.num_attention_heads, out.num_attention_heads);
   }
   const auto hidden =
-      r.integer_alias(c, {"hidden_size", "n_embd", "n_embed", "d_model"}, prefix, &used);
+      r.integer_alias(c, {"hidden_size", "n_embd", "n_embed", "d_model", "model_dim"}, prefix,
+                      &used);
   if (hidden) {
     if (*hidden <= 0 || *hidden > detail::kHfMaxDim) {
       r.fail(path(used), "= ", *hidden, " must be in [1, ", detail::kHfMaxDim, "]");
@@ -1422,16 +1555,17 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else {
     out.num_key_value_heads = out.num_attention_heads;
   }
-  if (auto layers =
-          r.integer_alias(c, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}, prefix,
-                          &used)) {
+  if (auto layers = r.integer_alias(
+          c, {"num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_transformer_layers"},
+          prefix, &used)) {
     if (*layers < 0 || *layers > detail::kHfMaxLayers) {
       r.fail(path(used), "= ", *layers, " must be in [0, ", detail::kHfMaxLayers, "]");
     }
     out.num_hidden_layers = *layers;
   }
+  detail::hf_read_layer_heads(r, c, prefix, out);
   if (auto mp = r.integer_alias(c, {"max_position_embeddings", "n_positions", "max_seq_len",
-                                    "seq_length", "max_sequence_length"},
+                                    "seq_length", "max_sequence_length", "max_context_length"},
                                 prefix, &used)) {
     if (*mp < 0 || *mp > detail::kHfMaxPosition) {
       r.fail(path(used), "= ", *mp, " must be in [0, 2^53]");
@@ -1711,6 +1845,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (!(*b > 1.0)) r.fail(path("rotary_emb_base"), "= ", *b, " must be > 1");
     ctx.top_theta = *b;
     out.notes.push_back("theta read from rotary_emb_base (GPT-NeoX name for rope_theta)");
+  } else if (auto f = r.number(c, "rope_freq_constant", path("rope_freq_constant"))) {
+    if (!(*f > 1.0)) r.fail(path("rope_freq_constant"), "= ", *f, " must be > 1");
+    ctx.top_theta = *f;
+    out.notes.push_back("theta read from rope_freq_constant (OpenELM)");
   } else if (const auto dbrx_theta =
                  attn_config && attn_config->is_object()
                      ? r.number(*attn_config, "rope_theta", path("attn_config.rope_theta"))
@@ -1959,14 +2097,26 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                           " not applied: num_hidden_layers is absent");
     }
   }
-  // Linear-attention layers (Gated DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning
-  // attention) take no position embeddings.
-  if (const auto linear = count_type("linear_attention"); linear > 0) {
-    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(out.layer_types.size(), true);
-    for (std::size_t i = 0; i < std::min(out.layer_types.size(), out.layer_uses_rope.size()); ++i) {
-      if (out.layer_types[i] == "linear_attention") out.layer_uses_rope[i] = false;
+  // Layers without softmax attention take no position embeddings: linear attention (Gated
+  // DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning attention), LFM2's short
+  // convolutions ("conv"), Granite-4.0-H's Mamba-2 layers ("mamba"), and layers without heads
+  // (Nemotron-NAS's no-op and linear blocks).
+  const auto no_attention = [&](std::size_t i) {
+    if (i < out.layer_types.size() && detail::hf_layer_type_without_attention(out.layer_types[i])) {
+      return true;
     }
-    out.notes.push_back(std::to_string(linear) + " linear_attention layers apply no RoPE");
+    return i < out.layer_num_attention_heads.size() && out.layer_num_attention_heads[i] == 0;
+  };
+  const std::size_t typed = std::max(out.layer_types.size(), out.layer_num_attention_heads.size());
+  std::size_t without = 0;
+  for (std::size_t i = 0; i < typed; ++i) without += no_attention(i);
+  if (without > 0) {
+    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(typed, true);
+    for (std::size_t i = 0; i < std::min(typed, out.layer_uses_rope.size()); ++i) {
+      if (no_attention(i)) out.layer_uses_rope[i] = false;
+    }
+    out.notes.push_back(std::to_string(without) + " layers without softmax attention " +
+                        "(linear_attention, conv, mamba, or no heads) apply no RoPE");
   }
   if (llama4) {
     // Llama4TextConfig: layer_types default to chunked attention on the RoPE layers, full

@@ -117,6 +117,16 @@ struct HfModelConfig {
   /// num_key_value_heads there). 0 = the same as every other layer's.
   Eigen::Index sliding_num_attention_heads = 0;
   Eigen::Index sliding_num_key_value_heads = 0;
+  /// Per layer [num_hidden_layers] when the head counts differ by layer, else empty (and
+  /// num_attention_heads / num_key_value_heads, or MiMo-V2's sliding_num_*, hold for every
+  /// layer; hf_layer_heads reads every form). 0 / 0 on a layer without attention: LFM2's
+  /// convolution layers, Granite-4.0-H's Mamba layers, Nemotron-NAS's no-op and linear blocks.
+  /// Sources: Laguna's num_attention_heads_per_layer, OpenELM's num_query_heads / num_kv_heads,
+  /// DeciLM / Nemotron-NAS block_configs (kv heads = heads / n_heads_in_group), GGUF
+  /// attention.head_count / head_count_kv arrays. num_attention_heads / num_key_value_heads
+  /// are then the first attention layer's.
+  std::vector<Eigen::Index> layer_num_attention_heads;
+  std::vector<Eigen::Index> layer_num_key_value_heads;
   /// 0 when absent (head_dim given directly); the family's default where configs are saved
   /// as a diff against it (hf_config's hf_family_sizes: Llama, Mistral, Qwen2/3, Gemma 1-3).
   Eigen::Index hidden_size = 0;
@@ -217,6 +227,13 @@ inline std::string hf_lower_alnum(std::string_view s) {
   return out;
 }
 
+/// Layer types without softmax attention (no heads, no KV cache, no RoPE): linear attention
+/// (Qwen3-Next / Qwen3.5's Gated DeltaNet, MiniMax's lightning attention, OLMo-Hybrid), LFM2's
+/// short convolutions ("conv"), Granite-4.0-H's Mamba-2 layers ("mamba").
+inline bool hf_layer_type_without_attention(std::string_view type) {
+  return type == "linear_attention" || type == "conv" || type == "mamba";
+}
+
 }  // namespace detail
 
 /// \brief Whether layer `layer` of the model is a sliding-window layer, by HF's rules: the
@@ -242,6 +259,42 @@ inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
   const std::string family = detail::hf_lower_alnum(c.model_type);
   if (family == "gemma2" || family == "gptoss") return layer % 2 == 0;
   return true;
+}
+
+/// Query and key/value head counts of one layer (hf_layer_heads); 0 / 0 for a layer without
+/// attention.
+struct HfLayerHeads {
+  Eigen::Index num_attention_heads = 0;
+  Eigen::Index num_key_value_heads = 0;
+};
+
+/// \brief The head counts of layer `layer`: 0 / 0 on a layer without softmax attention (its
+/// layer_types entry linear_attention, conv or mamba, or no heads in the per-layer lists), the
+/// per-layer lists when the config has them (layer_num_attention_heads), MiMo-V2's own counts
+/// on its sliding layers, else the model's. What a KV cache per layer is sized by
+/// (KvCache(capacity, kv_heads, head_dim)).
+/// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
+inline HfLayerHeads hf_layer_heads(const HfModelConfig& c, Eigen::Index layer) {
+  constexpr std::string_view fn = "hf_layer_heads";
+  const Eigen::Index layers = c.num_hidden_layers > 0
+                                  ? c.num_hidden_layers
+                                  : static_cast<Eigen::Index>(c.layer_num_attention_heads.size());
+  if (layer < 0 || (layers > 0 && layer >= layers)) {
+    detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
+                               layers, ")");
+  }
+  const auto i = static_cast<std::size_t>(layer);
+  if (i < c.layer_types.size() && detail::hf_layer_type_without_attention(c.layer_types[i])) {
+    return {};
+  }
+  if (i < c.layer_num_attention_heads.size() && i < c.layer_num_key_value_heads.size()) {
+    return {c.layer_num_attention_heads[i], c.layer_num_key_value_heads[i]};
+  }
+  if (c.sliding_num_attention_heads > 0 && i < c.layer_types.size() &&
+      c.layer_types[i] == "sliding_attention") {
+    return {c.sliding_num_attention_heads, c.sliding_num_key_value_heads};
+  }
+  return {c.num_attention_heads, c.num_key_value_heads};
 }
 
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,

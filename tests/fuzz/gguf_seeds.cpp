@@ -90,6 +90,16 @@ int main(int argc, char** argv) {
   save(dir, "llama4.gguf", base("llama4"));
   save(dir, "mpt-alibi.gguf", base("mpt", 12).f32("mpt.attention.max_alibi_bias", 8.0f));
   save(dir, "t5encoder.gguf", base("t5encoder").u32("t5encoder.attention.relative_buckets_count", 32));
+  // LFM2: head_count_kv per layer, 0 on the short-convolution layers (LFM2Model's rule).
+  GgufWriter lfm2;
+  lfm2.str("general.architecture", "lfm2")
+      .u32("lfm2.context_length", 128000)
+      .u32("lfm2.embedding_length", 2048)
+      .u32("lfm2.block_count", 8)
+      .u32("lfm2.attention.head_count", 32)
+      .i32_array("lfm2.attention.head_count_kv", {0, 0, 8, 0, 0, 8, 0, 8})
+      .f32("lfm2.rope.freq_base", 1000000.0f);
+  save(dir, "lfm2-conv.gguf", lfm2);
   GgufWriter be(true);
   be.str("general.architecture", "llama")
       .u32("llama.context_length", 4096)
