@@ -1882,6 +1882,23 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
              Contains("block_configs[3].attention\" must be an object"));
   REQUIRE_THROWS_AS(posenc::hf_layer_heads(n, 4), std::out_of_range);
   REQUIRE_THROWS_AS(posenc::hf_layer_heads(n, -1), std::out_of_range);
+
+  // google/gemma-4-31B style: attention_k_eq_v gives the full layers num_global_key_value_heads
+  // (keys also the values), the sliding layers num_key_value_heads (Gemma4TextAttention).
+  const std::string gemma4 = R"({"model_type": "gemma4_text", "hidden_size": 5376,
+      "num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4,
+      "head_dim": 256, "global_head_dim": 512, "num_hidden_layers": 4, "sliding_window": 1024,
+      "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+                      "full_attention"])";
+  const auto k_eq_v = posenc::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true})");
+  CHECK(heads_of(k_eq_v) == Heads{{32, 16}, {32, 16}, {32, 16}, {32, 4}});
+  CHECK(has_note(k_eq_v, "keys also the values"));
+  // Without attention_k_eq_v every layer has num_key_value_heads (E2B / E4B).
+  CHECK(heads_of(posenc::parse_hf_config(gemma4 + "}")) == Heads(4, {32, 16}));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true,
+      "num_global_key_value_heads": 5})"),
+                      Contains("num_global_key_value_heads\" = 5 must divide "
+                               "num_attention_heads = 32"));
 }
 
 TEST_CASE("hf_config: convolution and Mamba layers apply no RoPE and have no heads (LFM2, "

@@ -1357,6 +1357,36 @@ inline void hf_read_layer_heads(const HfConfigReader& r, const nlohmann::json& c
                       " (hf_layer_heads)");
 }
 
+/// Gemma-4 with attention_k_eq_v: the full_attention layers have num_global_key_value_heads kv
+/// heads whose keys are also the values (no V projection), the sliding layers
+/// num_key_value_heads (transformers' Gemma4TextAttention: use_alternative_attention). Needs
+/// layer_types; fills the per-layer lists.
+inline void hf_read_global_kv_heads(const HfConfigReader& r, const nlohmann::json& c,
+                                    const std::string& prefix, HfModelConfig& out) {
+  const auto global = r.integer(c, "num_global_key_value_heads",
+                                prefix + "num_global_key_value_heads");
+  if (!global || !r.boolean(c, "attention_k_eq_v", prefix + "attention_k_eq_v").value_or(false)) {
+    return;
+  }
+  const std::string key = prefix + "num_global_key_value_heads";
+  if (*global < 1 || *global > kHfMaxHeads || out.num_attention_heads % *global != 0) {
+    r.fail(key, "= ", *global, " must divide num_attention_heads = ", out.num_attention_heads);
+  }
+  if (out.layer_types.empty()) {
+    r.fail(key, "needs layer_types: only full_attention layers have them");
+  }
+  const std::size_t n = out.layer_types.size();
+  if (out.layer_num_attention_heads.empty()) {
+    out.layer_num_attention_heads.assign(n, out.num_attention_heads);
+    out.layer_num_key_value_heads.assign(n, out.num_key_value_heads);
+  }
+  for (std::size_t i = 0; i < n && i < out.layer_num_key_value_heads.size(); ++i) {
+    if (out.layer_types[i] == "full_attention") out.layer_num_key_value_heads[i] = *global;
+  }
+  out.notes.push_back("full_attention layers: " + std::to_string(*global) + " kv heads " +
+                      "(num_global_key_value_heads), keys also the values (attention_k_eq_v)");
+}
+
 /// Zamba / Zamba2's q.k width: attention_head_dim = 2 hidden_size / num_attention_heads unless
 /// given (its attention runs on the concatenation of the hidden state and the first
 /// embedding; Zamba2Config maps head_dim to it). Needs both counts.
@@ -2097,6 +2127,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                           " not applied: num_hidden_layers is absent");
     }
   }
+  detail::hf_read_global_kv_heads(r, c, prefix, out);
   // Layers without softmax attention take no position embeddings: linear attention (Gated
   // DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning attention), LFM2's short
   // convolutions ("conv"), Granite-4.0-H's Mamba-2 layers ("mamba"), and layers without heads

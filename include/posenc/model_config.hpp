@@ -122,7 +122,8 @@ struct HfModelConfig {
   /// layer; hf_layer_heads reads every form). 0 / 0 on a layer without attention: LFM2's
   /// convolution layers, Granite-4.0-H's Mamba layers, Nemotron-NAS's no-op and linear blocks.
   /// Sources: Laguna's num_attention_heads_per_layer, OpenELM's num_query_heads / num_kv_heads,
-  /// DeciLM / Nemotron-NAS block_configs (kv heads = heads / n_heads_in_group), GGUF
+  /// DeciLM / Nemotron-NAS block_configs (kv heads = heads / n_heads_in_group), Gemma-4's
+  /// num_global_key_value_heads on full layers with attention_k_eq_v, GGUF
   /// attention.head_count / head_count_kv arrays. num_attention_heads / num_key_value_heads
   /// are then the first attention layer's.
   std::vector<Eigen::Index> layer_num_attention_heads;
