@@ -5,6 +5,7 @@
 /// load_gguf_config). The Hf prefix is historical: the struct and the per-layer helpers below
 /// serve both readers. No JSON dependency.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -235,6 +236,20 @@ inline bool hf_layer_type_without_attention(std::string_view type) {
   return type == "linear_attention" || type == "conv" || type == "mamba";
 }
 
+/// Throws std::out_of_range naming fn when layer is outside [0, num_hidden_layers) (the
+/// per-layer lists' length when num_hidden_layers is absent).
+inline void hf_check_layer(std::string_view fn, const HfModelConfig& c, Eigen::Index layer) {
+  const Eigen::Index layers =
+      c.num_hidden_layers > 0
+          ? c.num_hidden_layers
+          : static_cast<Eigen::Index>(
+                std::max(c.layer_types.size(), c.layer_num_attention_heads.size()));
+  if (layer < 0 || (layers > 0 && layer >= layers)) {
+    throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ", layers,
+                       ")");
+  }
+}
+
 }  // namespace detail
 
 /// \brief Whether layer `layer` of the model is a sliding-window layer, by HF's rules: the
@@ -243,14 +258,7 @@ inline bool hf_layer_type_without_attention(std::string_view type) {
 /// model (Mistral, Mixtral, Phi-3, Starcoder2) on all layers. False when sliding_window = 0.
 /// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
 inline bool hf_layer_is_sliding(const HfModelConfig& c, Eigen::Index layer) {
-  constexpr std::string_view fn = "hf_layer_is_sliding";
-  const Eigen::Index layers = c.num_hidden_layers > 0
-                                  ? c.num_hidden_layers
-                                  : static_cast<Eigen::Index>(c.layer_types.size());
-  if (layer < 0 || (layers > 0 && layer >= layers)) {
-    detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
-                               layers, ")");
-  }
+  detail::hf_check_layer("hf_layer_is_sliding", c, layer);
   if (c.sliding_window <= 0) return false;
   if (!c.layer_types.empty()) {
     return layer < static_cast<Eigen::Index>(c.layer_types.size()) &&
@@ -276,14 +284,7 @@ struct HfLayerHeads {
 /// (KvCache(capacity, kv_heads, head_dim)).
 /// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
 inline HfLayerHeads hf_layer_heads(const HfModelConfig& c, Eigen::Index layer) {
-  constexpr std::string_view fn = "hf_layer_heads";
-  const Eigen::Index layers = c.num_hidden_layers > 0
-                                  ? c.num_hidden_layers
-                                  : static_cast<Eigen::Index>(c.layer_num_attention_heads.size());
-  if (layer < 0 || (layers > 0 && layer >= layers)) {
-    detail::throw_out_of_range(fn, "layer = ", layer, " is outside [0, num_hidden_layers = ",
-                               layers, ")");
-  }
+  detail::hf_check_layer("hf_layer_heads", c, layer);
   const auto i = static_cast<std::size_t>(layer);
   if (i < c.layer_types.size() && detail::hf_layer_type_without_attention(c.layer_types[i])) {
     return {};
