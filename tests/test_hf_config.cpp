@@ -1937,3 +1937,44 @@ TEST_CASE("hf_config: convolution and Mamba layers apply no RoPE and have no hea
   CHECK(posenc::hf_layer_heads(g, 2).num_key_value_heads == 4);
   CHECK(posenc::hf_layer_heads(g, 0).num_key_value_heads == 0);
 }
+
+TEST_CASE("hf_config: Gemma-3n's KV sharing layers read an earlier layer's cache "
+          "(num_kv_shared_layers)",
+          "[hf_config][layers][kv_sharing]") {
+  // google/gemma-3n-E2B's text config: 30 layers, every 5th full attention, the last 10 share.
+  // transformers: layer i >= 20 attends the cache of the last layer before 20 of its type:
+  // sliding layers 18, full layers 19 (worked by hand from the layer list).
+  std::string types;
+  for (int i = 0; i < 30; ++i) {
+    types += std::string(i ? ", " : "") + ((i + 1) % 5 == 0 ? "\"full_attention\""
+                                                             : "\"sliding_attention\"");
+  }
+  const std::string head = R"({"model_type": "gemma3n_text", "hidden_size": 2048,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+      "num_hidden_layers": 30, "sliding_window": 512, "layer_types": [)" + types + "]";
+  const auto c = posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 10})");
+  std::vector<Eigen::Index> expect(30);
+  for (Eigen::Index i = 0; i < 20; ++i) expect[static_cast<std::size_t>(i)] = i;
+  for (Eigen::Index i = 20; i < 30; ++i) {
+    expect[static_cast<std::size_t>(i)] = (i + 1) % 5 == 0 ? 19 : 18;
+  }
+  for (Eigen::Index i = 0; i < 30; ++i) {
+    INFO("layer " << i);
+    CHECK(posenc::hf_layer_kv_source(c, i) == expect[static_cast<std::size_t>(i)]);
+  }
+  CHECK(has_note(c, "layers 20 to 29 attend the KV cache of the last earlier layer"));
+  // No sharing: every layer its own, and the list stays empty.
+  const auto own = posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 0})");
+  CHECK(own.layer_kv_source.empty());
+  CHECK(posenc::hf_layer_kv_source(own, 29) == 29);
+  REQUIRE_THROWS_AS(posenc::hf_layer_kv_source(own, 30), std::out_of_range);
+  // Errors: every layer shared; a type that only the shared layers have.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 30})"),
+                      Contains("num_kv_shared_layers\" = 30 must be in "
+                               "[0, num_hidden_layers = 30)"));
+  const auto two = R"({"model_type": "gemma3n_text", "hidden_size": 512, "num_attention_heads": 2,
+      "num_hidden_layers": 3, "layer_types": ["sliding_attention", "sliding_attention",
+      "full_attention"], "num_kv_shared_layers": 1})";
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(two),
+                      Contains("layer 2 (full_attention) has no earlier layer of its type"));
+}

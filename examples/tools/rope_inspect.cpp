@@ -529,6 +529,7 @@ int main(int argc, char** argv) {
       j["layer_num_attention_heads"] = c.layer_num_attention_heads;
       j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
     }
+    if (!c.layer_kv_source.empty()) j["layer_kv_source"] = c.layer_kv_source;
     j["attention_head_dim"] = c.attention_head_dim;
     j["softmax_scale"] = c.softmax_scale;
     j["layer_types_per_layer"] = c.layer_types;

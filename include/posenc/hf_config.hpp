@@ -1387,6 +1387,47 @@ inline void hf_read_global_kv_heads(const HfConfigReader& r, const nlohmann::jso
                       "(num_global_key_value_heads), keys also the values (attention_k_eq_v)");
 }
 
+/// Gemma-3n / Gemma-4's num_kv_shared_layers: layers i >= first = num_hidden_layers - shared
+/// attend the KV cache of the last layer before `first` of their layer type (transformers'
+/// Gemma3n / Gemma4 attention: kv_shared_layer_index). Needs num_hidden_layers; layer types
+/// default to one type.
+inline void hf_read_kv_sharing(const HfConfigReader& r, const nlohmann::json& c,
+                               const std::string& prefix, HfModelConfig& out) {
+  const std::string key = prefix + "num_kv_shared_layers";
+  const auto shared = r.integer(c, "num_kv_shared_layers", key);
+  if (!shared || *shared == 0) return;
+  const Eigen::Index n = out.num_hidden_layers;
+  if (*shared < 0 || *shared >= n) {
+    r.fail(key, "= ", *shared, " must be in [0, num_hidden_layers = ", n, ")");
+  }
+  const Eigen::Index first = n - *shared;
+  const auto type_of = [&](Eigen::Index i) {
+    return out.layer_types.empty() ? std::string("full_attention")
+                                   : out.layer_types[static_cast<std::size_t>(i)];
+  };
+  if (!out.layer_types.empty() && static_cast<Eigen::Index>(out.layer_types.size()) != n) {
+    r.fail(key, "needs one layer_types entry per layer (", out.layer_types.size(), " for ", n,
+           " layers)");
+  }
+  out.layer_kv_source.resize(static_cast<std::size_t>(n));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    Eigen::Index source = i;
+    if (i >= first) {
+      source = first - 1;
+      while (source >= 0 && type_of(source) != type_of(i)) --source;
+      if (source < 0) {
+        r.fail(key, "= ", *shared, ": layer ", i, " (", type_of(i),
+               ") has no earlier layer of its type to share a KV cache with");
+      }
+    }
+    out.layer_kv_source[static_cast<std::size_t>(i)] = source;
+  }
+  out.notes.push_back("layers " + std::to_string(first) + " to " + std::to_string(n - 1) +
+                      " attend the KV cache of the last earlier layer of their type " +
+                      "(num_kv_shared_layers = " + std::to_string(*shared) +
+                      ", hf_layer_kv_source)");
+}
+
 /// Zamba / Zamba2's q.k width: attention_head_dim = 2 hidden_size / num_attention_heads unless
 /// given (its attention runs on the concatenation of the hidden state and the first
 /// embedding; Zamba2Config maps head_dim to it). Needs both counts.
@@ -2128,6 +2169,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
   detail::hf_read_global_kv_heads(r, c, prefix, out);
+  detail::hf_read_kv_sharing(r, c, prefix, out);
   // Layers without softmax attention take no position embeddings: linear attention (Gated
   // DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning attention), LFM2's short
   // convolutions ("conv"), Granite-4.0-H's Mamba-2 layers ("mamba"), and layers without heads

@@ -129,6 +129,12 @@ struct HfModelConfig {
   /// are then the first attention layer's.
   std::vector<Eigen::Index> layer_num_attention_heads;
   std::vector<Eigen::Index> layer_num_key_value_heads;
+  /// Per layer [num_hidden_layers], the layer whose KV cache it attends when some layers share
+  /// one, else empty (every layer its own): Gemma-3n / Gemma-4's last num_kv_shared_layers
+  /// layers read the cache of the last earlier layer of their layer type and store none
+  /// (transformers' kv_shared_layer_index; vLLM's kv_sharing_target_layer_name).
+  /// hf_layer_kv_source reads it.
+  std::vector<Eigen::Index> layer_kv_source;
   /// 0 when absent (head_dim given directly); the family's default where configs are saved
   /// as a diff against it (hf_config's hf_family_sizes: Llama, Mistral, Qwen2/3, Gemma 1-3).
   Eigen::Index hidden_size = 0;
@@ -297,6 +303,16 @@ inline HfLayerHeads hf_layer_heads(const HfModelConfig& c, Eigen::Index layer) {
     return {c.sliding_num_attention_heads, c.sliding_num_key_value_heads};
   }
   return {c.num_attention_heads, c.num_key_value_heads};
+}
+
+/// \brief The layer whose KV cache layer `layer` attends: itself, or for Gemma-3n / Gemma-4's KV
+/// sharing layers (HfModelConfig::layer_kv_source) an earlier layer of the same type. A layer
+/// whose source is another layer appends nothing: size no cache for it.
+/// Throws std::out_of_range when layer is outside [0, num_hidden_layers) (or < 0).
+inline Eigen::Index hf_layer_kv_source(const HfModelConfig& c, Eigen::Index layer) {
+  detail::hf_check_layer("hf_layer_kv_source", c, layer);
+  const auto i = static_cast<std::size_t>(layer);
+  return i < c.layer_kv_source.size() ? c.layer_kv_source[i] : layer;
 }
 
 /// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
