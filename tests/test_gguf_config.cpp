@@ -347,6 +347,7 @@ struct Gemma4File {
   bool window = true;
   int pattern = 2;  // 0 absent, 1 a scalar, 2 one bool per layer
   std::uint32_t rot_swa = 256;
+  std::uint32_t shared_kv_layers = 0;
   GgufWriter write() const {
     std::vector<bool> slides;
     std::vector<std::int32_t> kv_heads;
@@ -372,6 +373,7 @@ struct Gemma4File {
         .u32("gemma4.rope.dimension_count_swa", rot_swa)
         .f32("gemma4.rope.freq_base", 1000000.0f)
         .f32("gemma4.rope.freq_base_swa", 10000.0f);
+    if (shared_kv_layers > 0) w.u32("gemma4.attention.shared_kv_layers", shared_kv_layers);
     if (window) w.u32("gemma4.attention.sliding_window", 512);
     if (pattern == 1) w.u32("gemma4.attention.sliding_window_pattern", 6);
     if (pattern == 2) w.bool_array("gemma4.attention.sliding_window_pattern", slides);
@@ -428,6 +430,34 @@ TEST_CASE("gguf config: Gemma-4's proportional full layers and 256-wide sliding 
   bool noted = false;
   for (const auto& n : c.notes) noted = noted || n.find("rope_type proportional") != std::string::npos;
   CHECK(noted);
+
+  // KV sharing (Gemma-4 E2B style, here the last 6 of 12 layers): llama.cpp maps the shared
+  // sliding layers 6-10 to layer 6 - 2 = 4 and the shared full layer 11 to 6 - 1 = 5, the
+  // last sliding and full layers before 6, as transformers does.
+  CHECK(c.layer_kv_source.empty());
+  Gemma4File sharing;
+  sharing.shared_kv_layers = 6;
+  const auto s = parse(sharing.write());
+  for (Eigen::Index i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_layer_kv_source(s, i) == (i < 6 ? i : i == 11 ? 5 : 4));
+  }
+  const auto unlike = [](const posenc::HfModelConfig& cfg) {
+    for (const auto& n : cfg.notes) {
+      if (n.find("unlike transformers") != std::string::npos) return true;
+    }
+    return false;
+  };
+  CHECK_FALSE(unlike(s));
+  // The last 4 shared: layers 6 and 7 are both sliding, so the full layer 11 reads layer 7.
+  sharing.shared_kv_layers = 4;
+  const auto mixed = parse(sharing.write());
+  CHECK(posenc::hf_layer_kv_source(mixed, 11) == 7);
+  CHECK(posenc::hf_layer_kv_source(mixed, 10) == 6);
+  CHECK(unlike(mixed));
+  sharing.shared_kv_layers = 11;
+  REQUIRE_THROWS_WITH(parse(sharing.write()),
+                      Contains("\"gemma4.attention.shared_kv_layers\" = 11 leaves 1 layers"));
 
   // A partial sliding rotation (rope.dimension_count_swa < key_length_swa) is kept as given.
   Gemma4File partial;

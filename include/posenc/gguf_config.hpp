@@ -12,6 +12,7 @@
 ///   geometry  A.context_length, A.embedding_length, A.block_count (all required);
 ///             A.attention.head_count (+ _kv; a u32 or one per layer: the lists per layer,
 ///             0 = no attention there, the model's counts the first attention layer's),
+///             A.attention.shared_kv_layers (gemma3n / gemma4: layer_kv_source),
 ///             A.attention.key_length / value_length (default embedding_length / head_count),
 ///             A.rope.dimension_count (default key_length) = rotary_dim; sliding layers
 ///             A.attention.key_length_swa / A.rope.dimension_count_swa (default the same).
@@ -760,6 +761,37 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
       // Cohere2 rotates on its sliding layers only (llama.cpp and transformers alike).
       out.layer_uses_rope.assign(slides.begin(), slides.end());
     }
+  }
+
+  // Gemma-3n / Gemma-4 KV sharing: llama.cpp's layer_reuse_cb maps a layer il >= first =
+  // n_layer - shared_kv_layers to first - 2 (sliding) or first - 1 (full), which is
+  // transformers' rule (the last earlier layer of the type) when those two layers are one of
+  // each, as in the released models; a file where they are not is noted.
+  const auto shared = k.count("attention.shared_kv_layers", 0, n_layer);
+  if (shared && *shared > 0) {
+    const std::int64_t first = n_layer - *shared;
+    if (first < 2) {
+      k.fail("attention.shared_kv_layers", "= ", *shared, " leaves ", first,
+             " layers with their own KV cache; llama.cpp needs 2");
+    }
+    const auto sliding = [&](std::int64_t i) {
+      return static_cast<std::size_t>(i) < out.layer_types.size() &&
+             out.layer_types[static_cast<std::size_t>(i)] == "sliding_attention";
+    };
+    out.layer_kv_source.resize(layer_count);
+    bool differs = false;
+    for (std::int64_t i = 0; i < n_layer; ++i) {
+      const std::int64_t source = i < first ? i : first - (sliding(i) ? 2 : 1);
+      differs = differs || sliding(source) != sliding(i);
+      out.layer_kv_source[static_cast<std::size_t>(i)] = source;
+    }
+    out.notes.push_back("layers " + std::to_string(first) + " to " + std::to_string(n_layer - 1) +
+                        " attend the KV cache of layer " + std::to_string(first - 2) +
+                        " (sliding) or " + std::to_string(first - 1) +
+                        " (full): llama.cpp's reuse rule (hf_layer_kv_source)" +
+                        (differs ? "; here a shared layer reads a layer of the other type, "
+                                   "unlike transformers"
+                                 : ""));
   }
 
   if (without > 0) {  // layers without attention heads rotate nothing
