@@ -763,15 +763,15 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     }
   }
 
-  // Gemma-3n / Gemma-4 KV sharing: llama.cpp's layer_reuse_cb maps a layer il >= first =
-  // n_layer - shared_kv_layers to first - 2 (sliding) or first - 1 (full), which is
+  // Gemma-3n / Gemma-4 KV sharing: llama.cpp's layer_reuse_cb maps a layer il >= own =
+  // n_layer - shared_kv_layers to own - 2 (sliding) or own - 1 (full), which is
   // transformers' rule (the last earlier layer of the type) when those two layers are one of
   // each, as in the released models; a file where they are not is noted.
   const auto shared = k.count("attention.shared_kv_layers", 0, n_layer);
   if (shared && *shared > 0) {
-    const std::int64_t first = n_layer - *shared;
-    if (first < 2) {
-      k.fail("attention.shared_kv_layers", "= ", *shared, " leaves ", first,
+    const std::int64_t own = n_layer - *shared;
+    if (own < 2) {
+      k.fail("attention.shared_kv_layers", "= ", *shared, " leaves ", own,
              " layers with their own KV cache; llama.cpp needs 2");
     }
     const auto sliding = [&](std::int64_t i) {
@@ -781,25 +781,20 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
     out.layer_kv_source.resize(layer_count);
     bool differs = false;
     for (std::int64_t i = 0; i < n_layer; ++i) {
-      const std::int64_t source = i < first ? i : first - (sliding(i) ? 2 : 1);
+      const std::int64_t source = i < own ? i : own - (sliding(i) ? 2 : 1);
       differs = differs || sliding(source) != sliding(i);
       out.layer_kv_source[static_cast<std::size_t>(i)] = source;
     }
-    out.notes.push_back("layers " + std::to_string(first) + " to " + std::to_string(n_layer - 1) +
-                        " attend the KV cache of layer " + std::to_string(first - 2) +
-                        " (sliding) or " + std::to_string(first - 1) +
+    out.notes.push_back("layers " + std::to_string(own) + " to " + std::to_string(n_layer - 1) +
+                        " attend the KV cache of layer " + std::to_string(own - 2) +
+                        " (sliding) or " + std::to_string(own - 1) +
                         " (full): llama.cpp's reuse rule (hf_layer_kv_source)" +
                         (differs ? "; here a shared layer reads a layer of the other type, "
                                    "unlike transformers"
                                  : ""));
   }
 
-  if (without > 0) {  // layers without attention heads rotate nothing
-    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(layer_count, true);
-    for (std::size_t i = 0; i < layer_count; ++i) {
-      if (out.layer_num_attention_heads[i] == 0) out.layer_uses_rope[i] = false;
-    }
-  }
+  hf_mark_layers_without_attention(out);
 
   // The layer types' RoPE: sliding layers take rope.freq_base_swa, and Gemma-3 runs them
   // unscaled at base 10000 (llama.cpp), as transformers' rope_local_base_freq.

@@ -2170,27 +2170,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
   detail::hf_read_global_kv_heads(r, c, prefix, out);
   detail::hf_read_kv_sharing(r, c, prefix, out);
-  // Layers without softmax attention take no position embeddings: linear attention (Gated
-  // DeltaNet in Qwen3-Next / OLMo-Hybrid, MiniMax's lightning attention), LFM2's short
-  // convolutions ("conv"), Granite-4.0-H's Mamba-2 layers ("mamba"), and layers without heads
-  // (Nemotron-NAS's no-op and linear blocks).
-  const auto no_attention = [&](std::size_t i) {
-    if (i < out.layer_types.size() && detail::hf_layer_type_without_attention(out.layer_types[i])) {
-      return true;
-    }
-    return i < out.layer_num_attention_heads.size() && out.layer_num_attention_heads[i] == 0;
-  };
-  const std::size_t typed = std::max(out.layer_types.size(), out.layer_num_attention_heads.size());
-  std::size_t without = 0;
-  for (std::size_t i = 0; i < typed; ++i) without += no_attention(i);
-  if (without > 0) {
-    if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(typed, true);
-    for (std::size_t i = 0; i < std::min(typed, out.layer_uses_rope.size()); ++i) {
-      if (no_attention(i)) out.layer_uses_rope[i] = false;
-    }
-    out.notes.push_back(std::to_string(without) + " layers without softmax attention " +
-                        "(linear_attention, conv, mamba, or no heads) apply no RoPE");
-  }
+  detail::hf_mark_layers_without_attention(out);
   if (llama4) {
     // Llama4TextConfig: layer_types default to chunked attention on the RoPE layers, full
     // attention on the NoPE ones; attention_chunk_size defaults to 8192.

@@ -242,6 +242,27 @@ inline bool hf_layer_type_without_attention(std::string_view type) {
   return type == "linear_attention" || type == "conv" || type == "mamba";
 }
 
+/// Layers without softmax attention take no position embeddings: layer_uses_rope false where
+/// the layer type has no attention (hf_layer_type_without_attention) or the per-layer lists
+/// give it no heads (Nemotron-NAS's no-op blocks, LFM2's GGUF conv layers). Both readers
+/// finish with it.
+inline void hf_mark_layers_without_attention(HfModelConfig& out) {
+  const auto no_attention = [&](std::size_t i) {
+    return (i < out.layer_types.size() && hf_layer_type_without_attention(out.layer_types[i])) ||
+           (i < out.layer_num_attention_heads.size() && out.layer_num_attention_heads[i] == 0);
+  };
+  const std::size_t layers = std::max(out.layer_types.size(), out.layer_num_attention_heads.size());
+  std::size_t without = 0;
+  for (std::size_t i = 0; i < layers; ++i) without += no_attention(i);
+  if (without == 0) return;
+  if (out.layer_uses_rope.empty()) out.layer_uses_rope.assign(layers, true);
+  for (std::size_t i = 0; i < std::min(layers, out.layer_uses_rope.size()); ++i) {
+    if (no_attention(i)) out.layer_uses_rope[i] = false;
+  }
+  out.notes.push_back(std::to_string(without) + " layers without softmax attention " +
+                      "(linear_attention, conv, mamba, or no heads) apply no RoPE");
+}
+
 /// Throws std::out_of_range naming fn when layer is outside [0, num_hidden_layers) (the
 /// per-layer lists' length when num_hidden_layers is absent).
 inline void hf_check_layer(std::string_view fn, const HfModelConfig& c, Eigen::Index layer) {
