@@ -26,9 +26,14 @@ posenc::RopeFrequencies plan(Eigen::Index head_dim, double theta = 10000.0) {
   return posenc::compute_rope_frequencies(p);
 }
 
+struct CosSinLD {
+  LD c;
+  LD s;
+};
+
 /// cos / sin of pair d at position t for coefficient table hc, long double from the definition.
-std::pair<LD, LD> fope_ld(const posenc::RopeFrequencies& f, const std::vector<float>& C, const std::vector<float>& S,
-                          Eigen::Index hc, Eigen::Index F, Eigen::Index t, Eigen::Index d) {
+CosSinLD fope_ld(const posenc::RopeFrequencies& f, const std::vector<float>& C, const std::vector<float>& S,
+                 Eigen::Index hc, Eigen::Index F, Eigen::Index t, Eigen::Index d) {
   if (d >= F) return {1.0L, 0.0L};
   LD c = 0, s = 0;
   for (Eigen::Index k = 0; k < F; ++k) {

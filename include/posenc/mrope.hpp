@@ -354,12 +354,12 @@ void mrope_apply(std::string_view fn, const RopeTarget<T>* targets, int num_targ
                  MRopePositionsView positions, const RopeFrequencies& freqs, RopeLayout layout,
                  const MRopeSections& sections, const RopeApplyOptions& options) {
   const Eigen::Index rd = validate_freqs(fn, freqs);
-  const std::pair<double, double> mult =
+  const CosSinMultipliers mult =
       rope_cos_sin_multipliers(freqs.attention_factor, options.direction);
   mrope_run<T>(fn, targets, num_targets, positions, layout, sections, rd, freqs.rotary_offset, 0,
                options, [&] {
                  return MRopeAngles<compute_t<T>>(freqs.inv_freq.data(), rd / 2, sections,
-                                                  mult.first, mult.second);
+                                                  mult.cos_factor, mult.sin_factor);
                });
 }
 

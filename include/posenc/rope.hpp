@@ -847,7 +847,14 @@ Eigen::Index validate_targets(std::string_view fn, const RopeTarget<T>* targets,
 }
 
 /// cos / sin multipliers of a direction: forward (a, a), inverse (1/a, -1/a), transpose (a, -a).
-inline std::pair<double, double> rope_cos_sin_multipliers(double a, RopeDirection direction) {
+/// A plain struct, not std::pair: GCC on AArch64 notes (-Wpsabi) every function passing a
+/// std::pair<double, double>, whose C++17 passing changed in GCC 10.1.
+struct CosSinMultipliers {
+  double cos_factor;
+  double sin_factor;
+};
+
+inline CosSinMultipliers rope_cos_sin_multipliers(double a, RopeDirection direction) {
   switch (direction) {
     case RopeDirection::kInverse: return {1.0 / a, -1.0 / a};
     case RopeDirection::kTranspose: return {a, -a};
@@ -861,12 +868,13 @@ inline std::pair<double, double> rope_cos_sin_multipliers(double a, RopeDirectio
 template <typename T>
 void rope_run_on_the_fly(const RopeTarget<T>* targets, int num_targets, const RopePositions& pos,
                          const double* inv_freq, Eigen::Index rd, Eigen::Index offset,
-                         std::pair<double, double> mult, RopeLayout layout,
+                         CosSinMultipliers mult, RopeLayout layout,
                          const RopeApplyOptions& options, Eigen::Index units, double bytes) {
   const auto run = [&](auto layout_constant) {
     constexpr RopeLayout L = decltype(layout_constant)::value;
     auto worker = [&](Eigen::Index u0, Eigen::Index u1) {
-      RopeAnglesOnTheFly<compute_t<T>> angles(inv_freq, rd / 2, mult.first, mult.second);
+      RopeAnglesOnTheFly<compute_t<T>> angles(inv_freq, rd / 2, mult.cos_factor,
+                                              mult.sin_factor);
       rope_run_tokens<T, L>(targets, num_targets, pos, u0, u1, angles, rd, offset);
     };
     rope_parallel_for(options, units, bytes, worker);
@@ -891,7 +899,7 @@ void rope_apply_plan(std::string_view fn, const RopeTarget<T>* targets, int num_
   validate_positions(fn, pos, targets[0].dst.batch, targets[0].dst.seq, kMaxRopePosition + 1,
                      false);
   if (units == 0) return;
-  const std::pair<double, double> mult =
+  const CosSinMultipliers mult =
       rope_cos_sin_multipliers(freqs.attention_factor, options.direction);
   rope_run_on_the_fly<T>(targets, num_targets, pos, freqs.inv_freq.data(), rd,
                          freqs.rotary_offset, mult, layout, options, units, bytes);
