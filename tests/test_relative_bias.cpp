@@ -38,8 +38,13 @@ std::int64_t bucket_ld(std::int64_t rel, std::int64_t nb, std::int64_t md, bool 
   }
   const std::int64_t e = nb / 2;
   if (rel < e) return out + rel;
-  const LD large = static_cast<LD>(e) + std::trunc(std::log(static_cast<LD>(rel) / e) /
-                                                   std::log(static_cast<LD>(md) / e) * (nb - e));
+  // x = ln(r / e) / ln(D / e) (n - e) is an integer exactly when (r / e)^(n - e) = (D / e)^k,
+  // e.g. r = 64, e = 8, D = 128, n - e = 8: x = 8 ln 8 / ln 16 = 6. Computed, x may land an ulp
+  // below (it does in binary128, AArch64's long double), and trunc would drop a bucket; the
+  // 1e-12 nudge is far above long double's error here (x < 400) and, as the test below states,
+  // far below the distance of any non-integer x from an integer.
+  const LD x = std::log(static_cast<LD>(rel) / e) / std::log(static_cast<LD>(md) / e) * (nb - e);
+  const LD large = static_cast<LD>(e) + std::trunc(x + 1e-12L);
   return out + std::min<std::int64_t>(static_cast<std::int64_t>(large), nb - 1);
 }
 
