@@ -1,7 +1,9 @@
 # cmake -DEXE=<example> -DSOURCE=<example.cpp> -P CheckExampleOutput.cmake
 # Runs the example; fails if it exits non-zero or misses any `// expect: <text>` of its source
 # (a literal substring match against standard output).
-execute_process(COMMAND "${EXE}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+# [-DEMULATOR=a|b]: a cross build's CMAKE_CROSSCOMPILING_EMULATOR ("|"-joined), run before EXE.
+string(REPLACE "|" ";" EMULATOR "${EMULATOR}")
+execute_process(COMMAND ${EMULATOR} "${EXE}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message("${out}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${EXE} exited with ${rc}\n${err}")

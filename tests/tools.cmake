@@ -3,18 +3,18 @@
 # Two roles in one file:
 #  - included from tests/CMakeLists.txt: registers the CTest entries below;
 #  - run as `cmake -DEXE=... -DARGS=a|b -DEXPECT=x|y [-DEXPECT_RC=n] [-DFILE=f -DFILE_EXPECT=z]
-#    -P tools.cmake`: runs EXE with ARGS and fails unless it exits with EXPECT_RC (default 0)
-#    and its stdout+stderr contain every literal fragment of EXPECT (and FILE contains
-#    FILE_EXPECT). Expected fragments come from the config files and hand formulas.
+#    [-DEMULATOR=e|f] -P tools.cmake`: runs EXE (under EMULATOR in a cross build) with ARGS
+#    and fails unless it exits with EXPECT_RC (default 0) and its stdout+stderr contain every
+#    literal fragment of EXPECT (and FILE contains FILE_EXPECT). Expected fragments come from the config files and hand formulas.
 
 if(CMAKE_SCRIPT_MODE_FILE)
   if(NOT DEFINED EXPECT_RC)
     set(EXPECT_RC 0)
   endif()
-  foreach(var ARGS EXPECT FILE_EXPECT)
+  foreach(var ARGS EXPECT FILE_EXPECT EMULATOR)
     string(REPLACE "|" ";" ${var} "${${var}}")
   endforeach()
-  execute_process(COMMAND "${EXE}" ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err
+  execute_process(COMMAND ${EMULATOR} "${EXE}" ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err
                   RESULT_VARIABLE rc)
   set(all "${out}${err}")
   message("${all}")
@@ -55,6 +55,7 @@ endif()
 set(_posenc_configs "${CMAKE_CURRENT_LIST_DIR}/data/hf-configs")
 set(_posenc_bad "${CMAKE_CURRENT_LIST_DIR}/data/bad-configs")
 set(_posenc_tools_script "${CMAKE_CURRENT_LIST_FILE}")
+string(REPLACE ";" "|" _posenc_emulator "${CMAKE_CROSSCOMPILING_EMULATOR}")
 
 # posenc_rope_inspect_test(<name> ARGS <args...> EXPECT <fragments...> [RC <n>]
 #                          [FILE <path> FILE_EXPECT <fragments...>])
@@ -73,7 +74,8 @@ function(posenc_rope_inspect_test name)
   endif()
   add_test(NAME "rope-inspect: ${name}"
            COMMAND "${CMAKE_COMMAND}" "-DEXE=$<TARGET_FILE:rope-inspect>" "-DARGS=${args}"
-                   "-DEXPECT=${expect}" "-DEXPECT_RC=${T_RC}" ${extra}
+                   "-DEXPECT=${expect}" "-DEXPECT_RC=${T_RC}" "-DEMULATOR=${_posenc_emulator}"
+                   ${extra}
                    -P "${_posenc_tools_script}")
 endfunction()
 
