@@ -476,6 +476,15 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
     validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len, "q_len");
   }
   if (meta.key_positions) validate_positions(fn, "key_positions", *meta.key_positions, batch, k_len, "k_len");
+  // Positions are >= 0; the default query positions k_len - q_len + i are not when q_len >
+  // k_len. Causal, such a query sees no key; bidirectional, it sees them all, and chunks
+  // (floor(pos / C)) and temperatures (log of the position) would read the negative position.
+  require(params.mask != MaskMode::kBidirectional || meta.query_positions || q_len <= k_len ||
+              (params.attention_chunk_size == 0 && !params.query_temperature),
+          fn, "q_len = ", q_len, " > k_len = ", k_len,
+          " puts the default query positions k_len - q_len + i below 0, which ",
+          params.attention_chunk_size > 0 ? "attention_chunk_size" : "query_temperature",
+          " reads in bidirectional attention: pass query_positions");
   if (meta.key_lengths) {
     require(meta.key_lengths->dimension(0) == batch, fn, "key_lengths has ",
             meta.key_lengths->dimension(0), " entries; it must have batch = ", batch);

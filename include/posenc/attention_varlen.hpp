@@ -160,9 +160,10 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
     if (x.q_len == 0) continue;
     require(!meta.tree_masks || x.k_len >= x.q_len, fn, "sequence ", s, " has ", x.q_len,
             " queries and ", x.k_len, " keys: with tree_masks its queries are its last keys");
-    // A sequence without keys is checked as one with a single key: same shapes otherwise.
+    // A sequence without keys is checked as one with q_len keys: the same shapes otherwise,
+    // and default query positions from 0 (its rows are 0 and read no position).
     const auto [qs, ks, vs, os] =
-        views(Seq{x.q0, x.q_len, 0, std::max<Eigen::Index>(x.k_len, 1), x.mask0});
+        views(Seq{x.q0, x.q_len, 0, x.k_len > 0 ? x.k_len : x.q_len, x.mask0});
     validate_attention(fn, qs, ks, vs, os, params, metadata(x));
   }
 

@@ -99,10 +99,11 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
           if (params.sliding_window > 0) {
             Eigen::Index ahead = i + offset - j;  // a - j
             if (metadata.tree_mask) {
-              // Slots of the query's own sequence: the prefix, then the draft tokens it sees
-              // (its path), one slot per depth.
-              const Eigen::Index depth = tree_depth(b, i);
-              ahead = j < offset ? offset + depth - 1 - j : depth - tree_depth(b, j - offset);
+              // The window spans the query's own sequence: the prefix, then the d_i draft
+              // tokens it sees (d_i <= W, validated). It cuts the prefix to its last W - d_i
+              // keys; the draft tokens are the mask's alone (a token whose own row is empty
+              // has no depth that places it on the path).
+              ahead = j < offset ? offset + tree_depth(b, i) - 1 - j : 0;
             }
             visible = visible && ahead < params.sliding_window && -ahead < params.sliding_window;
           }
