@@ -173,7 +173,9 @@ struct AttentionParams {
 /// Per-call positions and key padding. Every field is optional; all are views over the
 /// caller's memory, which must outlive the call. Assigning a field rebinds it (OptionalView).
 struct AttentionMetadata {
-  /// [batch, q_len]; default: q_pos[b, i] = k_len - q_len + i (bottom-right alignment).
+  /// [batch, q_len]; default: q_pos[b, i] = k_len - q_len + i (bottom-right alignment). That
+  /// is negative for i < q_len - k_len, so a bidirectional call with q_len > k_len and chunks
+  /// or a query temperature (which read the position) must give them.
   OptionalView<PositionIdsView> query_positions;
   /// [batch, k_len]; default: k_pos[b, j] = j.
   OptionalView<PositionIdsView> key_positions;
