@@ -42,6 +42,9 @@ using posenc::ConstTensorView;
 using posenc::MaskMode;
 using posenc::TensorView;
 using posenc::TemperatureForm;
+using posenc_test::between;
+using posenc_test::coin;
+using posenc_test::pick;
 using posenc_test::SplitMix64;
 using Index = Eigen::Index;
 
@@ -49,16 +52,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- random draws ------------------------------------------------------------------------------
 
-bool coin(SplitMix64& rng, double p) { return 0.5 * (rng.uniform() + 1.0) < p; }
-double between(SplitMix64& rng, double lo, double hi) {
-  return lo + (hi - lo) * 0.5 * (rng.uniform() + 1.0);
-}
 Index irange(SplitMix64& rng, Index lo, Index hi) {
   return static_cast<Index>(rng.integer(lo, hi));
-}
-template <typename T>
-T pick(SplitMix64& rng, std::initializer_list<T> xs) {
-  return *(xs.begin() + rng.integer(0, static_cast<std::int64_t>(xs.size()) - 1));
 }
 std::size_t at(Index i) { return static_cast<std::size_t>(i); }
 

@@ -3,6 +3,7 @@
 // splitmix64 (Steele, Lea, Flood 2014) and map to floats themselves.
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace posenc_test {
@@ -27,6 +28,20 @@ class SplitMix64 {
  private:
   std::uint64_t state_;
 };
+
+/// True with probability p.
+inline bool coin(SplitMix64& rng, double p) { return 0.5 * (rng.uniform() + 1.0) < p; }
+
+/// Uniform in [lo, hi).
+inline double between(SplitMix64& rng, double lo, double hi) {
+  return lo + (hi - lo) * 0.5 * (rng.uniform() + 1.0);
+}
+
+/// One of xs, each equally likely.
+template <typename T>
+T pick(SplitMix64& rng, std::initializer_list<T> xs) {
+  return *(xs.begin() + rng.integer(0, static_cast<std::int64_t>(xs.size()) - 1));
+}
 
 /// n values uniform in [-1, 1), stored as T.
 template <typename T>
