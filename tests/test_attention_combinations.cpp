@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/attention_params_text.hpp"
 #include "support/rng.hpp"
 
 namespace {
@@ -43,6 +44,7 @@ using posenc::MaskMode;
 using posenc::TensorView;
 using posenc::TemperatureForm;
 using posenc_test::between;
+using posenc_test::describe;
 using posenc_test::coin;
 using posenc_test::pick;
 using posenc_test::SplitMix64;
@@ -136,38 +138,6 @@ struct Layout {
     return m;
   }
 };
-
-std::string describe(const AttentionParams& p) {
-  std::ostringstream os;
-  os.precision(4);
-  os << (p.mask == MaskMode::kCausal ? "causal" : "bidirectional");
-  if (p.scale) os << " scale=" << *p.scale;
-  if (!p.alibi_slopes.empty()) {
-    os << " alibi=[";
-    for (const double s : p.alibi_slopes) os << s << ' ';
-    os << ']';
-  }
-  if (p.logit_softcap > 0.0) os << " softcap=" << p.logit_softcap;
-  if (!p.sink_logits.empty()) {
-    os << " sinks=[";
-    for (const double s : p.sink_logits) os << s << ' ';
-    os << ']';
-  }
-  if (p.sliding_window > 0) os << " window=" << p.sliding_window;
-  if (p.attention_chunk_size > 0) os << " chunk=" << p.attention_chunk_size;
-  if (p.query_temperature) {
-    const auto& t = *p.query_temperature;
-    os << " temperature=" << posenc::to_string(t.form) << "(floor_scale=" << t.floor_scale
-       << " attn_scale=" << t.attn_scale << " len=" << t.temperature_len << ")";
-  }
-  if (p.relative_bias) {
-    const auto& r = *p.relative_bias;
-    os << " relative_bias(buckets=" << r.num_buckets << " max_distance=" << r.max_distance
-       << (r.bidirectional ? " bidirectional)" : " unidirectional)");
-  }
-  os << " threads=" << p.num_threads;
-  return os.str();
-}
 
 template <typename T>
 std::string list(const std::vector<T>& xs, std::size_t most = 64) {

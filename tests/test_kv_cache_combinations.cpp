@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/attention_params_text.hpp"
 #include "support/float8_spec.hpp"
 #include "support/rng.hpp"
 
@@ -65,6 +66,7 @@ using posenc::RopeLayout;
 using posenc::TemperatureForm;
 using posenc::TensorView;
 using posenc_test::between;
+using posenc_test::describe;
 using posenc_test::coin;
 using posenc_test::pick;
 using posenc_test::SplitMix64;
@@ -221,6 +223,19 @@ struct Report {
   }
 };
 
+/// One attend's checks, failing with the scenario and its operation log; true when any failed.
+bool report(const Report& r, const std::string& config, const std::string& log) {
+  CAPTURE(config, log);
+  INFO(r.detail << "largest |out - reference| / tolerance: " << r.worst);
+  CHECK(r.state == 0);
+  CHECK(r.keys == 0);
+  CHECK(r.values == 0);
+  CHECK(r.held == 0);
+  CHECK(r.history == 0);
+  CHECK(r.direct == 0);
+  return r.state || r.keys || r.values || r.held || r.history || r.direct;
+}
+
 /// Checks one stored token (key row ks, value row vs, [kv_heads * d]) against the model and
 /// appends the rows the oracle uses to k_out / v_out: the model's own (float storage) or the
 /// verified stored ones (16-bit, FP8: the reference then sees the same rounded keys).
@@ -356,33 +371,6 @@ int compare(const std::vector<float>& got, const std::vector<double>& want, cons
     }
   }
   return bad;
-}
-
-std::string describe(const AttentionParams& p) {
-  std::ostringstream os;
-  os.precision(4);
-  os << (p.mask == MaskMode::kCausal ? "causal" : "bidirectional");
-  if (p.scale) os << " scale=" << *p.scale;
-  if (!p.alibi_slopes.empty()) {
-    os << " alibi=[";
-    for (const double s : p.alibi_slopes) os << s << ' ';
-    os << ']';
-  }
-  if (p.logit_softcap > 0.0) os << " softcap=" << p.logit_softcap;
-  if (!p.sink_logits.empty()) {
-    os << " sinks=[";
-    for (const double s : p.sink_logits) os << s << ' ';
-    os << ']';
-  }
-  if (p.sliding_window > 0) os << " window=" << p.sliding_window;
-  if (p.attention_chunk_size > 0) os << " chunk=" << p.attention_chunk_size;
-  if (p.query_temperature) {
-    const auto& t = *p.query_temperature;
-    os << " temperature=" << posenc::to_string(t.form) << "(floor_scale=" << t.floor_scale
-       << " attn_scale=" << t.attn_scale << " len=" << t.temperature_len << ")";
-  }
-  os << " threads=" << p.num_threads;
-  return os.str();
 }
 
 /// Options of one scenario. cache_window: a rolling cache's / pool's W (0: none); the window or
@@ -884,17 +872,8 @@ class KvRun {
         r.history = compare(out, whole, "vs reference over the whole history", H, D, r);
       }
     }
-    const std::string config = describe(k_);
-    const std::string log = log_.str();
-    CAPTURE(config, log);
-    INFO(r.detail << "largest |out - reference| / tolerance: " << r.worst);
-    CHECK(r.state == 0);
-    CHECK(r.keys == 0);
-    CHECK(r.values == 0);
-    CHECK(r.held == 0);
-    CHECK(r.history == 0);
     // Past a mismatch the model no longer describes the cache: stop this scenario.
-    failed_ = failed_ || r.state || r.keys || r.values || r.held || r.history;
+    failed_ = report(r, describe(k_), log_.str()) || failed_;
   }
 
   const KvConfig& k_;
@@ -1183,16 +1162,7 @@ class PagedRun {
         r.direct = compare(direct, want, "attention_paged vs reference", H, D, r);
       }
     }
-    const std::string config = describe(p_);
-    const std::string log = log_.str();
-    CAPTURE(config, log);
-    INFO(r.detail << "largest |out - reference| / tolerance: " << r.worst);
-    CHECK(r.state == 0);
-    CHECK(r.keys == 0);
-    CHECK(r.values == 0);
-    CHECK(r.held == 0);
-    CHECK(r.direct == 0);
-    failed_ = failed_ || r.state || r.keys || r.values || r.held || r.direct;
+    failed_ = report(r, describe(p_), log_.str()) || failed_;
   }
 
   const PagedConfig& p_;
