@@ -91,6 +91,12 @@ std::vector<float> random_floats(SplitMix64& rng, Index n) {
   for (float& e : x) e = static_cast<float>(rng.uniform());
   return x;
 }
+// x[first, first + n) as a new vector: built whole, because GCC 12 at -O3 for AArch64 warns
+// (-Wnonnull) on the memmove into an empty vector's null buffer inside assign().
+std::vector<float> slice(const std::vector<float>& x, std::size_t first, std::size_t n) {
+  const auto begin = x.begin() + static_cast<std::ptrdiff_t>(first);
+  return std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(n));
+}
 
 // ---- storage types -----------------------------------------------------------------------------
 
@@ -666,10 +672,8 @@ class KvRun {
       for (Index s = 0; s < n; ++s) {
         Token t;
         const auto e = at((b * n + s) * row);
-        t.k.assign(k.begin() + static_cast<std::ptrdiff_t>(e),
-                   k.begin() + static_cast<std::ptrdiff_t>(e + at(row)));
-        t.v.assign(v.begin() + static_cast<std::ptrdiff_t>(e),
-                   v.begin() + static_cast<std::ptrdiff_t>(e + at(row)));
+        t.k = slice(k, e, at(row));
+        t.v = slice(v, e, at(row));
         t.pos = pos[at(b * n + s)];
         t.valid = valid[at(b * n + s)];
         m_.all[at(b)].push_back(std::move(t));
@@ -998,8 +1002,8 @@ class PagedRun {
     Seq& seq = seqs_[s];
     for (Index t = 0; t < n; ++t) {
       Token tok;
-      tok.k.assign(k.begin() + t * row, k.begin() + (t + 1) * row);
-      tok.v.assign(v.begin() + t * row, v.begin() + (t + 1) * row);
+      tok.k = slice(k, at(t * row), at(row));
+      tok.v = slice(v, at(t * row), at(row));
       tok.pos = static_cast<std::int64_t>(seq.toks.size());  // paged positions are slots
       seq.toks.push_back(std::move(tok));
     }
