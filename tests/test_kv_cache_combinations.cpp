@@ -1,8 +1,11 @@
 // KV-cache decode paths with their options combined: a seeded randomized differential sweep in
 // the spirit of test_attention_combinations.cpp. Each scenario draws a cache (KvCache or
-// PagedKvCache), a storage type (float, bfloat16, half, FP8 E4M3 with per-tensor or per-head
-// scales), GQA, a head size, a positional scheme (RoPE interleaved / half-split, possibly partial
-// and scaled, ALiBi or none), a rolling window or a chunked rolling cache, the attention options
+// PagedKvCache), a storage type (float, bfloat16, half, FP8 E4M3 or E5M2 with per-tensor or
+// per-head scales), GQA, a head size, values of the keys' width or narrower / wider ones, or an
+// MLA latent cache (one row per token, [c_kv | k_pe], whose first v_head_dim elements are the
+// value and whose RoPE turns only the trailing k_pe through rotary_offset = v_head_dim), a
+// positional scheme (RoPE interleaved / half-split, possibly partial and scaled, ALiBi or
+// none), a rolling window or a chunked rolling cache, the attention options
 // (window, chunk, soft cap, sinks, temperature, scale, bidirectional, threads), left padding,
 // and then a random sequence of operations: prefill, chunks of 1-5 tokens, decode steps, erase,
 // llama.cpp's context shift, shift_positions, update_rope with another plan, a draft tree
@@ -13,7 +16,8 @@
 // stored key was rounded) and after each attend compares:
 //  - the stored positions / validity / keys / values with the model (keys: the raw key turned to
 //    its current position by the current plan in long double, posenc::reference::rope_vector,
-//    within the roundings it went through; values exact, FP8 within half a code);
+//    within the roundings it went through; values exact, FP8 within half a code; a latent
+//    cache's values read from its key rows);
 //  - the output with posenc::reference::attention (double, materialised) over the slots the
 //    cache should hold, with explicit positions, key mask and tree mask;
 //  - for a rolling cache or a sliding-window pool that has only appended (and erased rejected
@@ -72,6 +76,9 @@ using posenc_test::pick;
 using posenc_test::SplitMix64;
 using Index = Eigen::Index;
 using E4M3 = posenc::float8_e4m3;
+using E5M2 = posenc::float8_e5m2;
+template <typename T>
+constexpr bool kIsFp8 = posenc::detail::is_float8_v<T>;
 
 // Outputs are convex combinations of values in [-1, 1]. The kernel works in float: logits of at
 // most scale * sum |q k| <= ~15 here carry ~1e-6 absolute error, queries and keys turned in
@@ -100,16 +107,18 @@ std::vector<float> slice(const std::vector<float>& x, std::size_t first, std::si
 
 // ---- storage types -----------------------------------------------------------------------------
 
-enum class Storage { kFloat, kBFloat16, kHalf, kFp8 };
+enum class Storage { kFloat, kBFloat16, kHalf, kFp8, kFp8E5M2 };
 const char* name(Storage s) {
   switch (s) {
     case Storage::kFloat: return "float";
     case Storage::kBFloat16: return "bfloat16";
     case Storage::kHalf: return "half";
     case Storage::kFp8: return "fp8_e4m3";
+    case Storage::kFp8E5M2: return "fp8_e5m2";
   }
   return "?";
 }
+bool is_fp8(Storage s) { return s == Storage::kFp8 || s == Storage::kFp8E5M2; }
 
 /// Spacing of T's values: relative (ulp / |x| at most, normal range) and the subnormal step.
 struct Spacing {
@@ -121,6 +130,9 @@ constexpr Spacing spacing() {
   if constexpr (std::is_same_v<T, float>) return {0x1p-23, 0x1p-149};
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) return {0x1p-7, 0x1p-133};
   if constexpr (std::is_same_v<T, Eigen::half>) return {0x1p-10, 0x1p-24};
+  // E5M2: 2 mantissa bits, so a code's neighbour is up to 2^-2 |x| away in the normal range
+  // (half a code: 2^-3 |x|, twice E4M3's); subnormals are multiples of 2^(1 - 15 - 2).
+  if constexpr (std::is_same_v<T, E5M2>) return {0x1p-2, 0x1p-16};
   return {0x1p-3, 0x1p-9};  // E4M3
 }
 
@@ -130,6 +142,8 @@ template <typename T>
 double decode(T x, double scale) {
   if constexpr (std::is_same_v<T, E4M3>) {
     return static_cast<double>(fp8::spec_value(fp8::kE4M3, x.bits)) * scale;
+  } else if constexpr (std::is_same_v<T, E5M2>) {
+    return static_cast<double>(fp8::spec_value(fp8::kE5M2, x.bits)) * scale;
   } else {
     (void)scale;
     return posenc::detail::to_double(x);
@@ -155,17 +169,24 @@ struct Plan {
   posenc::RopeFrequencies lib;
   posenc::reference::RopeFrequencies ref;
   RopeLayout layout = RopeLayout::kHalfSplit;
+  Index offset = 0;  // first rotated element (the reference plan does not carry it)
   std::string text;
 };
 
 /// Same rotary slice for every plan of a scenario (update_rope requires it): partial or not.
-Plan draw_plan(SplitMix64& rng, Index d, RopeLayout layout, bool partial) {
+/// latent_dv > 0: an MLA latent row's plan, turning only k_pe = [latent_dv, d).
+Plan draw_plan(SplitMix64& rng, Index d, RopeLayout layout, bool partial, Index latent_dv = 0) {
   posenc::RopeParams p;
   p.head_dim = d;
   p.theta = pick(rng, {100.0, 10000.0, 500000.0});
   if (partial) p.partial_rotary_factor = 0.5;
+  if (latent_dv > 0) {
+    p.rotary_dim = d - latent_dv;
+    p.rotary_offset = latent_dv;
+  }
   std::ostringstream os;
   os << "theta=" << p.theta << (partial ? " partial=0.5" : "");
+  if (latent_dv > 0) os << " rotary [" << latent_dv << ", " << d << ")";
   const Index kind = irange(rng, 0, 2);
   if (kind >= 1) {
     p.scaling.type = posenc::RopeScalingType::kLinear;
@@ -178,22 +199,22 @@ Plan draw_plan(SplitMix64& rng, Index d, RopeLayout layout, bool partial) {
     os << " attention_factor=1.2";
   }
   return {posenc::compute_rope_frequencies(p), posenc::reference::rope_frequencies(p), layout,
-          os.str()};
+          latent_dv, os.str()};
 }
 
 /// The element a RoPE pair couples with c, or -1 when c is not rotated.
 Index partner(const Plan* plan, Index c) {
   if (!plan) return -1;
-  const Index rd = plan->ref.rotary_dim;
-  if (c >= rd) return -1;
-  if (plan->layout == RopeLayout::kInterleaved) return c ^ 1;
-  return c < rd / 2 ? c + rd / 2 : c - rd / 2;
+  const Index rd = plan->ref.rotary_dim, o = plan->offset, j = c - o;
+  if (j < 0 || j >= rd) return -1;
+  if (plan->layout == RopeLayout::kInterleaved) return o + (j ^ 1);
+  return o + (j < rd / 2 ? j + rd / 2 : j - rd / 2);
 }
 
 // ---- the model of one cached token -------------------------------------------------------------
 
 struct Token {
-  std::vector<float> k, v;  // as appended: [kv_heads * d]
+  std::vector<float> k, v;  // as appended: [kv_heads * d], [kv_heads * v_head_dim]
   std::int64_t pos = 0;
   std::uint8_t valid = 1;
   int rounds = 1;  // roundings the stored key went through (append, each shift, each re-rotation)
@@ -208,7 +229,7 @@ const std::vector<long double>& logical_key(Token& t, const Plan* plan, Index kv
     if (plan) {
       const auto y =
           posenc::reference::rope_vector(t.k.data() + g * d, d, t.pos, plan->ref.inv_freq,
-                                         plan->ref.attention_factor, 0, plan->layout);
+                                         plan->ref.attention_factor, plan->offset, plan->layout);
       std::copy(y.begin(), y.end(), t.key.begin() + g * d);
     } else {
       for (Index c = 0; c < d; ++c) t.key[at(g * d + c)] = t.k[at(g * d + c)];
@@ -242,19 +263,29 @@ bool report(const Report& r, const std::string& config, const std::string& log) 
   return r.state || r.keys || r.values || r.held || r.history || r.direct;
 }
 
-/// Checks one stored token (key row ks, value row vs, [kv_heads * d]) against the model and
-/// appends the rows the oracle uses to k_out / v_out: the model's own (float storage) or the
-/// verified stored ones (16-bit, FP8: the reference then sees the same rounded keys).
+/// Row widths of a cache: keys d, values dv per kv head; a latent cache's values are the first
+/// dv elements of its key rows (stride d), others' rows of their own (stride dv).
+struct Widths {
+  Index kv_heads = 1, d = 16, dv = 16;
+  bool latent = false;
+  Index v_stride() const { return latent ? d : dv; }
+};
+
+/// Checks one stored token (key row ks [kv_heads * d], value row vs [kv_heads * v_stride])
+/// against the model and appends the rows the oracle uses to k_out / v_out: the model's own
+/// (float storage) or the verified stored ones (16-bit, FP8: the reference then sees the same
+/// rounded keys).
 template <typename T>
-void verify_token(const T* ks, const T* vs, Token& t, const Plan* plan, Index kv_heads, Index d,
+void verify_token(const T* ks, const T* vs, Token& t, const Plan* plan, const Widths& w,
                   const KvScales& sc, const std::string& where, Report& r,
                   std::vector<double>& k_out, std::vector<double>& v_out) {
   constexpr auto sp = spacing<T>();
+  const Index kv_heads = w.kv_heads, d = w.d;
   const auto& key = logical_key(t, plan, kv_heads, d);
   bool key_ok = true, value_ok = true;
   for (Index g = 0; g < kv_heads; ++g) {
-    const double ksc = std::is_same_v<T, E4M3> ? sc.k_of(g) : 1.0;
-    const double vsc = std::is_same_v<T, E4M3> ? sc.v_of(g) : 1.0;
+    const double ksc = kIsFp8<T> ? sc.k_of(g) : 1.0;
+    const double vsc = kIsFp8<T> ? sc.v_of(g) : 1.0;
     for (Index c = 0; c < d; ++c) {
       const auto e = at(g * d + c);
       const long double want = key[e];
@@ -276,9 +307,14 @@ void verify_token(const T* ks, const T* vs, Token& t, const Plan* plan, Index kv
         r.note(os.str());
       }
       k_out.push_back(std::is_same_v<T, float> ? static_cast<double>(want) : got);
-      const double raw = t.v[e], vgot = decode(vs[e], vsc);
+    }
+    for (Index c = 0; c < w.dv; ++c) {
+      const auto e = at(g * w.dv + c);
+      const double raw = t.v[e], vgot = decode(vs[at(g * w.v_stride() + c)], vsc);
       double vwant = raw, vtol = 0.0;
-      if constexpr (std::is_same_v<T, E4M3>) {
+      if constexpr (kIsFp8<T>) {
+        // Half a code of the format (spacing), relative to the value plus float noise of the
+        // division by the scale, or half a subnormal step in scaled units.
         vtol = (0.5 * sp.relative + 1e-6) * std::fabs(raw) + 0.5 * sp.subnormal * vsc;
       } else {
         vwant = posenc::detail::to_double(posenc::detail::from_value<T>(t.v[e]));
@@ -319,8 +355,8 @@ std::vector<double> turned_queries(const std::vector<float>& q, Index batch, Ind
         if (plan) {
           const auto y =
               posenc::reference::rope_vector(q.data() + row, d, qpos[at(b * q_len + i)],
-                                             plan->ref.inv_freq, plan->ref.attention_factor, 0,
-                                             plan->layout);
+                                             plan->ref.inv_freq, plan->ref.attention_factor,
+                                             plan->offset, plan->layout);
           for (Index c = 0; c < d; ++c) out[at(row + c)] = static_cast<double>(y[at(c)]);
         } else {
           for (Index c = 0; c < d; ++c) out[at(row + c)] = q[at(row + c)];
@@ -331,16 +367,16 @@ std::vector<double> turned_queries(const std::vector<float>& q, Index batch, Ind
   return out;
 }
 
-/// posenc::reference::attention in double over k_len keys per sequence.
+/// posenc::reference::attention in double over k_len keys per sequence (values of dv).
 std::vector<double> reference_out(Index batch, Index q_len, Index k_len, Index heads,
-                                  Index kv_heads, Index d, const std::vector<double>& q,
+                                  Index kv_heads, Index d, Index dv, const std::vector<double>& q,
                                   const std::vector<double>& k, const std::vector<double>& v,
                                   const std::vector<std::int64_t>& qpos,
                                   const std::vector<std::int64_t>& kpos,
                                   const std::vector<std::uint8_t>& kmask,
                                   const std::vector<std::uint8_t>& tree,
                                   const AttentionParams& params) {
-  std::vector<double> out(at(batch * q_len * heads * d), 0.0);
+  std::vector<double> out(at(batch * q_len * heads * dv), 0.0);
   AttentionMetadata meta;
   meta.query_positions = posenc::PositionIdsView(qpos.data(), batch, q_len);
   meta.key_positions = posenc::PositionIdsView(kpos.data(), batch, k_len);
@@ -353,8 +389,8 @@ std::vector<double> reference_out(Index batch, Index q_len, Index k_len, Index h
   posenc::reference::attention<double>(
       ConstTensorView<double, 4>(q.data(), batch, q_len, heads, d),
       ConstTensorView<double, 4>(k.data(), batch, k_len, kv_heads, d),
-      ConstTensorView<double, 4>(v.data(), batch, k_len, kv_heads, d),
-      TensorView<double, 4>(out.data(), batch, q_len, heads, d), p, meta);
+      ConstTensorView<double, 4>(v.data(), batch, k_len, kv_heads, dv),
+      TensorView<double, 4>(out.data(), batch, q_len, heads, dv), p, meta);
   return out;
 }
 
@@ -381,11 +417,13 @@ int compare(const std::vector<float>& got, const std::vector<double>& want, cons
 
 /// Options of one scenario. cache_window: a rolling cache's / pool's W (0: none); the window or
 /// chunk of the params then lies in [1, W], as attend requires.
+/// need_scale: a latent cache (its row's width is not the model's head size: attend requires
+/// the scale).
 AttentionParams draw_params(SplitMix64& rng, Index heads, Scheme scheme, std::int64_t cache_window,
-                            bool tree) {
+                            bool tree, bool need_scale) {
   AttentionParams p;
   if (!tree && coin(rng, 0.1)) p.mask = MaskMode::kBidirectional;
-  if (coin(rng, 0.3)) p.scale = between(rng, 0.03, 0.3);
+  if (coin(rng, 0.3) || need_scale) p.scale = between(rng, 0.03, 0.3);
   if (scheme == Scheme::kAlibi) {
     if (coin(rng, 0.5)) {
       p.alibi_slopes = posenc::alibi_slopes(heads);
@@ -428,11 +466,29 @@ struct Common {
   std::uint64_t seed = 0;
   Storage storage = Storage::kFloat;
   Index kv_heads = 1, heads = 1, d = 16;
+  Index dv = 16;        // value width: d, narrower or wider; a latent row's value prefix
+  bool latent = false;  // MLA latent rows (KvCache::latent / PagedKvCache::latent)
   Scheme scheme = Scheme::kNone;
   bool partial = false;
   KvScales scales;
   AttentionParams params;
+  Widths widths() const { return {kv_heads, d, dv, latent}; }
+  Index rope_offset() const { return latent ? dv : 0; }
 };
+
+/// FP8 scales per tensor or per kv head, independent for keys and values.
+KvScales draw_scales(SplitMix64& rng, Index kv_heads) {
+  if (coin(rng, 0.5)) {
+    const double k = between(rng, 0.01, 0.2);  // sequenced: the same scales from every compiler
+    return KvScales(k, between(rng, 0.01, 0.2));
+  }
+  std::vector<double> ks, vs;
+  for (Index g = 0; g < kv_heads; ++g) {
+    ks.push_back(between(rng, 0.01, 0.2));
+    vs.push_back(between(rng, 0.01, 0.2));
+  }
+  return KvScales::per_head(ks, vs);
+}
 
 Common draw_common(SplitMix64& rng, int index, std::uint64_t seed) {
   Common c;
@@ -453,18 +509,33 @@ Common draw_common(SplitMix64& rng, int index, std::uint64_t seed) {
              : sc < 0.72 ? Scheme::kRopeInterleaved
                          : Scheme::kRopeHalfSplit;
   c.partial = is_rope(c.scheme) && coin(rng, 0.25);
-  if (c.storage == Storage::kFp8) {
-    // Keys reach ~1.7 (turned, attention factor 1.2): scales keep codes well inside E4M3.
-    if (coin(rng, 0.5)) {
-      c.scales = KvScales(between(rng, 0.01, 0.2), between(rng, 0.01, 0.2));
-    } else {
-      std::vector<double> ks, vs;
-      for (Index g = 0; g < c.kv_heads; ++g) {
-        ks.push_back(between(rng, 0.01, 0.2));
-        vs.push_back(between(rng, 0.01, 0.2));
-      }
-      c.scales = KvScales::per_head(ks, vs);
-    }
+  // Keys reach ~1.7 (turned, attention factor 1.2): scales keep codes well inside E4M3.
+  if (c.storage == Storage::kFp8) c.scales = draw_scales(rng, c.kv_heads);
+  c.dv = c.d;
+  // The options added later come from a stream of their own: a scenario without them draws
+  // everything else as before.
+  SplitMix64 extra(seed ^ 0xD1A7E5F8ULL);
+  if (c.storage == Storage::kFloat && coin(extra, 0.3)) {
+    // vLLM's E5M2 cache runs unscaled by default; its range (57344) fits either way.
+    c.storage = Storage::kFp8E5M2;
+    if (!coin(extra, 0.3)) c.scales = draw_scales(extra, c.kv_heads);
+  }
+  const double shape = between(extra, 0.0, 1.0);
+  if (shape < 0.2) {
+    // k_pe of 8 .. 64 after c_kv (DeepSeek-V3: 64 after 512); without RoPE the value may also
+    // be the whole row.
+    c.latent = true;
+    c.partial = false;  // the latent plan's slice is all of k_pe
+    const Index tail = c.d == 16    ? 8
+                       : c.d == 128 ? pick<Index>(extra, {16, 32, 64})
+                                    : pick<Index>(extra, {16, 32});
+    c.dv = !is_rope(c.scheme) && coin(extra, 0.5) ? c.d : c.d - tail;
+    c.scales.v = c.scales.k;  // one scale for the row (set_scales requires it)
+    c.scales.v_heads = c.scales.k_heads;
+  } else if (shape < 0.4) {
+    // Odd widths and widths off the SIMD lanes too.
+    c.dv = coin(extra, 0.5) ? pick<Index>(extra, {3, 8, c.d / 2, c.d - 8})
+                            : pick<Index>(extra, {c.d + 1, c.d + 8, c.d + 40, 2 * c.d});
   }
   return c;
 }
@@ -475,7 +546,12 @@ std::string describe(const Common& c) {
   os << "#" << c.index << " (seed " << c.seed << "): " << name(c.storage) << " heads " << c.heads
      << " kv_heads " << c.kv_heads << " head_dim " << c.d << " " << name(c.scheme)
      << (c.partial ? " partial" : "");
-  if (c.storage == Storage::kFp8) {
+  if (c.latent) {
+    os << " latent v_head_dim " << c.dv;
+  } else if (c.dv != c.d) {
+    os << " v_head_dim " << c.dv;
+  }
+  if (is_fp8(c.storage)) {
     os << " scales k=" << c.scales.k << " v=" << c.scales.v;
     for (std::size_t g = 0; g < c.scales.k_heads.size(); ++g) {
       os << " [g" << g << " k=" << c.scales.k_heads[g] << " v=" << c.scales.v_heads[g] << "]";
@@ -510,6 +586,13 @@ void tally_common(Tally& t, const Common& c) {
   t.add("threads 2", c.params.num_threads == 2);
   t.add("scale", c.params.scale.has_value());
   t.add("per-head fp8 scales", !c.scales.k_heads.empty());
+  t.add("per-head e5m2 scales", c.storage == Storage::kFp8E5M2 && !c.scales.k_heads.empty());
+  t.add("v_head_dim narrower", !c.latent && c.dv < c.d);
+  t.add("v_head_dim wider", !c.latent && c.dv > c.d);
+  t.add("latent", c.latent);
+  t.add("latent rope", c.latent && is_rope(c.scheme));
+  t.add("latent fp8", c.latent && is_fp8(c.storage));
+  t.add("latent value = whole row", c.latent && c.dv == c.d);
 }
 
 // ---- KvCache -----------------------------------------------------------------------------------
@@ -544,7 +627,7 @@ KvConfig draw_kv_config(int index) {
   } else {
     k.max_len = longest + 8 * 5 + 8;  // the most the operations below can append
   }
-  k.c.params = draw_params(rng, k.c.heads, k.c.scheme, k.rolling, k.tree);
+  k.c.params = draw_params(rng, k.c.heads, k.c.scheme, k.rolling, k.tree, k.c.latent);
   return k;
 }
 
@@ -568,18 +651,37 @@ struct KvModel {
   Token& slot(Index b, Index s) { return all[at(b)][at(evicted + s)]; }
 };
 
+/// The values of a latent row [kv_heads * d]: the first dv elements of each head's.
+std::vector<float> latent_values(const std::vector<float>& row, const Widths& w) {
+  std::vector<float> v(at(w.kv_heads * w.dv));
+  for (Index g = 0; g < w.kv_heads; ++g) {
+    for (Index c = 0; c < w.dv; ++c) v[at(g * w.dv + c)] = row[at(g * w.d + c)];
+  }
+  return v;
+}
+
+template <typename T>
+posenc::KvCache<T> make_cache(const KvConfig& k) {
+  const Common& c = k.c;
+  if (c.latent) {
+    return posenc::KvCache<T>::latent(k.batch, k.max_len, c.kv_heads, c.d, c.dv, k.rolling);
+  }
+  // v_head_dim 0 (= head_dim) as the scenarios before v_head_dim was drawn called it.
+  return posenc::KvCache<T>(k.batch, k.max_len, c.kv_heads, c.d, k.rolling,
+                            c.dv == c.d ? 0 : c.dv);
+}
+
 template <typename T>
 class KvRun {
  public:
   explicit KvRun(const KvConfig& k)
-      : k_(k), c_(k.c), rng_(k.c.seed + 1), cache_(k.batch, k.max_len, k.c.kv_heads, k.c.d,
-                                                    k.rolling) {
+      : k_(k), c_(k.c), rng_(k.c.seed + 1), cache_(make_cache<T>(k)) {
     m_.all.resize(at(k.batch));
-    if constexpr (std::is_same_v<T, E4M3>) cache_.set_scales(c_.scales);
+    if constexpr (kIsFp8<T>) cache_.set_scales(c_.scales);
     if (is_rope(c_.scheme)) {
       const RopeLayout layout = c_.scheme == Scheme::kRopeInterleaved ? RopeLayout::kInterleaved
                                                                       : RopeLayout::kHalfSplit;
-      m_.plan = draw_plan(rng_, c_.d, layout, c_.partial);
+      m_.plan = draw_plan(rng_, c_.d, layout, c_.partial, c_.rope_offset());
       cache_.set_rope(m_.plan->lib, layout);
       log_ << "set_rope(" << m_.plan->text << "); ";
     }
@@ -646,6 +748,12 @@ class KvRun {
     tally.add("rolling evicted", cache_.evicted() > 0);
     tally.add("rolling chunked", k_.rolling > 0 && c_.params.attention_chunk_size > 0);
     tally.add("history checked", history_checks_ > 0);
+    // The operations that move or re-store rows of their own widths.
+    tally.add("latent erase", c_.latent && erased_);
+    tally.add("latent turned", c_.latent && turned_);
+    tally.add("latent rolling evicted", c_.latent && cache_.evicted() > 0);
+    tally.add("v_head_dim erase", !c_.latent && c_.dv != c_.d && erased_);
+    tally.add("v_head_dim rolling evicted", !c_.latent && c_.dv != c_.d && cache_.evicted() > 0);
   }
 
   std::int64_t next_pos(Index b) const {
@@ -655,14 +763,20 @@ class KvRun {
 
   void append(Index n, const std::vector<std::int64_t>& pos,
               const std::vector<std::uint8_t>& valid) {
-    const Index row = c_.kv_heads * c_.d;
+    const Index row = c_.kv_heads * c_.d, vrow = c_.kv_heads * c_.dv;
     const auto k = random_floats(rng_, k_.batch * n * row);
-    const auto v = random_floats(rng_, k_.batch * n * row);
-    log_ << "append(n=" << n << " pos b0 " << pos[0] << ".." << pos[at(n - 1)] << "); ";
-    cache_.append(ConstTensorView<float, 4>(k.data(), k_.batch, n, c_.kv_heads, c_.d),
-                  ConstTensorView<float, 4>(v.data(), k_.batch, n, c_.kv_heads, c_.d),
-                  posenc::PositionIdsView(pos.data(), k_.batch, n),
-                  ConstTensorView<std::uint8_t, 2>(valid.data(), k_.batch, n));
+    const auto v = c_.latent ? std::vector<float>() : random_floats(rng_, k_.batch * n * vrow);
+    log_ << (c_.latent ? "append_latent(n=" : "append(n=") << n << " pos b0 " << pos[0] << ".."
+         << pos[at(n - 1)] << "); ";
+    const posenc::PositionIdsView positions(pos.data(), k_.batch, n);
+    const ConstTensorView<std::uint8_t, 2> valid_view(valid.data(), k_.batch, n);
+    const ConstTensorView<float, 4> kv(k.data(), k_.batch, n, c_.kv_heads, c_.d);
+    if (c_.latent) {
+      cache_.append_latent(kv, positions, valid_view);
+    } else {
+      cache_.append(kv, ConstTensorView<float, 4>(v.data(), k_.batch, n, c_.kv_heads, c_.dv),
+                    positions, valid_view);
+    }
     // The rolling rule of kv_cache.hpp: on overflow keep the newest W - 1 slots.
     if (k_.rolling > 0 && m_.held() + n > k_.max_len) {
       const Index keep = std::min<Index>(m_.held(), k_.rolling - 1);
@@ -671,9 +785,9 @@ class KvRun {
     for (Index b = 0; b < k_.batch; ++b) {
       for (Index s = 0; s < n; ++s) {
         Token t;
-        const auto e = at((b * n + s) * row);
-        t.k = slice(k, e, at(row));
-        t.v = slice(v, e, at(row));
+        t.k = slice(k, at((b * n + s) * row), at(row));
+        t.v = c_.latent ? latent_values(t.k, c_.widths())
+                        : slice(v, at((b * n + s) * vrow), at(vrow));
         t.pos = pos[at(b * n + s)];
         t.valid = valid[at(b * n + s)];
         m_.all[at(b)].push_back(std::move(t));
@@ -729,6 +843,7 @@ class KvRun {
       if (accepted[at(t)]) continue;
       log_ << t << ' ';
       cache_.erase(first + t, 1);
+      erased_ = true;
       for (auto& all : m_.all) {
         all.erase(all.begin() + static_cast<std::ptrdiff_t>(m_.evicted + first + t));
       }
@@ -752,6 +867,7 @@ class KvRun {
       const auto from = all.begin() + static_cast<std::ptrdiff_t>(m_.evicted + first);
       all.erase(from, from + static_cast<std::ptrdiff_t>(count));
     }
+    erased_ = erased_ || count > 0;
     m_.lossless = false;  // later windows may reach slots the rolling cache has dropped
   }
 
@@ -789,14 +905,16 @@ class KvRun {
         if (m_.plan && delta != 0) ++t.rounds;
       }
     }
+    turned_ = turned_ || (m_.plan && delta != 0 && first < size);
     if (delta != 0 && first < size) m_.lossless = false;
   }
 
   void update_rope() {
-    Plan next = draw_plan(rng_, c_.d, m_.plan->layout, c_.partial);
+    Plan next = draw_plan(rng_, c_.d, m_.plan->layout, c_.partial, c_.rope_offset());
     log_ << "update_rope(" << next.text << "); ";
     cache_.update_rope(next.lib);
     m_.plan = std::move(next);
+    turned_ = true;
     for (auto& all : m_.all) {
       for (Index s = 0; s < static_cast<Index>(all.size()); ++s) {
         all[at(s)].stale = true;
@@ -807,12 +925,12 @@ class KvRun {
 
   /// Attend of the last q_len slots (with a tree mask when given), checked against the model.
   void attend(Index q_len, const std::vector<std::uint8_t>& tree) {
-    const Index B = k_.batch, H = c_.heads, G = c_.kv_heads, D = c_.d;
+    const Index B = k_.batch, H = c_.heads, G = c_.kv_heads, D = c_.d, DV = c_.dv;
     const auto q = random_floats(rng_, B * q_len * H * D);
-    std::vector<float> out(at(B * q_len * H * D), 1000.0f);
+    std::vector<float> out(at(B * q_len * H * DV), 1000.0f);
     log_ << "attend(q_len=" << q_len << (tree.empty() ? "" : " tree") << "); ";
     const ConstTensorView<float, 4> Q(q.data(), B, q_len, H, D);
-    const TensorView<float, 4> O(out.data(), B, q_len, H, D);
+    const TensorView<float, 4> O(out.data(), B, q_len, H, DV);
     if (tree.empty()) {
       cache_.attend(Q, O, c_.params);
     } else {
@@ -846,10 +964,10 @@ class KvRun {
           r.note(os.str());
         }
         const T* ks = &cache_.keys()(b, s, 0, 0);
-        const T* vs = &cache_.values()(b, s, 0, 0);
+        const T* vs = c_.latent ? ks : &cache_.values()(b, s, 0, 0);
         const auto k0 = kh.size(), v0 = vh.size();
-        verify_token(ks, vs, t, plan, G, D, c_.scales, "b=" + std::to_string(b) + " slot=" +
-                     std::to_string(s), r, kh, vh);
+        verify_token(ks, vs, t, plan, c_.widths(), c_.scales,
+                     "b=" + std::to_string(b) + " slot=" + std::to_string(s), r, kh, vh);
         ka.insert(ka.end(), kh.begin() + static_cast<std::ptrdiff_t>(k0), kh.end());
         va.insert(va.end(), vh.begin() + static_cast<std::ptrdiff_t>(v0), vh.end());
       }
@@ -865,15 +983,15 @@ class KvRun {
     }
     if (r.state == 0) {
       const auto qt = turned_queries(q, B, q_len, H, D, qpos, plan);
-      const auto want = reference_out(B, q_len, size, H, G, D, qt, kh, vh, qpos, kpos_h, mask_h,
-                                      tree, c_.params);
-      r.held = compare(out, want, "vs reference over the held slots", H, D, r);
+      const auto want = reference_out(B, q_len, size, H, G, D, DV, qt, kh, vh, qpos, kpos_h,
+                                      mask_h, tree, c_.params);
+      r.held = compare(out, want, "vs reference over the held slots", H, DV, r);
       if (k_.rolling > 0 && m_.lossless && m_.evicted > 0) {
         ++history_checks_;
         const auto n_all = static_cast<Index>(m_.all[0].size());
-        const auto whole = reference_out(B, q_len, n_all, H, G, D, qt, ka, va, qpos, kpos_a,
-                                         mask_a, tree, c_.params);
-        r.history = compare(out, whole, "vs reference over the whole history", H, D, r);
+        const auto whole = reference_out(B, q_len, n_all, H, G, D, DV, qt, ka, va, qpos,
+                                         kpos_a, mask_a, tree, c_.params);
+        r.history = compare(out, whole, "vs reference over the whole history", H, DV, r);
       }
     }
     // Past a mismatch the model no longer describes the cache: stop this scenario.
@@ -887,6 +1005,7 @@ class KvRun {
   KvModel m_;
   std::ostringstream log_;
   int history_checks_ = 0;
+  bool erased_ = false, turned_ = false;
   bool failed_ = false;
 };
 
@@ -907,7 +1026,7 @@ PagedConfig draw_paged_config(int index) {
   if (coin(rng, 0.35)) p.window = irange(rng, 1, 12);
   // At most 5 live sequences of at most 140 + 6 * 5 tokens, each fork copying one page.
   p.num_pages = 5 * ((140 + 6 * 5) / p.page_size + 3);
-  p.c.params = draw_params(rng, p.c.heads, p.c.scheme, p.window, false);
+  p.c.params = draw_params(rng, p.c.heads, p.c.scheme, p.window, false, p.c.latent);
   return p;
 }
 
@@ -919,16 +1038,26 @@ std::string describe(const PagedConfig& p) {
 }
 
 template <typename T>
+posenc::PagedKvCache<T> make_pool(const PagedConfig& p) {
+  const Common& c = p.c;
+  if (c.latent) {
+    return posenc::PagedKvCache<T>::latent(p.num_pages, p.page_size, c.kv_heads, c.d, c.dv,
+                                           p.window);
+  }
+  return posenc::PagedKvCache<T>(p.num_pages, p.page_size, c.kv_heads, c.d, p.window,
+                                 c.dv == c.d ? 0 : c.dv);
+}
+
+template <typename T>
 class PagedRun {
  public:
   explicit PagedRun(const PagedConfig& p)
-      : p_(p), c_(p.c), rng_(p.c.seed + 1),
-        pool_(p.num_pages, p.page_size, p.c.kv_heads, p.c.d, p.window) {
-    if constexpr (std::is_same_v<T, E4M3>) pool_.set_scales(c_.scales);
+      : p_(p), c_(p.c), rng_(p.c.seed + 1), pool_(make_pool<T>(p)) {
+    if constexpr (kIsFp8<T>) pool_.set_scales(c_.scales);
     if (is_rope(c_.scheme)) {
       const RopeLayout layout = c_.scheme == Scheme::kRopeInterleaved ? RopeLayout::kInterleaved
                                                                       : RopeLayout::kHalfSplit;
-      plan_ = draw_plan(rng_, c_.d, layout, c_.partial);
+      plan_ = draw_plan(rng_, c_.d, layout, c_.partial, c_.rope_offset());
       pool_.set_rope(plan_->lib, layout);
       log_ << "set_rope(" << plan_->text << "); ";
     }
@@ -969,6 +1098,8 @@ class PagedRun {
       } else if (op < 0.7) {
         fork();
         tally.add("fork");
+        tally.add("latent fork", c_.latent);
+        tally.add("v_head_dim fork", !c_.latent && c_.dv != c_.d);
       } else if (op < 0.85 && seqs_.size() > 1) {
         release();
         tally.add("release");
@@ -976,6 +1107,7 @@ class PagedRun {
       } else if (plan_) {
         update_rope();
         tally.add("update_rope");
+        tally.add("latent update_rope", c_.latent);
       } else {
         append_all();
       }
@@ -985,6 +1117,7 @@ class PagedRun {
     tally.add("history beyond dropped pages", dropped_checked_ > 0);
     tally.add("page size 1", p_.page_size == 1);
     tally.add("page size 16", p_.page_size == 16);
+    tally.add("attention_paged_latent", latent_direct_ > 0);
   }
 
   struct Seq {
@@ -993,17 +1126,21 @@ class PagedRun {
   };
 
   void append(std::int64_t s, Index n) {
-    const Index row = c_.kv_heads * c_.d;
+    const Index row = c_.kv_heads * c_.d, vrow = c_.kv_heads * c_.dv;
     const auto k = random_floats(rng_, n * row);
-    const auto v = random_floats(rng_, n * row);
-    log_ << "append(" << s << ", n=" << n << "); ";
-    pool_.append(s, ConstTensorView<float, 3>(k.data(), n, c_.kv_heads, c_.d),
-                 ConstTensorView<float, 3>(v.data(), n, c_.kv_heads, c_.d));
+    const auto v = c_.latent ? std::vector<float>() : random_floats(rng_, n * vrow);
+    log_ << (c_.latent ? "append_latent(" : "append(") << s << ", n=" << n << "); ";
+    const ConstTensorView<float, 3> kv(k.data(), n, c_.kv_heads, c_.d);
+    if (c_.latent) {
+      pool_.append_latent(s, kv);
+    } else {
+      pool_.append(s, kv, ConstTensorView<float, 3>(v.data(), n, c_.kv_heads, c_.dv));
+    }
     Seq& seq = seqs_[s];
     for (Index t = 0; t < n; ++t) {
       Token tok;
       tok.k = slice(k, at(t * row), at(row));
-      tok.v = slice(v, at(t * row), at(row));
+      tok.v = c_.latent ? latent_values(tok.k, c_.widths()) : slice(v, at(t * vrow), at(vrow));
       tok.pos = static_cast<std::int64_t>(seq.toks.size());  // paged positions are slots
       seq.toks.push_back(std::move(tok));
     }
@@ -1049,7 +1186,7 @@ class PagedRun {
   }
 
   void update_rope() {
-    Plan next = draw_plan(rng_, c_.d, plan_->layout, c_.partial);
+    Plan next = draw_plan(rng_, c_.d, plan_->layout, c_.partial, c_.rope_offset());
     log_ << "update_rope(" << next.text << "); ";
     pool_.update_rope(next.lib);
     plan_ = std::move(next);
@@ -1068,14 +1205,14 @@ class PagedRun {
 
   void attend(const std::vector<std::int64_t>& ids, Index q_len) {
     const auto B = static_cast<Index>(ids.size());
-    const Index H = c_.heads, G = c_.kv_heads, D = c_.d, ps = p_.page_size;
+    const Index H = c_.heads, G = c_.kv_heads, D = c_.d, DV = c_.dv, ps = p_.page_size;
     const auto q = random_floats(rng_, B * q_len * H * D);
-    std::vector<float> out(at(B * q_len * H * D), 1000.0f);
+    std::vector<float> out(at(B * q_len * H * DV), 1000.0f);
     log_ << "attend({";
     for (const auto s : ids) log_ << s << ' ';
     log_ << "}, q_len=" << q_len << "); ";
     pool_.attend(ids, ConstTensorView<float, 4>(q.data(), B, q_len, H, D),
-                 TensorView<float, 4>(out.data(), B, q_len, H, D), c_.params);
+                 TensorView<float, 4>(out.data(), B, q_len, H, DV), c_.params);
     Report r;
     const Plan* plan = plan_ ? &*plan_ : nullptr;
     // Page accounting: every page a live sequence holds counts its holders; the rest are free.
@@ -1123,8 +1260,8 @@ class PagedRun {
           model_rows(seq.toks[at(t)], plan, G, D, k, v);
         } else {
           const T* ks = &pool_.key_pages()(page, t % ps, 0, 0);
-          const T* vs = &pool_.value_pages()(page, t % ps, 0, 0);
-          verify_token(ks, vs, seq.toks[at(t)], plan, G, D, c_.scales,
+          const T* vs = c_.latent ? ks : &pool_.value_pages()(page, t % ps, 0, 0);
+          verify_token(ks, vs, seq.toks[at(t)], plan, c_.widths(), c_.scales,
                        "seq=" + std::to_string(ids[at(b)]) + " slot=" + std::to_string(t), r, k,
                        v);
         }
@@ -1134,16 +1271,18 @@ class PagedRun {
       const std::vector<float> qb(q.begin() + b * q_len * H * D,
                                   q.begin() + (b + 1) * q_len * H * D);
       const auto qt = turned_queries(qb, 1, q_len, H, D, qpos, plan);
-      const auto o = reference_out(1, q_len, len, H, G, D, qt, k, v, qpos, kpos, {}, {},
+      const auto o = reference_out(1, q_len, len, H, G, D, DV, qt, k, v, qpos, kpos, {}, {},
                                    c_.params);
-      std::copy(o.begin(), o.end(), want.begin() + b * q_len * H * D);
+      std::copy(o.begin(), o.end(), want.begin() + b * q_len * H * DV);
       table.insert(table.end(), pages.begin(), pages.end());
       table.resize(at((b + 1) * max_pages), 0);
       lens.push_back(len);
     }
     if (r.state == 0) {
-      r.held = compare(out, want, "PagedKvCache::attend vs reference", H, D, r);
-      if (p_.window == 0) {
+      r.held = compare(out, want, "PagedKvCache::attend vs reference", H, DV, r);
+      // attention_paged_latent takes no FP8 pages (nor scales): those pools are checked
+      // through PagedKvCache::attend only.
+      if (p_.window == 0 && !(c_.latent && kIsFp8<T>)) {
         // attention_paged on the pool's own pages, queries turned by the test (a windowed pool
         // points dropped pages at a zero page outside key_pages(): not callable that way).
         std::vector<float> qt(q.size()), direct(out.size(), 1000.0f);
@@ -1157,13 +1296,19 @@ class PagedRun {
             qt[at(b * q_len * H * D) + e] = static_cast<float>(t[e]);
           }
         }
-        posenc::attention_paged<float, T>(
-            ConstTensorView<float, 4>(qt.data(), B, q_len, H, D), pool_.key_pages(),
-            pool_.value_pages(), ConstTensorView<std::int32_t, 2>(table.data(), B, max_pages),
-            ConstTensorView<std::int64_t, 1>(lens.data(), B),
-            TensorView<float, 4>(direct.data(), B, q_len, H, D), c_.params, nullptr,
-            std::nullopt, c_.scales);
-        r.direct = compare(direct, want, "attention_paged vs reference", H, D, r);
+        const ConstTensorView<float, 4> Q(qt.data(), B, q_len, H, D);
+        const ConstTensorView<std::int32_t, 2> pt(table.data(), B, max_pages);
+        const ConstTensorView<std::int64_t, 1> lv(lens.data(), B);
+        const TensorView<float, 4> O(direct.data(), B, q_len, H, DV);
+        if (!c_.latent) {
+          posenc::attention_paged<float, T>(Q, pool_.key_pages(), pool_.value_pages(), pt, lv,
+                                            O, c_.params, nullptr, std::nullopt, c_.scales);
+          r.direct = compare(direct, want, "attention_paged vs reference", H, DV, r);
+        } else if constexpr (!kIsFp8<T>) {
+          ++latent_direct_;
+          posenc::attention_paged_latent<float, T>(Q, pool_.key_pages(), pt, lv, O, c_.params);
+          r.direct = compare(direct, want, "attention_paged_latent vs reference", H, DV, r);
+        }
       }
     }
     failed_ = report(r, describe(p_), log_.str()) || failed_;
@@ -1177,6 +1322,7 @@ class PagedRun {
   std::map<std::int64_t, Seq> seqs_;
   std::ostringstream log_;
   int dropped_checked_ = 0;
+  int latent_direct_ = 0;
   bool failed_ = false;
 };
 
@@ -1202,6 +1348,7 @@ TEST_CASE("kv cache combinations: KvCache decode paths against the reference ove
       case Storage::kBFloat16: KvRun<Eigen::bfloat16>(k).run(tally); break;
       case Storage::kHalf: KvRun<Eigen::half>(k).run(tally); break;
       case Storage::kFp8: KvRun<E4M3>(k).run(tally); break;
+      case Storage::kFp8E5M2: KvRun<E5M2>(k).run(tally); break;
     }
   }
   // The sweep must keep combining what it exists for.
@@ -1211,7 +1358,11 @@ TEST_CASE("kv cache combinations: KvCache decode paths against the reference ove
                            "past a key tile", "softcap", "sinks", "temperature", "window", "chunk",
                            "bidirectional", "threads 2", "per-head fp8 scales", "left padding",
                            "tree", "erase", "shift", "update_rope", "rolling", "rolling evicted",
-                           "rolling chunked", "history checked"},
+                           "rolling chunked", "history checked", "fp8_e5m2",
+                           "per-head e5m2 scales", "v_head_dim narrower", "v_head_dim wider",
+                           "v_head_dim erase", "v_head_dim rolling evicted", "latent",
+                           "latent rope", "latent fp8", "latent erase", "latent turned",
+                           "latent rolling evicted", "latent value = whole row"},
                    5);
 }
 
@@ -1227,11 +1378,16 @@ TEST_CASE("kv cache combinations: PagedKvCache and attention_paged against the r
       case Storage::kBFloat16: PagedRun<Eigen::bfloat16>(p).run(tally); break;
       case Storage::kHalf: PagedRun<Eigen::half>(p).run(tally); break;
       case Storage::kFp8: PagedRun<E4M3>(p).run(tally); break;
+      case Storage::kFp8E5M2: PagedRun<E5M2>(p).run(tally); break;
     }
   }
   require_coverage(tally, {"float", "bfloat16", "half", "fp8_e4m3", "alibi", "rope-interleaved",
                            "rope-half-split", "window", "chunk", "sinks", "softcap", "fork",
                            "past a key tile", "release", "update_rope", "windowed pool",
-                           "history beyond dropped pages", "page size 1", "page size 16"},
+                           "history beyond dropped pages", "page size 1", "page size 16",
+                           "fp8_e5m2", "per-head e5m2 scales", "v_head_dim narrower",
+                           "v_head_dim wider", "v_head_dim fork", "latent", "latent rope",
+                           "latent fp8", "latent fork", "latent update_rope",
+                           "attention_paged_latent"},
                    3);
 }
