@@ -514,9 +514,12 @@ TEMPLATE_TEST_CASE("rope: every storage type matches the long-double reference (
   }
 }
 
-TEST_CASE("rope: SBHD (TransformerEngine / Megatron) gives the BSHD result bit for bit", "[rope][layout]") {
+TEST_CASE("rope: SBHD (TransformerEngine / Megatron) gives the BSHD result bit for bit at scattered positions", "[rope][layout]") {
   // x[s][b][h][:] rotated in place as [seq, batch, heads, d] equals the same rows rotated as a
-  // [batch, seq, heads, d] copy: the layout only moves rows.
+  // [batch, seq, heads, d] copy: the layout only moves rows. Scattered positions make every
+  // token an exact anchor in both walks; at consecutive positions the BSHD walk takes the
+  // recurrence and the two agree to rounding (rope.hpp, "Reproducibility";
+  // test_rope_combinations.cpp compares them to the oracle).
   const Eigen::Index S = 37, B = 3, Hq = 4, Hk = 2, D = 64;
   const auto f = plan(D);
   std::vector<std::int64_t> pos(static_cast<std::size_t>(B * S));

@@ -25,6 +25,14 @@
 /// requires it; make_rope_cos_sin_cache) or the model's dtype, as vLLM casts its cache
 /// (CosSinCacheView).
 ///
+/// Reproducibility: a call's results depend only on its inputs, views and thread count. On the
+/// fly, tokens a call visits one after another at consecutive positions take the recurrence,
+/// so the last bit of an output can depend on the visiting order: SBHD views are walked
+/// seq-major (their consecutive tokens are other sequences'), threads split the tokens, a
+/// decode step starts a run of its own. Either way cos / sin are the exact angle's to far
+/// below float's rounding (kRopeReanchor), so outputs differ by at most the rounding to T.
+/// Read from a cos/sin cache, a position gives the same bits whatever the view, split or call.
+///
 /// The apply functions validate everything before the first write, never allocate (when run
 /// single-threaded), and keep no global state. Storage float, double, Eigen::half,
 /// Eigen::bfloat16; the 16-bit types and float compute in float, double in double.
