@@ -325,23 +325,12 @@ RopeHeads<T> heads_of(T* buffer, const Region& r) {
       return posenc::rope_heads_strided<T>(p, r.seq, r.heads, r.dim, r.ss, r.hs);
     case ViewKind::kGeneric: break;
   }
-  RopeHeads<T> v;
-  v.data = p;
-  v.batch = r.batch;
-  v.seq = r.seq;
-  v.heads = r.heads;
-  v.head_dim = r.dim;
-  v.batch_stride = r.bs;
-  v.seq_stride = r.ss;
-  v.head_stride = r.hs;
-  return v;
+  return RopeHeads<T>{p, r.batch, r.seq, r.heads, r.dim, r.bs, r.ss, r.hs};
 }
 template <typename T>
 RopeHeads<const T> const_heads_of(const T* buffer, const Region& r) {
   if (is_rank4(r.kind)) return posenc::rope_heads<T>(const_tensor4(buffer, r), head_layout(r.kind));
-  const RopeHeads<T> w = heads_of(const_cast<T*>(buffer), r);
-  return RopeHeads<const T>{w.data,         w.batch,      w.seq,        w.heads, w.head_dim,
-                            w.batch_stride, w.seq_stride, w.head_stride};
+  return posenc::detail::as_const(heads_of(const_cast<T*>(buffer), r));
 }
 
 // ---- positions -----------------------------------------------------------------------------
