@@ -288,10 +288,8 @@ TEST_CASE("attention merge: bad shapes and lse values throw before anything is w
   };
   REQUIRE_THROWS_AS(run(2), std::invalid_argument);
   REQUIRE_THROWS_WITH(run(2), Contains("other_out shape [1, 2, 2, 4] must equal out shape [1, 2, 3, 4]"));
-  other_lse[4] = std::numeric_limits<float>::quiet_NaN();
-  REQUIRE_THROWS_WITH(run(3), Contains("other_lse entry 4 = nan must be finite or -inf"));
   other_lse[4] = std::numeric_limits<float>::infinity();
-  REQUIRE_THROWS_WITH(run(3), Contains("other_lse entry 4 = inf"));
+  REQUIRE_THROWS_WITH(run(3), Contains("other_lse entry 4 = inf must be finite, -inf"));
   CHECK(out == out0);
   CHECK(lse == lse0);
 

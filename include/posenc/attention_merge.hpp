@@ -31,10 +31,12 @@ namespace posenc {
 
 /// \brief (out, lse) becomes the attention state over both key sets: the state over a key set
 /// merged with `other`'s, over a disjoint one. A part with lse = -inf (it saw no key)
-/// contributes nothing; two such parts give out = 0, lse = -inf.
+/// contributes nothing; two such parts give out = 0, lse = -inf. A part with lse = NaN (its
+/// row met a NaN or +inf logit, see attention()) makes the merged row NaN, out and lse: the
+/// attention over the union would have been NaN too.
 /// out, other_out: [batch, q_len, heads, head_dim]; lse, other_lse: [batch, q_len, heads].
 /// Throws std::invalid_argument, before writing anything, for mismatched shapes or an lse
-/// entry that is NaN or +inf.
+/// entry that is +inf (no attention state has one).
 template <typename T>
 void merge_attention_state_inplace(TensorView<T, 4> out, TensorView<lse_t<T>, 3> lse,
                                    ConstTensorView<T, 4> other_out,
@@ -63,9 +65,9 @@ void merge_attention_state_inplace(TensorView<T, 4> out, TensorView<lse_t<T>, 3>
   constexpr Acc inf = std::numeric_limits<Acc>::infinity();
   for (const Acc* part : {static_cast<const Acc*>(lse.data()), other_lse.data()}) {
     for (Eigen::Index r = 0; r < rows; ++r) {
-      detail::require(!std::isnan(part[r]) && part[r] != inf, fn,
-                      part == lse.data() ? "lse" : "other_lse", " entry ", r, " = ", part[r],
-                      " must be finite or -inf (a row that saw no key)");
+      detail::require(part[r] != inf, fn, part == lse.data() ? "lse" : "other_lse", " entry ",
+                      r, " = ", part[r],
+                      " must be finite, -inf (a row that saw no key) or NaN (a NaN logit)");
     }
   }
   for (Eigen::Index r = 0; r < rows; ++r) {
@@ -73,6 +75,7 @@ void merge_attention_state_inplace(TensorView<T, 4> out, TensorView<lse_t<T>, 3>
     const Acc top = std::max(la, lb);
     T* o = out.data() + r * d;
     const T* ob = other_out.data() + r * d;
+    // A NaN part: std::max keeps or drops it, but exp(NaN - top) is NaN either way.
     if (top == -inf) {
       std::fill(o, o + d, detail::from_value<T>(Acc(0)));
       continue;

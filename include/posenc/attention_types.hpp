@@ -21,6 +21,17 @@
 /// (per-sequence lengths or a key mask) removes keys for every query. A row with no visible key
 /// returns zeros, never NaN.
 ///
+/// Non-finite input. A padding key (past key_lengths, key_mask 0, a cache's padding slot)
+/// never reaches the output, whatever its K and V rows hold (unwritten memory, a pad token
+/// whose 16-bit activations overflowed): the kernels skip its value row, since its weight 0
+/// times NaN or inf is NaN. A NaN or +inf logit among the keys a row sees makes that row NaN
+/// (out, and lse where asked), as softmax(S) V gives, and no other row; a -inf logit weighs 0,
+/// and a row whose every visible logit is -inf returns zeros like a row with no visible key.
+/// The masks computed per row (causal, window, chunk, tree) remove a key from the softmax
+/// only: a NaN or inf in the V row of a key some rows of the same tile see may still reach
+/// the others as 0 * V (as in FlashAttention's tiles and PyTorch's math path); such a key's
+/// own row is NaN anyway. posenc::reference::attention sums over each row's visible keys only.
+///
 /// Sliding window (AttentionParams::sliding_window = W > 0; Mistral, Gemma-2/3 local layers,
 /// Qwen2 with use_sliding_window): with a = i + (k_len - q_len), query i sees key j only if
 /// a - j < W (causal: the W keys a - W + 1 .. a, itself included) or, bidirectional,

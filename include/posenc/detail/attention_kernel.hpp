@@ -823,18 +823,21 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
     const P m_old = ei::ploadu<P>(ls.m + i);
     P m_new = m_old;
     for (Eigen::Index j = 0; j < nk; ++j) m_new = ei::pmax(m_new, ei::ploadu<P>(st + j * rs + i));
-    // A row that has seen only masked keys keeps m = -inf; exponentiate against 0 instead
-    // so no -inf - (-inf) = NaN appears (its P entries are all zeroed below).
-    const P m_safe = ei::pselect(ei::pcmp_eq(m_new, neg_inf), zero, m_new);
+    // A row that has seen only masked keys (or -inf logits) keeps m = -inf; exponentiate
+    // against 0 instead so no -inf - (-inf) = NaN appears (its P entries are all zeroed below).
+    const P unseen = ei::pcmp_eq(m_new, neg_inf);
+    const P m_safe = ei::pselect(unseen, zero, m_new);
     const P alpha = ei::pexp(ei::psub(m_old, m_safe));
+    const bool zero_neg_inf = masked || ei::predux_any(unseen);
     P sum = zero;
     for (Eigen::Index j = 0; j < nk; ++j) {
       Acc* sp = st + j * rs + i;
       const P x = ei::ploadu<P>(sp);
       P e = ei::pexp(ei::psub(x, m_safe));
       // Eigen's pexp clamps its argument at -88.7, so exp(-inf) is ~1e-39, not 0: masked
-      // entries are zeroed explicitly (exactly zero weight, as a mask must give).
-      if (masked) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
+      // entries are zeroed explicitly (exactly zero weight, as a mask must give), and so are
+      // -inf logits (an infinite K or Q element) where they are all a row has seen.
+      if (zero_neg_inf) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
       ei::pstoreu(sp, e);
       sum = ei::padd(sum, e);
     }
@@ -845,10 +848,10 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
 }
 
 /// log(sum_j exp(s_j)) of a row from its online-softmax state: l = sum_j exp(s_j - m).
-/// -inf for a row that saw no key (l = 0).
+/// -inf for a row that saw no key (l = 0); NaN for a row that saw a NaN logit (l = NaN).
 template <typename Acc>
 inline Acc attn_log_sum_exp(Acc m, Acc l) {
-  return l > Acc(0) ? m + std::log(l) : -std::numeric_limits<Acc>::infinity();
+  return l == Acc(0) ? -std::numeric_limits<Acc>::infinity() : m + std::log(l);
 }
 
 // ---- one work item ---------------------------------------------------------------------------
@@ -1047,6 +1050,11 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
                          vt + s * dv, vstride);
         }
       }
+      // A padding key's weight is exactly 0, but 0 * NaN is not: its value row, which may
+      // hold anything (an unwritten cache slot, a pad token's overflow), is read as zeros.
+      for (Eigen::Index t = 0; kmask && t < n; ++t) {
+        if (kmask[j + t] == 0) std::fill(vt + t * vstride, vt + t * vstride + ns * dv, Acc(0));
+      }
       j += n;
     }
   };
@@ -1099,12 +1107,13 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
     }
   }
 
-  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0.
+  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0;
+  // a NaN or +inf logit leaves l NaN, and the row NaN, as softmax gives.
   for (Eigen::Index s = 0; s < ns; ++s) {
     for (Eigen::Index r = 0; r < nrows; ++r) {
       const auto at = static_cast<std::size_t>(s * rs + r);
       const Acc l = ws.l[at];
-      const Acc inv = l > Acc(0) ? p.out_scale(ws.row_h[at]) / l : Acc(0);
+      const Acc inv = l == Acc(0) ? Acc(0) : p.out_scale(ws.row_h[at]) / l;
       const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
       TO* dst = p.out + row * dv;
       const Acc* o = ws.o.data() + (s * rs + r) * dv;
@@ -1503,9 +1512,19 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha.
     for (j = 0; j < nk;) {
+      if (padded && kmask[j0 + j] == 0) {
+        // A padding key's value row may hold anything (0 * NaN is not 0): skipped, with the
+        // tile's rescale of O, which its first row carries, applied here.
+        for (Eigen::Index lane = 0; j == 0 && lane < lanes; ++lane) {
+          const Acc a = alpha[lane];
+          if (a != Acc(1)) for (Eigen::Index c = 0; c < dv; ++c) o[lane * dv + c] *= a;
+        }
+        ++j;
+        continue;
+      }
       const TKV* v = vbase + j * v_row;
       const Acc* w = st + j * rs;
-      const bool whole = !stream_rows && j + KV <= nk;
+      const bool whole = !stream_rows && !padded && j + KV <= nk;
       const Eigen::Index n_rows = whole ? KV : 1;
       const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
       const auto [slice_first, slice_last] =
@@ -1540,11 +1559,12 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     }
   }
 
-  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0.
+  // out = O / l; rows with no visible key (l = 0, or l = 1 from a sink alone, O = 0) give 0;
+  // a NaN or +inf logit leaves l NaN, and the row NaN, as softmax gives.
   for (Eigen::Index lane = 0; lane < lanes; ++lane) {
     const auto at = static_cast<std::size_t>(lane);
     const Acc l = ws.l[at];
-    const Acc inv = l > Acc(0) ? p.out_scale(ws.row_h[at]) / l : Acc(0);
+    const Acc inv = l == Acc(0) ? Acc(0) : p.out_scale(ws.row_h[at]) / l;
     const Eigen::Index row = (b * p.q_len + ws.row_q[at]) * p.heads + ws.row_h[at];
     TO* dst = p.out + row * dv;
     for (Eigen::Index c = 0; c < dv; ++c) dst[c] = from_value<TO>(o[lane * dv + c] * inv);

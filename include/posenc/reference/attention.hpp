@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -26,6 +27,9 @@ namespace posenc::reference {
 /// v: [batch, k_len, kv_heads, v_head_dim]; out: [batch, q_len, heads, v_head_dim];
 /// weights (optional): [batch, heads, q_len, k_len], the softmax probabilities (exactly 0 where
 /// masked; an all-zero row when no key is visible).
+/// Non-finite input as softmax(S) V defines it: a NaN or +inf logit among the keys a row sees
+/// makes its weights and output NaN; a key the row cannot see never reaches it, whatever its
+/// K and V rows hold.
 /// Same conventions, validation and exceptions as posenc::attention.
 template <typename T>
 void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
@@ -60,6 +64,8 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
   // evaluator under -O2 with sanitizers.)
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Matrix qh(q_len, d), kh(k_len, d), vh(k_len, dv);
+  // visible_at[i * k_len + j]: query i sees key j (P V sums over these keys only).
+  std::vector<char> visible_at(static_cast<std::size_t>(q_len * k_len));
   // Draft tokens query i of sequence b sees under the tree mask (its depth).
   const auto tree_depth = [&](Eigen::Index b, Eigen::Index i) {
     Eigen::Index depth = 0;
@@ -128,6 +134,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
                 detail::relative_bucket(pk - pq, r.num_buckets, r.max_distance, r.bidirectional);
             s(i, j) += r.table[static_cast<std::size_t>(bucket * heads + h)];
           }
+          visible_at[static_cast<std::size_t>(i * k_len + j)] = visible;
           if (!visible) s(i, j) = neg_inf;
           row_max = std::max(row_max, s(i, j));
         }
@@ -136,14 +143,30 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
           s(i, j) = s(i, j) == neg_inf ? 0.0 : std::exp(s(i, j) - row_max);
           sum += s(i, j);
         }
-        for (Eigen::Index j = 0; j < k_len; ++j) s(i, j) = sum > 0.0 ? s(i, j) / sum : 0.0;
+        // sum = 0: no key visible (or only -inf logits): zeros. NaN stays NaN.
+        for (Eigen::Index j = 0; j < k_len; ++j) s(i, j) = sum == 0.0 ? 0.0 : s(i, j) / sum;
       }
       if (weights) {
         for (Eigen::Index i = 0; i < q_len; ++i)
           for (Eigen::Index j = 0; j < k_len; ++j) (*weights)(b, h, i, j) = s(i, j);
       }
-      // O[i, c] = sum_j P[i, j] V[j, c]
-      const Matrix o = s * vh;
+      // O[i, c] = sum_j P[i, j] V[j, c] over the keys row i sees: the product takes the rows
+      // of V that are finite, and a non-finite one is added to the rows that see its key
+      // (0 * NaN would reach the others).
+      std::vector<Eigen::Index> nonfinite;
+      for (Eigen::Index j = 0; j < k_len; ++j) {
+        if (!vh.row(j).allFinite()) {
+          nonfinite.push_back(j);
+          vh.row(j).setZero();
+        }
+      }
+      Matrix o = s * vh;
+      for (const Eigen::Index j : nonfinite) {
+        for (Eigen::Index c = 0; c < dv; ++c) vh(j, c) = detail::to_double(v(b, j, g, c));
+        for (Eigen::Index i = 0; i < q_len; ++i) {
+          if (visible_at[static_cast<std::size_t>(i * k_len + j)]) o.row(i) += s(i, j) * vh.row(j);
+        }
+      }
       for (Eigen::Index i = 0; i < q_len; ++i)
         for (Eigen::Index c = 0; c < dv; ++c) out(b, i, h, c) = detail::from_value<T>(o(i, c));
     }
