@@ -584,3 +584,72 @@ TEST_CASE("kv_cache fp8: an absorbed-MLA latent cache of E4M3 rows reads as a fl
                TensorView<float, 4>(want.data(), 1, 1, H, DV), params);
   for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-6));
 }
+
+TEMPLATE_TEST_CASE("kv_cache fp8: rows appended from double, half and bfloat16 are rounded once "
+                   "from their own values, and a NaN input is a NaN code that attend propagates",
+                   "[kv_cache][fp8]", posenc::float8_e4m3, posenc::float8_e5m2) {
+  // Each input type's values, divided by the scale, to the nearest code. The double path once
+  // failed to compile for E4M3 (its NaN test called std::max on two different unsigned types).
+  using F = TestType;
+  const fp8::Spec& s = spec_of<F>();
+  constexpr Eigen::Index B = 2, N = 5, KVH = 2, D = 32, H = 4;
+  const posenc::KvScales scales{0.05, 0.02};
+  auto check = [&](auto tag) {
+    using In = decltype(tag);
+    const auto kf = normal(B * N * KVH * D, 4.0f, 7), vf = normal(B * N * KVH * D, 1.0f, 8);
+    std::vector<In> k(kf.size()), v(vf.size());
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      k[i] = In(kf[i]);
+      v[i] = In(vf[i]);
+    }
+    k[3] = In(1000.0);  // saturates E4M3 (448 at k_scale 0.05 is 22.4)
+    v[static_cast<std::size_t>(((0 * N + 2) * KVH + 1) * D + 4)] =
+        In(std::numeric_limits<double>::quiet_NaN());  // sequence 0, token 2, kv head 1
+    std::vector<std::int64_t> pos(B * N);
+    for (Eigen::Index i = 0; i < B * N; ++i) pos[static_cast<std::size_t>(i)] = i % N;
+    posenc::KvCache<F> cache(B, N, KVH, D);
+    cache.set_scales(scales);
+    cache.append(ConstTensorView<In, 4>(k.data(), B, N, KVH, D),
+                 ConstTensorView<In, 4>(v.data(), B, N, KVH, D),
+                 posenc::PositionIdsView(pos.data(), B, N));
+    const auto keys = cache.keys();
+    const auto values = cache.values();
+    int mismatches = 0, nan_codes = 0;
+    for (Eigen::Index b = 0; b < B; ++b) {
+      for (Eigen::Index t = 0; t < N; ++t) {
+        for (Eigen::Index g = 0; g < KVH; ++g) {
+          for (Eigen::Index c = 0; c < D; ++c) {
+            const auto at = static_cast<std::size_t>(((b * N + t) * KVH + g) * D + c);
+            const long double x = static_cast<long double>(static_cast<double>(k[at])) / scales.k;
+            const long double y = static_cast<long double>(static_cast<double>(v[at])) / scales.v;
+            mismatches += !code_fits(s, x, keys(b, t, g, c).bits);
+            if (std::isnan(y)) {
+              nan_codes += fp8::spec_is_nan(s, values(b, t, g, c).bits);
+            } else {
+              mismatches += !code_fits(s, y, values(b, t, g, c).bits);
+            }
+          }
+        }
+      }
+    }
+    CHECK(mismatches == 0);
+    CHECK(nan_codes == 1);
+    // The last token of each sequence attends to all five: the NaN value reaches element 4 of
+    // the heads of kv head 1 in sequence 0 (its weight is not 0), and nothing else.
+    const auto q = normal(B * H * D, 1.0f, 9);
+    std::vector<float> out(q.size(), 7.0f);
+    cache.attend(ConstTensorView<float, 4>(q.data(), B, 1, H, D),
+                 TensorView<float, 4>(out.data(), B, 1, H, D));
+    for (Eigen::Index b = 0; b < B; ++b) {
+      for (Eigen::Index h = 0; h < H; ++h) {
+        for (Eigen::Index c = 0; c < D; ++c) {
+          const bool want_nan = b == 0 && h / (H / KVH) == 1 && c == 4;
+          CHECK(std::isnan(out[static_cast<std::size_t>((b * H + h) * D + c)]) == want_nan);
+        }
+      }
+    }
+  };
+  SECTION("double") { check(double{}); }
+  SECTION("half") { check(Eigen::half{}); }
+  SECTION("bfloat16") { check(Eigen::bfloat16{}); }
+}

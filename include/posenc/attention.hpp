@@ -286,7 +286,9 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
 
 /// \brief As attention(), and also writes each row's log-sum-exp of its final logits,
 /// lse[b, i, h] = log(sum_j exp(s_j)) over the keys the row sees (s_j after the scale, soft cap,
-/// ALiBi bias; exp(sink_h) included when sink_logits are set), -inf for a row that sees no key.
+/// ALiBi bias; exp(sink_h) included when sink_logits are set): for a row that sees no key,
+/// -inf, or sink_h with a sink (its state is the sink's alone, which a merge then counts once);
+/// NaN for a row that met a NaN or +inf logit.
 /// It is what merges attentions over disjoint key sets (attention_merge.hpp): split-K decode,
 /// a shared prefix attended once (cascade attention), or FlashAttention's softmax_lse.
 /// lse: [batch, q_len, heads] (the layout of out without head_dim; FlashAttention returns

@@ -187,7 +187,8 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
 /// scales: the pages' storage scales (an FP8 pool of your own, vLLM's k_scale / v_scale: key
 /// code x of kv head g stands for x * scales.k_of(g), per tensor or per kv head); 1 for pools
 /// of unscaled values.
-/// A sequence with seq_len 0, or a query row with no key before it, gives zeros (lse -inf).
+/// A sequence with seq_len 0, or a query row with no key before it, gives zeros (lse -inf, or
+/// the sink logit with sink_logits, as attention()).
 /// Throws std::invalid_argument, before writing anything, for shape errors, seq_lens outside
 /// [0, max_pages * page_size], a page id outside [0, num_pages) among the pages a sequence
 /// uses, a scale that is not finite and > 0, and every parameter error attention() reports.

@@ -125,7 +125,7 @@ bool store_cache_values(const Src* src, T* dst, std::ptrdiff_t n, float scale) n
     if constexpr (std::is_same_v<compute_t<Src>, double>) {
       std::uint64_t top = 0;
       for (std::ptrdiff_t i = 0; i < n; ++i) {
-        top = std::max(top, double_bits(to_compute(src[i])) & 0x7fffffffffffffffull);
+        top = std::max<std::uint64_t>(top, double_bits(to_compute(src[i])) & 0x7fffffffffffffffull);
       }
       return top > 0x7ff0000000000000ull;
     } else {
