@@ -20,23 +20,45 @@
 // negative position, one past 2^53, a slice wider than the head, a cache too short,
 // re-rotation in another direction): the call must throw its documented type and write nothing.
 // A failure prints the configuration and its seed; the tally at the end keeps every option in.
+//
+// Also drawn: (1) threads: ~10 % of scenarios run every call on an Eigen::ThreadPoolDevice of
+// 2, 3 or 4 threads (the machine may have 2 cores: uneven splits), sized to pass Eigen's cost
+// model so that the tokens really split (counted: half the scenarios go through a device that
+// records its chunks). Checked: the oracle as usual; the same call twice gives the same bits
+// (rope.hpp: results depend only on inputs, views and thread count); from a cache the bits of
+// one thread ("whatever the split"); on the fly only the oracle (the recurrence restarts at a
+// chunk's first token). (2) rotary_dim up to kMaxRotaryDim = 1024 (head_dim up to 1088), and
+// one past it rejected with the documented message. (3) NaN / +Inf / -Inf planted in the
+// rotated inputs: the formula in long double decides NaN-ness and the sign of an infinity,
+// except for the still pairs rope.hpp documents (cos exactly 1 and sin 0 in whole trailing
+// blocks of 32 pairs, every pair of a position-0 token with attention factor 1): those are
+// left untouched, so Inf stays Inf and a partner's NaN does not spread. (4) A separate test of
+// calls with >= 16 MiB of rotated rows (the kernels' DRAM path with software prefetch), checked
+// on sampled tokens against the oracle, every row for a change, and every other element of
+// the buffers bit for bit.
 
+#define EIGEN_USE_THREADS
 #include <catch2/catch.hpp>
 
 #include <posenc/reference/rope.hpp>
 #include <posenc/rope.hpp>
 
+#include <unsupported/Eigen/CXX11/Tensor>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -76,6 +98,9 @@ long double wide(T x) {
 struct Report {
   std::size_t checked = 0, bad = 0;
   std::string detail;
+  // Planted NaN / Inf inputs met: in a still pair (left as they are), in a turning pair, and
+  // an infinity turned into NaN by the formula (times an exact 0, or Inf - Inf).
+  int nonfinite_still = 0, nonfinite_turned = 0, inf_to_nan = 0;
   void fail(const std::string& what) {
     if (bad < 6) detail += what + "\n";
     ++bad;
@@ -691,6 +716,9 @@ struct Config {
   Index cache_rows = 0, cache_offset_arg = 0;
   bool cache_mutable_view = false;
   bool tiny = false;  // 16-bit inputs scaled into the subnormal range
+  int threads = 0;        // every call on a ThreadPoolDevice of this many threads (0: none)
+  bool recorded = false;  // through RecordingDevice, which counts the chunks it runs
+  bool nonfinite = false;  // a few NaN / +Inf / -Inf planted in the source views
 };
 
 template <typename T>
@@ -707,7 +735,10 @@ std::string describe(const Config& c) {
   os << "rope config #" << c.index << " (seed " << c.seed << ") " << c.type << ": " << name(c.call)
      << " | " << posenc::to_string(c.direction) << " " << posenc::to_string(c.layout)
      << " batch " << c.batch << " seq " << c.seq << " rotary_dim " << c.rd << " offset "
-     << c.offset << (c.tiny ? " tiny inputs" : "");
+     << c.offset << (c.tiny ? " tiny inputs" : "") << (c.nonfinite ? " NaN/Inf inputs" : "");
+  if (c.threads > 0) {
+    os << " | " << c.threads << " threads" << (c.recorded ? " (recording device)" : "");
+  }
   for (std::size_t t = 0; t < c.src.size(); ++t) {
     os << " | " << (c.src.size() == 2 ? (t == 0 ? "q " : "k ") : "x ") << describe(c.src[t]);
   }
@@ -743,6 +774,29 @@ Index draw_dim(SplitMix64& rng) {
                              160, 192, 256});
   }
   return 2 * irange(rng, 1, 128);
+}
+
+/// Heads past 256 dims (up to kMaxRotaryDim = 1024 rotated, 1088 wide), rotary_dim mostly > 256.
+Index draw_wide_dim(SplitMix64& rng) {
+  return pick<Index>(rng, {384, 512, 512, 640, 768, 1024, 1024, 1088, 2 * irange(rng, 129, 544)});
+}
+Index draw_wide_rotary(SplitMix64& rng, Index dim) {
+  const Index top = std::min(dim, posenc::kMaxRotaryDim);
+  if (coin(rng, 0.5)) return top;
+  return std::min(top, pick<Index>(rng, {512, 1024, 2 * irange(rng, 129, top / 2), top - 32}));
+}
+
+/// Eigen's TensorCostModel: n tokens of b bytes (rope.hpp passes TensorOpCost(b, b, b)) cost
+/// n b (1 + 2 * 11 / 64) cycles, and parallelFor takes a second thread from 2.1e5 cycles.
+constexpr double kSplitBytes = 2.1e5 / (1.0 + 22.0 / 64.0);
+
+/// Whether Eigen's parallelFor splits a call of `units` tokens of `token_bytes` (read + write
+/// of the rotated dims of every target, in place or not, as validate_targets counts them).
+bool predicted_split(Index units, double token_bytes, int threads) {
+  if (threads <= 1 || units <= 1) return false;
+  const Eigen::TensorOpCost cost(token_bytes, token_bytes, token_bytes);
+  return Eigen::TensorCostModel<Eigen::ThreadPoolDevice>::numThreads(
+             static_cast<double>(units), cost, threads) > 1;
 }
 
 Index draw_rotary(SplitMix64& rng, Index dim) {
@@ -800,6 +854,11 @@ Config draw_config(int index, std::uint64_t salt, std::size_t element_bytes) {
   c.index = index;
   c.seed = salt + 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(index + 1);
   SplitMix64 rng(c.seed);
+  // The options added later draw from a stream of their own: the others stay as they were.
+  SplitMix64 extra(c.seed ^ 0x3C6EF372FE94F82BULL);
+  c.threads = coin(extra, 0.09) ? pick(extra, {2, 2, 2, 3, 4}) : 0;
+  c.recorded = c.threads > 0 && coin(extra, 0.5);
+  c.nonfinite = coin(extra, 0.1);
   const double uc = between(rng, 0.0, 1.0);
   c.call = uc < 0.28   ? Call::kPlan
            : uc < 0.48 ? Call::kPlanQk
@@ -842,12 +901,19 @@ Config draw_config(int index, std::uint64_t salt, std::size_t element_bytes) {
 
   // Widths: a slice [offset, offset + rd) of heads of `dim`. Presets: MLA (64 rotated after
   // 128 nope dims), Gemma-4 global heads (proportional, the whole head, most pairs still).
-  const bool mla = !big && coin(rng, 0.08), gemma = !big && !mla && coin(rng, 0.06);
-  const Index dim = mla     ? 192
-                    : gemma ? pick<Index>(rng, {128, 256})
+  const bool wide = !big && coin(extra, 0.07);
+  const bool mla = !big && !wide && coin(rng, 0.08);
+  const bool gemma = !big && !mla && !wide && coin(rng, 0.06);
+  const Index dim = wide    ? draw_wide_dim(extra)
+                    : mla   ? 192
+                    : gemma ? pick<Index>(rng, {128, 256, 512})
                     : big   ? 256
                             : draw_dim(rng);
-  c.rd = mla ? 64 : gemma ? dim : big ? pick<Index>(rng, {dim, dim - 16}) : draw_rotary(rng, dim);
+  c.rd = wide    ? draw_wide_rotary(extra, dim)
+         : mla   ? 64
+         : gemma ? dim
+         : big   ? pick<Index>(rng, {dim, dim - 16})
+                 : draw_rotary(rng, dim);
   c.offset = mla ? 128
              : (!gemma && c.rd < dim && coin(rng, 0.5)) ? irange(rng, 1, dim - c.rd)
                                                         : 0;
@@ -877,6 +943,17 @@ Config draw_config(int index, std::uint64_t salt, std::size_t element_bytes) {
     hq = std::max<Index>(1, hq - 1);
     hk = std::max<Index>(1, hk - 1);
   }
+  while (wide && c.batch * c.seq * (hq * dq + (qk ? hk * dk : 0)) > 24000 && c.seq > 1) --c.seq;
+  if (c.threads > 0 && !fault && !big && coin(extra, 0.9)) {
+    // Enough tokens for Eigen to split the call: 1.1-1.8 times the threshold, within a budget
+    // of elements (a call of narrow slices in wide heads may stay below it: tallied).
+    const double token_bytes =
+        2.0 * static_cast<double>((hq + (qk ? hk : 0)) * c.rd) * static_cast<double>(element_bytes);
+    const Index want = static_cast<Index>(std::ceil(kSplitBytes * between(extra, 1.1, 1.8) /
+                                                    token_bytes));
+    const Index budget = (element_bytes == 2 ? 100000 : 60000) / (hq * dq + (qk ? hk * dk : 0));
+    c.seq = std::max(c.seq, (std::min(want, budget) + c.batch - 1) / c.batch);
+  }
   if (c.fault == Fault::kSliceTooWide && !cached) {
     const Index narrow = irange(rng, std::max<Index>(1, c.offset), c.offset + c.rd - 1);
     if (qk && coin(rng, 0.5)) {
@@ -887,7 +964,8 @@ Config draw_config(int index, std::uint64_t salt, std::size_t element_bytes) {
   }
 
   // Views. Some plan calls take the rank-4 overloads (forward, position_ids without offset).
-  const bool force_rank4 = plan_call && !fault && coin(rng, 0.3);
+  // (The rank-4 overloads take no options: none on threads.)
+  const bool force_rank4 = plan_call && !fault && coin(rng, 0.3) && c.threads == 0;
   if (force_rank4) c.direction = RopeDirection::kForward;
   const ViewKind forced = pick(rng, {ViewKind::kBshd, ViewKind::kBhsd, ViewKind::kSbhd});
   const auto kind = [&](bool allow_fused) {
@@ -937,13 +1015,13 @@ Config draw_config(int index, std::uint64_t salt, std::size_t element_bytes) {
   // Entries.
   const bool plain_ids = (pk == PosKind::kIds || pk == PosKind::kLeftPadded) &&
                          c.pos.offset == 0 && c.direction == RopeDirection::kForward && !fault;
-  if (c.call == Call::kPlan && plain_ids && is_rank4(c.src[0].kind)) {
+  if (c.call == Call::kPlan && plain_ids && is_rank4(c.src[0].kind) && c.threads == 0) {
     const double ue = between(rng, 0.0, 1.0);
     c.inplace_entry = ue < 0.35 ? Entry::kHeads : ue < 0.7 ? Entry::kRank4 : Entry::kParams;
     c.out_rank4 = c.dst.kind == c.src[0].kind && coin(rng, 0.7);
   }
   if (c.call == Call::kPlanQk && plain_ids && is_rank4(c.src[0].kind) &&
-      c.src[0].kind == c.src[1].kind) {
+      c.src[0].kind == c.src[1].kind && c.threads == 0) {
     c.qk_rank4 = coin(rng, 0.7);
   }
   c.alias_call = (c.call == Call::kPlan || c.call == Call::kCached) && !fault && coin(rng, 0.3);
@@ -1159,16 +1237,47 @@ Coverage no_coverage(const Memory<T>& m) {
   return cov;
 }
 
+/// Per token, how many leading pairs turn, by the rule rope.hpp documents for
+/// rope_turning_pairs: trailing whole blocks of 32 pairs whose cos is exactly 1 and sin +-0 in
+/// the kernels' compute type C (and a first partial block, when it is all that is left) are
+/// left untouched; when the last pair turns, every pair does.
+template <typename C>
+std::vector<Index> turning_pairs(const std::vector<PairTurn>& turns, Index tokens, Index half) {
+  std::vector<Index> out(at(tokens), half);
+  for (Index u = 0; u < tokens && half > 0; ++u) {
+    const PairTurn* t = turns.data() + u * half;
+    const auto still = [&](Index j) {
+      return static_cast<C>(t[j].c) == C(1) && static_cast<C>(t[j].s) == C(0);
+    };
+    const auto all_still = [&](Index from, Index to) {
+      for (Index j = from; j < to; ++j) {
+        if (!still(j)) return false;
+      }
+      return true;
+    };
+    if (!still(half - 1)) continue;
+    Index n = half;
+    while (n >= 32 && all_still(n - 32, n)) n -= 32;
+    out[at(u)] = n > 0 && n < 32 && all_still(0, n) ? 0 : n;
+  }
+  return out;
+}
+
 /// The view `out` of `got` against the oracle applied to the view `in` of `input`: rotated
-/// dims within tolerance, the others bit-identical to their source.
+/// dims within tolerance, the others bit-identical to their source, and so are the still pairs
+/// (turning_pairs). A NaN or an infinity the formula gives (from planted inputs) must be one
+/// too, an infinity of the same sign.
 template <typename T>
 void check_rotated(Report& r, const char* what, const Memory<T>& got, const Region& out,
                    const Memory<T>& input, const Region& in, const std::vector<PairTurn>& turns,
                    const Config& c, Index offset, Coverage& cov) {
   const Index half = c.rd / 2, dim = out.dim;
   const bool interleaved = c.layout == RopeLayout::kInterleaved;
+  const std::vector<Index> pairs =
+      turning_pairs<posenc::detail::compute_t<T>>(turns, c.batch * c.seq, half);
   for (Index b = 0; b < out.batch; ++b) {
     for (Index s = 0; s < out.seq; ++s) {
+      const Index turning = pairs[at(b * c.seq + s)];
       for (Index h = 0; h < out.heads; ++h) {
         const T* x = input.ptr(in) + in.row(b, s, h);
         const T* y = got.ptr(out) + out.row(b, s, h);
@@ -1191,9 +1300,45 @@ void check_rotated(Report& r, const char* what, const Memory<T>& got, const Regi
           const long double scale = t.mult * (std::fabs(x1) + std::fabs(x2));
           const long double want[2] = {x1 * t.c - x2 * t.s, x2 * t.c + x1 * t.s};
           const Index dims[2] = {i1, i2};
+          const bool finite_in = std::isfinite(x1) && std::isfinite(x2);
+          if (j >= turning) {
+            r.nonfinite_still += !finite_in;
+            for (const Index i : dims) {
+              ++r.checked;
+              if (bits(y[i]) != bits(x[i])) {
+                std::ostringstream os;
+                os << what << " [" << b << "," << s << "," << h << "] dim " << i << " (still pair "
+                   << j << " of " << half << ", " << turning << " turn, position "
+                   << c.pos.value(b, s, c.seq) << "): got " << wide(y[i]) << ", want the input "
+                   << wide(x[i]) << " bit for bit";
+                r.fail(os.str());
+              }
+            }
+            continue;
+          }
+          r.nonfinite_turned += !finite_in;
+          r.inf_to_nan += !std::isnan(x1) && !std::isnan(x2) &&
+                          (std::isnan(want[0]) || std::isnan(want[1]));
           for (int e = 0; e < 2; ++e) {
             ++r.checked;
             const long double g = wide(y[dims[e]]);
+            if (!std::isfinite(want[e]) || !std::isfinite(g)) {
+              // NaN-ness and the infinity's sign exactly (a finite want: the tolerance below).
+              const bool ok = std::isnan(want[e])   ? std::isnan(g)
+                              : std::isinf(want[e]) ? g == want[e]
+                                                    : false;
+              if (!ok) {
+                std::ostringstream os;
+                os << what << " [" << b << "," << s << "," << h << "] dim " << dims[e]
+                   << " (pair " << j << ", position " << c.pos.value(b, s, c.seq) << ", inputs "
+                   << static_cast<double>(x1) << ", " << static_cast<double>(x2) << ", cos "
+                   << static_cast<double>(t.c) << ", sin " << static_cast<double>(t.s)
+                   << "): got " << static_cast<double>(g) << ", the formula gives "
+                   << static_cast<double>(want[e]);
+                r.fail(os.str());
+              }
+              continue;
+            }
             const long double diff = std::fabs(g - want[e]);
             if (diff <= quick_tolerance<T>(want[e], scale, t.angle_err)) continue;
             const double tol = tolerance<T>(want[e], scale, t.angle_err);
@@ -1231,11 +1376,19 @@ void check_untouched(Report& r, const char* what, const Memory<T>& got, const Me
   }
 }
 
+/// Bits equal, or (any_nan) both NaN: the sign and payload of a NaN computed from a planted
+/// NaN are not the same in every loop on every target (see the "[!mayfail]" test below).
 template <typename T>
-void compare_memory(Report& r, const char* what, const Memory<T>& a, const Memory<T>& b) {
+bool same(T x, T y, bool any_nan) {
+  return bits(x) == bits(y) || (any_nan && std::isnan(wide(x)) && std::isnan(wide(y)));
+}
+
+template <typename T>
+void compare_memory(Report& r, const char* what, const Memory<T>& a, const Memory<T>& b,
+                    bool any_nan = false) {
   for (std::size_t k = 0; k < a.buffers.size(); ++k) {
     for (std::size_t i = 0; i < a.buffers[k].size(); ++i) {
-      if (bits(a.buffers[k][i]) != bits(b.buffers[k][i])) {
+      if (!same(a.buffers[k][i], b.buffers[k][i], any_nan)) {
         std::ostringstream os;
         os << what << ": buffer " << k << " element " << i << " differs: "
            << wide(a.buffers[k][i]) << " vs " << wide(b.buffers[k][i]);
@@ -1248,13 +1401,13 @@ void compare_memory(Report& r, const char* what, const Memory<T>& a, const Memor
 
 template <typename T>
 void compare_views(Report& r, const char* what, const Memory<T>& a, const Region& ra,
-                   const Memory<T>& b, const Region& rb) {
+                   const Memory<T>& b, const Region& rb, bool any_nan = false) {
   for (Index n = 0; n < ra.batch; ++n) {
     for (Index s = 0; s < ra.seq; ++s) {
       for (Index h = 0; h < ra.heads; ++h) {
         for (Index i = 0; i < ra.dim; ++i) {
           const T x = a.ptr(ra)[ra.row(n, s, h) + i], y = b.ptr(rb)[rb.row(n, s, h) + i];
-          if (bits(x) != bits(y)) {
+          if (!same(x, y, any_nan)) {
             std::ostringstream os;
             os << what << " [" << n << "," << s << "," << h << "] dim " << i << ": " << wide(x)
                << " vs " << wide(y);
@@ -1346,6 +1499,9 @@ enum Feature : int {
   kCacheFloat, kCacheDouble, kCacheHalf, kCacheBf16, kCacheFirst, kCacheFirstHuge,
   kPhaseRows, kTiny, kFromL3,
   kThrowNegative, kThrowPastMax, kThrowSlice, kThrowCacheShort, kThrowDirection,
+  kWideRotary, kRotary1024, kWideHead,
+  kThreads2, kThreads34, kThreadRecorded, kThreadSplitCached, kThreadSplitFly, kThreadUnsplit,
+  kNonFinite, kNonFiniteStill, kNonFiniteTurned, kInfToNan,
   kFeatureCount
 };
 constexpr std::array<const char*, kFeatureCount> kFeatureNames = {
@@ -1369,7 +1525,12 @@ constexpr std::array<const char*, kFeatureCount> kFeatureNames = {
     "cache first_position >= 2^24",
     "float rows off a cache line", "subnormal 16-bit inputs", "call > 512 KiB (row order)",
     "throws: negative", "throws: past 2^53", "throws: slice too wide", "throws: cache short",
-    "throws: rerotate direction"};
+    "throws: rerotate direction",
+    "rotary_dim > 256", "rotary_dim 1024", "head_dim > 1024",
+    "2 threads", "3 or 4 threads", "recording device split", "threads split, from a cache",
+    "threads split, on the fly", "threads, call below the split",
+    "NaN / Inf inputs", "NaN / Inf in a still pair", "NaN / Inf in a turning pair",
+    "Inf turned into NaN"};
 
 using Features = std::array<bool, kFeatureCount>;
 
@@ -1470,6 +1631,10 @@ void config_features(Features& f, const Config& c, const RopeFrequencies& freqs)
     }
   }
   f[kTiny] = c.tiny;
+  f[kWideRotary] = c.rd > 256;
+  f[kRotary1024] = c.rd == posenc::kMaxRotaryDim;
+  for (const Region& r : c.src) f[kWideHead] = f[kWideHead] || r.dim > posenc::kMaxRotaryDim;
+  f[c.threads == 2 ? kThreads2 : kThreads34] = c.threads > 0;
   // rope_run_tokens' RopeSource: rotated bytes of the call (out of place counted twice).
   double bytes = 0.0;
   for (const Region& r : c.src) {
@@ -1486,6 +1651,46 @@ double tiny_scale() {
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) return 0x1p-128;  // float / bf16 subnormals
   if constexpr (std::is_same_v<T, Eigen::half>) return 0x1p-17;      // half subnormals
   return 1.0;
+}
+
+/// A few NaN, +Inf and -Inf in each source view: mostly in the rotated slice, most of them on
+/// a token at position 0 (still pairs when the attention factor is 1), some with the pair's
+/// partner non-finite too (Inf - Inf).
+template <typename T>
+void plant_nonfinite(const Config& c, Memory<T>& m) {
+  SplitMix64 rng(c.seed ^ 0x6A09E667F3BCC908ULL);
+  const double kInf = std::numeric_limits<double>::infinity();
+  const auto value = [&] {
+    return posenc::detail::from_value<T>(
+        pick(rng, {std::numeric_limits<double>::quiet_NaN(), kInf, -kInf}));
+  };
+  std::vector<std::pair<Index, Index>> at_zero;  // tokens at position 0
+  for (Index b = 0; b < c.batch; ++b) {
+    for (Index s = 0; s < c.seq; ++s) {
+      if (c.pos.value(b, s, c.seq) == 0) at_zero.emplace_back(b, s);
+    }
+  }
+  const Index offset = c.cache_offset_arg > 0 ? c.cache_offset_arg : c.offset, half = c.rd / 2;
+  for (const Region& r : c.src) {
+    if (r.batch * r.seq * r.heads == 0) continue;
+    for (Index n = irange(rng, 1, 5); n > 0; --n) {
+      Index b = irange(rng, 0, r.batch - 1), s = irange(rng, 0, r.seq - 1);
+      if (!at_zero.empty() && coin(rng, 0.7)) {
+        std::tie(b, s) = at_zero[at(irange(rng, 0, static_cast<Index>(at_zero.size()) - 1))];
+      }
+      T* row = m.ptr(r) + r.row(b, s, irange(rng, 0, r.heads - 1));
+      if (!coin(rng, 0.8) || offset + c.rd > r.dim) {
+        row[irange(rng, 0, r.dim - 1)] = value();
+        continue;
+      }
+      const Index i = irange(rng, 0, c.rd - 1);
+      row[offset + i] = value();
+      if (coin(rng, 0.3)) {
+        const Index partner = c.layout == RopeLayout::kInterleaved ? i ^ 1 : (i + half) % c.rd;
+        row[offset + partner] = value();
+      }
+    }
+  }
 }
 
 /// Every buffer full of sentinels, then the source views' elements drawn in [-1, 1).
@@ -1511,6 +1716,7 @@ Memory<T> make_memory(const Config& c) {
       }
     }
   }
+  if (c.nonfinite) plant_nonfinite(c, m);
   return m;
 }
 
@@ -1529,10 +1735,29 @@ struct Outcome {
   Features features{};
   Throws throws = Throws::kNothing;
   int cross_order_pairs = 0, cross_order_differ = 0;  // bit-for-bit pairs left to the oracle
+  int thread_fly_calls = 0, thread_fly_differ = 0;  // on the fly, threads vs one: bits differ
 };
 
+/// A device for RopeApplyOptions::set_device (any type with Eigen's numThreads() and
+/// parallelFor(n, TensorOpCost, f)) that runs an Eigen::ThreadPoolDevice's parallelFor and
+/// counts the chunks it hands to rope.hpp.
+struct RecordingDevice {
+  explicit RecordingDevice(const Eigen::ThreadPoolDevice* d) : device(d) {}
+  int numThreads() const { return device->numThreads(); }
+  template <typename F>
+  void parallelFor(Index n, const Eigen::TensorOpCost& cost, F f) const {
+    device->parallelFor(n, cost, [this, &f](Index first, Index last) {
+      chunks.fetch_add(1, std::memory_order_relaxed);
+      f(first, last);
+    });
+  }
+  const Eigen::ThreadPoolDevice* device;
+  mutable std::atomic<int> chunks{0};
+};
+
+/// device: an Eigen::ThreadPoolDevice of c.threads threads when c.threads > 0.
 template <typename T>
-Outcome run_config(const Config& c) {
+Outcome run_config(const Config& c, const Eigen::ThreadPoolDevice* device) {
   Outcome o;
   Report& r = o.report;
   const Memory<T> before = make_memory<T>(c);
@@ -1592,6 +1817,18 @@ Outcome run_config(const Config& c) {
   const posenc::PositionIdsView ids(c.pos.ids.data(), c.batch, c.seq);
   posenc::RopeApplyOptions opts;
   opts.direction = c.direction;
+  const posenc::RopeApplyOptions serial = opts;  // the single-threaded twin of a threaded call
+  RecordingDevice recorder(device);
+  if (c.threads > 0) {
+    REQUIRE(device != nullptr);
+    REQUIRE(device->numThreads() == c.threads);
+    if (c.recorded) {
+      opts.set_device(recorder);
+    } else {
+      opts.set_device(*device);
+    }
+  }
+  const posenc::RopeApplyOptions* use = &opts;  // what the calls below take
   const RopeLayout layout = c.layout;
   const Index arg = c.cache_offset_arg;
   const Region& x = c.src[0];
@@ -1602,9 +1839,9 @@ Outcome run_config(const Config& c) {
 
   const auto single_inplace = [&](Memory<T>& m) {
     if (cached) {
-      posenc::apply_rope_inplace_cached<T>(view(m, x), rp, *cache_view_opt, layout, arg, opts);
+      posenc::apply_rope_inplace_cached<T>(view(m, x), rp, *cache_view_opt, layout, arg, *use);
     } else if (rerotate) {
-      posenc::rerotate_rope_inplace<T>(view(m, x), rp, freqs, to, layout, opts);
+      posenc::rerotate_rope_inplace<T>(view(m, x), rp, freqs, to, layout, *use);
     } else if (c.inplace_entry == Entry::kRank4) {
       posenc::apply_rope_inplace<T>(tensor4<T>(m.ptr(x), x), ids, freqs, layout,
                                     head_layout(x.kind));
@@ -1612,18 +1849,18 @@ Outcome run_config(const Config& c) {
       posenc::apply_rope_inplace<T>(tensor4<T>(m.ptr(x), x), ids, c.plan.params,
                                     head_layout(x.kind));
     } else {
-      posenc::apply_rope_inplace<T>(view(m, x), rp, freqs, layout, opts);
+      posenc::apply_rope_inplace<T>(view(m, x), rp, freqs, layout, *use);
     }
   };
   const auto single_out = [&](Memory<T>& m, const Region& out) {
     if (cached) {
       posenc::apply_rope_cached<T>(cview(m, x), view(m, out), rp, *cache_view_opt, layout, arg,
-                                   opts);
+                                   *use);
     } else if (c.out_rank4) {
       posenc::apply_rope<T>(const_tensor4<T>(m.ptr(x), x), ids, freqs, layout,
                             tensor4<T>(m.ptr(out), out), head_layout(x.kind));
     } else {
-      posenc::apply_rope<T>(cview(m, x), view(m, out), rp, freqs, layout, opts);
+      posenc::apply_rope<T>(cview(m, x), view(m, out), rp, freqs, layout, *use);
     }
   };
   const auto qk_call = [&](Memory<T>& m) {
@@ -1631,12 +1868,12 @@ Outcome run_config(const Config& c) {
     const Region& k = c.src[1];
     if (cached) {
       posenc::apply_rope_qk_inplace_cached<T>(view(m, q), view(m, k), rp, *cache_view_opt,
-                                              layout, arg, opts);
+                                              layout, arg, *use);
     } else if (c.qk_rank4) {
       posenc::apply_rope_qk_inplace<T>(tensor4<T>(m.ptr(q), q), tensor4<T>(m.ptr(k), k), ids,
                                        freqs, layout, head_layout(q.kind));
     } else {
-      posenc::apply_rope_qk_inplace<T>(view(m, q), view(m, k), rp, freqs, layout, opts);
+      posenc::apply_rope_qk_inplace<T>(view(m, q), view(m, k), rp, freqs, layout, *use);
     }
   };
 
@@ -1685,9 +1922,52 @@ Outcome run_config(const Config& c) {
   }
   const Index offset = cached ? arg : freqs.rotary_offset;
 
+  // A threaded call (got, from `call` with *use): the same call again gives the same bits
+  // (results depend only on inputs, views and thread count); the single-threaded call gives
+  // them too when cos / sin come from a cache, and is left to the oracle on the fly. Whether
+  // Eigen splits it: predicted from its cost model, and seen by the recording device.
+  const auto thread_checks = [&](const Memory<T>& got, const auto& call, double token_bytes) {
+    if (c.threads == 0) return;
+    const bool split = predicted_split(c.batch * c.seq, token_bytes, c.threads);
+    Memory<T> again = before;
+    recorder.chunks = 0;
+    call(again);
+    compare_memory(r, "the threaded call twice", again, got);
+    if (c.recorded) {
+      const int chunks = recorder.chunks.load();
+      if ((chunks >= 2) != split) {
+        std::ostringstream os;
+        os << "the device ran " << chunks << " chunks; Eigen's cost model "
+           << (split ? "splits" : "does not split") << " " << c.batch * c.seq << " tokens of "
+           << token_bytes << " bytes";
+        r.fail(os.str());
+      }
+      o.features[kThreadRecorded] = o.features[kThreadRecorded] || chunks >= 2;
+    }
+    Memory<T> one_thread = before;
+    use = &serial;
+    call(one_thread);
+    use = &opts;
+    if (cached) {
+      compare_memory(r, "threaded vs one thread, from a cache", got, one_thread, c.nonfinite);
+    } else {
+      Report differ;
+      compare_memory(differ, "", got, one_thread);
+      ++o.thread_fly_calls;
+      o.thread_fly_differ += differ.bad > 0;
+    }
+    o.features[kThreadUnsplit] = o.features[kThreadUnsplit] || !split;
+    o.features[cached ? kThreadSplitCached : kThreadSplitFly] =
+        o.features[cached ? kThreadSplitCached : kThreadSplitFly] || split;
+  };
+  const auto token_bytes = [&](const Region& reg) {
+    return 2.0 * static_cast<double>(reg.heads * c.rd * static_cast<Index>(sizeof(T)));
+  };
+
   if (is_qk(c.call)) {
     Memory<T> one = before, two = before;
     qk_call(one);
+    thread_checks(one, qk_call, token_bytes(c.src[0]) + token_bytes(c.src[1]));
     // The same rotation as two single-tensor calls, bit for bit.
     for (const Region& t : c.src) {
       if (cached) {
@@ -1702,8 +1982,9 @@ Outcome run_config(const Config& c) {
       check_rotated(r, "q+k", one, t, before, t, turns, c, offset, cov);
     }
     check_untouched(r, "q+k", one, before, cov);
-    if (cached || seq_major(c.src[0]) == seq_major(c.src[1])) {
-      compare_memory(r, "one q+k call vs two single calls", one, two);
+    // (On threads the q+k call and the single calls are split at other tokens.)
+    if (cached || (seq_major(c.src[0]) == seq_major(c.src[1]) && c.threads == 0)) {
+      compare_memory(r, "one q+k call vs two single calls", one, two, c.nonfinite);
     } else {
       Report differ;
       compare_memory(differ, "", one, two);
@@ -1713,6 +1994,7 @@ Outcome run_config(const Config& c) {
   } else if (rerotate) {
     Memory<T> one = before;
     single_inplace(one);
+    thread_checks(one, single_inplace, token_bytes(x));
     Coverage cov = no_coverage(one);
     check_rotated(r, "rerotate", one, x, before, x, turns, c, offset, cov);
     check_untouched(r, "rerotate", one, before, cov);
@@ -1720,13 +2002,14 @@ Outcome run_config(const Config& c) {
     Memory<T> in = before, out = before;
     single_inplace(in);
     single_out(out, c.dst);
+    thread_checks(in, single_inplace, token_bytes(x));
     Coverage cov_in = no_coverage(in), cov_out = no_coverage(out);
     check_rotated(r, "in place", in, x, before, x, turns, c, offset, cov_in);
     check_untouched(r, "in place", in, before, cov_in);
     check_rotated(r, "out of place", out, c.dst, before, x, turns, c, offset, cov_out);
     check_untouched(r, "out of place (source and gaps)", out, before, cov_out);
     if (cached || seq_major(x) == seq_major(c.dst)) {
-      compare_views(r, "in place vs out of place", in, x, out, c.dst);
+      compare_views(r, "in place vs out of place", in, x, out, c.dst, c.nonfinite);
     } else {
       Report differ;
       compare_views(differ, "", in, x, out, c.dst);
@@ -1741,8 +2024,14 @@ Outcome run_config(const Config& c) {
       } else {
         posenc::apply_rope<T>(cview(alias, x), view(alias, x), rp, freqs, layout, opts);
       }
-      compare_memory(r, "apply_rope(x, out = x) vs in place", alias, in);
+      compare_memory(r, "apply_rope(x, out = x) vs in place", alias, in, c.nonfinite);
     }
+  }
+  if (c.nonfinite) {
+    o.features[kNonFinite] = true;
+    o.features[kNonFiniteStill] = r.nonfinite_still > 0;
+    o.features[kNonFiniteTurned] = r.nonfinite_turned > 0;
+    o.features[kInfToNan] = r.inf_to_nan > 0;
   }
   return o;
 }
@@ -1769,21 +2058,30 @@ TEMPLATE_TEST_CASE("rope combinations: random views, plans, positions, caches an
                    "[rope][combinations]", float, double, Eigen::half, Eigen::bfloat16) {
   using T = TestType;
   constexpr int kConfigs = 500;
+  // Pools of 2, 3 and 4 threads (on a 2-core machine too: uneven splits, threads waiting).
+  Eigen::ThreadPool pool2(2), pool3(3), pool4(4);
+  const Eigen::ThreadPoolDevice device2(&pool2, 2), device3(&pool3, 3), device4(&pool4, 4);
   std::array<int, kFeatureCount> seen{};
   std::size_t checked = 0, throws = 0;
-  int cross_order_pairs = 0, cross_order_differ = 0;
+  int cross_order_pairs = 0, cross_order_differ = 0, thread_fly_calls = 0, thread_fly_differ = 0;
   for (int index = 0; index < kConfigs; ++index) {
     Config c = draw_config(index, type_salt<T>(), sizeof(T));
     c.type = type_name<T>();
     const std::string config = describe(c);
     CAPTURE(config);
-    const Outcome o = run_config<T>(c);
+    const Eigen::ThreadPoolDevice* device = c.threads == 2   ? &device2
+                                            : c.threads == 3 ? &device3
+                                            : c.threads == 4 ? &device4
+                                                             : nullptr;
+    const Outcome o = run_config<T>(c, device);
     INFO(o.report.detail);
     CHECK(o.report.bad == 0);
     checked += o.report.checked;
     throws += o.throws != Throws::kNothing;
     cross_order_pairs += o.cross_order_pairs;
     cross_order_differ += o.cross_order_differ;
+    thread_fly_calls += o.thread_fly_calls;
+    thread_fly_differ += o.thread_fly_differ;
     for (int f = 0; f < kFeatureCount; ++f) seen[at(f)] += o.features[at(f)];
   }
   // The sweep must keep reaching every option (a change to the draws that drops one fails
@@ -1796,6 +2094,298 @@ TEMPLATE_TEST_CASE("rope combinations: random views, plans, positions, caches an
   }
   // Pairs walked in different orders (seq_major above) are left to the oracle: how many.
   CAPTURE(cross_order_pairs, cross_order_differ);
+  // On the fly, threaded calls whose bits differ from one thread's (allowed, counted).
+  CAPTURE(thread_fly_calls, thread_fly_differ);
   CHECK(throws >= 30);
   CHECK(checked > 1000000);
 }
+
+TEST_CASE("rope combinations: rotary_dim past kMaxRotaryDim is rejected with the documented "
+          "message, before any write",
+          "[rope][combinations]") {
+  // rope_params.hpp: kMaxRotaryDim = 1024 (stack buffers of rotary_dim / 2 entries); the
+  // sweep above runs up to it. One pair more: the planner, a hand-made plan and a cache.
+  const Index over = posenc::kMaxRotaryDim + 2;
+  posenc::RopeParams params;
+  params.head_dim = over;
+  CHECK_THROWS_WITH(posenc::compute_rope_frequencies(params),
+                    Catch::Contains("rotary_dim = 1026 must be <= 1024"));
+  RopeFrequencies freqs;
+  freqs.inv_freq = std::vector<double>(at(over / 2), 0.5);
+  freqs.rotary_dim = over;
+  freqs.head_dim = over;
+  LineVector<float> x(at(3 * over), 0.25f);
+  const LineVector<float> x0 = x;
+  const auto heads = posenc::rope_heads_strided<float>(x.data(), 3, 1, over, over, over);
+  const auto positions = posenc::RopePositions::contiguous(1, 3, 1);
+  CHECK_THROWS_WITH(posenc::apply_rope_inplace<float>(heads, positions, freqs,
+                                                      RopeLayout::kHalfSplit),
+                    Catch::Contains("rotary_dim = 1026 must be even and in [2, 1024]"));
+  const LineVector<float> cache(at(4 * over), 0.5f);
+  CHECK_THROWS_WITH(posenc::apply_rope_inplace_cached<float>(
+                        heads, positions, ConstTensorView<float, 2>(cache.data(), 4, over),
+                        RopeLayout::kInterleaved),
+                    Catch::Contains("cos_sin_cache width (rotary_dim) = 1026 must be even and "
+                                    "in [2, 1024]"));
+  CHECK(std::memcmp(x.data(), x0.data(), x.size() * sizeof(float)) == 0);
+}
+
+namespace {
+
+// ---- calls from DRAM -------------------------------------------------------------------------
+
+/// One call whose rotated rows (read and write, out of place counted twice: rope_run_tokens)
+/// take >= 16 MiB: RopeSource::kMemory, whose kernels prefetch each row 4 KiB ahead.
+struct LargeSpec {
+  ViewKind kind, out_kind;  // out_kind: the destination of an out-of-place call
+  Index batch, seq, heads, heads_k, dim, rd, offset, lead;  // heads_k > 0: a q+k call
+  RopeLayout layout;
+  RopeDirection direction;
+  bool cached, out_of_place;
+  CacheType cache_type;
+  int threads;
+};
+
+template <typename C>
+posenc::CosSinCacheView large_cache(const RopeFrequencies& freqs, Index rows, Cache& cache,
+                                    LineVector<C>& store) {
+  store = filled_cache<C>(freqs, rows, 0, cache.values);
+  return cache_view(store, rows, freqs.rotary_dim, false);
+}
+
+template <typename T>
+void run_large(const LargeSpec& sp, const Eigen::ThreadPoolDevice* device) {
+  const bool qk = sp.heads_k > 0;
+  Config c;
+  c.index = -1;
+  c.seed = 0x1A26E000ULL + static_cast<std::uint64_t>(sp.seq * 131 + sp.heads * 7 + sp.rd);
+  c.type = type_name<T>();
+  c.call = sp.cached ? (qk ? Call::kCachedQk : Call::kCached) : (qk ? Call::kPlanQk : Call::kPlan);
+  c.layout = sp.layout;
+  c.direction = sp.direction;
+  c.batch = sp.batch;
+  c.seq = sp.seq;
+  c.rd = sp.rd;
+  c.offset = sp.offset;
+  c.cache_offset_arg = sp.cached ? sp.offset : 0;
+  c.threads = sp.threads;
+  SplitMix64 rng(c.seed);
+  c.src.push_back(own_view(rng, c.buffer_sizes, sp.kind, sp.batch, sp.seq, sp.heads, sp.dim,
+                           sp.lead));
+  if (qk) {
+    c.src.push_back(own_view(rng, c.buffer_sizes, sp.kind, sp.batch, sp.seq, sp.heads_k, sp.dim,
+                             sp.lead));
+  }
+  if (sp.out_of_place) {
+    c.dst = own_view(rng, c.buffer_sizes, sp.out_kind, sp.batch, sp.seq, sp.heads, sp.dim,
+                     sp.lead);
+  }
+  // Positions: rows of a 4096-row cache at random, or runs from per-sequence starts.
+  constexpr Index kRows = 4096;
+  if (sp.cached) {
+    c.pos.kind = PosKind::kIds;
+    for (Index i = 0; i < sp.batch * sp.seq; ++i) c.pos.ids.push_back(irange(rng, 1, kRows - 1));
+  } else {
+    c.pos.kind = PosKind::kContiguousFrom;
+    for (Index b = 0; b < sp.batch; ++b) c.pos.starts.push_back(irange(rng, 1, 200000));
+  }
+  c.cache_rows = kRows;
+  const std::string config = describe(c);
+  CAPTURE(config);
+
+  double call_bytes = 0.0;
+  for (const Region& t : c.src) {
+    call_bytes += (sp.out_of_place ? 2.0 : 1.0) *
+                  static_cast<double>(t.batch * t.seq * t.heads * sp.rd * sizeof(T));
+  }
+  REQUIRE(call_bytes >= static_cast<double>(posenc::detail::kFromMemoryBytes));
+
+  posenc::RopeParams params;
+  params.head_dim = sp.dim;
+  params.rotary_dim = sp.rd;
+  params.rotary_offset = sp.offset;
+  params.theta = 500000.0;
+  params.layout = sp.layout;
+  const RopeFrequencies freqs = posenc::compute_rope_frequencies(params);
+  Cache cache;
+  std::optional<posenc::CosSinCacheView> cv;
+  if (sp.cached) {
+    switch (sp.cache_type) {
+      case CacheType::kFloat: cv = large_cache(freqs, kRows, cache, cache.f); break;
+      case CacheType::kDouble: cv = large_cache(freqs, kRows, cache, cache.d); break;
+      case CacheType::kHalf: cv = large_cache(freqs, kRows, cache, cache.h); break;
+      case CacheType::kBFloat16: cv = large_cache(freqs, kRows, cache, cache.b); break;
+    }
+  }
+
+  const Memory<T> before = make_memory<T>(c);
+  const posenc::RopePositions rp = c.pos.make(c.batch, c.seq);
+  posenc::RopeApplyOptions opts;
+  opts.direction = sp.direction;
+  const posenc::RopeApplyOptions serial = opts;
+  if (device != nullptr) opts.set_device(*device);
+  const Region& x = c.src[0];
+  const auto call = [&](Memory<T>& m, const posenc::RopeApplyOptions& o) {
+    const auto view = [&](const Region& reg) { return heads_of<T>(m.ptr(reg), reg); };
+    const auto cview = [&](const Region& reg) { return const_heads_of<T>(m.ptr(reg), reg); };
+    if (qk && sp.cached) {
+      posenc::apply_rope_qk_inplace_cached<T>(view(x), view(c.src[1]), rp, *cv, sp.layout,
+                                              sp.offset, o);
+    } else if (qk) {
+      posenc::apply_rope_qk_inplace<T>(view(x), view(c.src[1]), rp, freqs, sp.layout, o);
+    } else if (sp.out_of_place && sp.cached) {
+      posenc::apply_rope_cached<T>(cview(x), view(c.dst), rp, *cv, sp.layout, sp.offset, o);
+    } else if (sp.out_of_place) {
+      posenc::apply_rope<T>(cview(x), view(c.dst), rp, freqs, sp.layout, o);
+    } else if (sp.cached) {
+      posenc::apply_rope_inplace_cached<T>(view(x), rp, *cv, sp.layout, sp.offset, o);
+    } else {
+      posenc::apply_rope_inplace<T>(view(x), rp, freqs, sp.layout, o);
+    }
+  };
+  Memory<T> got = before;
+  call(got, opts);
+
+  // Every element but the rotated dims as before (out of place: the pass-through dims copied
+  // from the source), and every rotated row changed (positions >= 1: no still pairs).
+  Report r;
+  Memory<T> expect = before;
+  std::vector<std::pair<const Region*, const Region*>> targets;  // (source, destination)
+  if (sp.out_of_place) {
+    targets.emplace_back(&x, &c.dst);
+  } else {
+    for (const Region& t : c.src) targets.emplace_back(&t, &t);
+  }
+  const Index half = sp.rd / 2;
+  const bool interleaved = sp.layout == RopeLayout::kInterleaved;
+  for (const auto& [in, out] : targets) {
+    for (Index b = 0; b < sp.batch; ++b) {
+      for (Index s = 0; s < sp.seq; ++s) {
+        for (Index h = 0; h < in->heads; ++h) {
+          const T* src = before.ptr(*in) + in->row(b, s, h);
+          const T* y = got.ptr(*out) + out->row(b, s, h);
+          T* e = expect.ptr(*out) + out->row(b, s, h);
+          std::copy(src, src + sp.dim, e);
+          std::copy(y + sp.offset, y + sp.offset + sp.rd, e + sp.offset);
+          bool changed = false;
+          for (Index i = sp.offset; i < sp.offset + sp.rd && !changed; ++i) {
+            changed = bits(y[i]) != bits(src[i]);
+          }
+          if (!changed) {
+            std::ostringstream os;
+            os << "row [" << b << "," << s << "," << h << "] of " << describe(*out)
+               << " was not rotated";
+            r.fail(os.str());
+          }
+        }
+      }
+    }
+  }
+  compare_memory(r, "outside the rotated dims", got, expect);
+
+  // The oracle on sampled tokens (the first and last two, and 160 more), every head.
+  std::vector<Index> tokens = {0, 1, sp.batch * sp.seq - 2, sp.batch * sp.seq - 1};
+  for (int i = 0; i < 160; ++i) tokens.push_back(irange(rng, 0, sp.batch * sp.seq - 1));
+  constexpr bool kDoubleCompute = std::is_same_v<T, double>;
+  for (const Index u : tokens) {
+    const Index b = u / sp.seq, s = u % sp.seq;
+    const Pos p = c.pos.value(b, s, sp.seq);
+    std::vector<PairTurn> turn(at(half));
+    for (Index j = 0; j < half; ++j) {
+      if (sp.cached) {
+        const long double cs = cache.values[at(p * sp.rd + j)];
+        const long double sn = cache.values[at(p * sp.rd + half + j)];
+        const long double n = sp.direction == RopeDirection::kInverse ? cs * cs + sn * sn : 1.0L;
+        const long double sign = sp.direction == RopeDirection::kForward ? 1.0L : -1.0L;
+        turn[at(j)] = {cs / n, sign * sn / n, 0.0L, 0.0L};
+        turn[at(j)].mult = std::max(std::fabs(turn[at(j)].c), std::fabs(turn[at(j)].s));
+      } else {
+        const long double angle =
+            static_cast<long double>(p) * static_cast<long double>(freqs.inv_freq[at(j)]);
+        turn[at(j)] =
+            directed(std::cos(angle), std::sin(angle), freqs.attention_factor, sp.direction);
+        turn[at(j)].angle_err = angle_error(angle, kDoubleCompute);
+      }
+    }
+    for (const auto& [in, out] : targets) {
+      for (Index h = 0; h < in->heads; ++h) {
+        const T* src = before.ptr(*in) + in->row(b, s, h) + sp.offset;
+        const T* y = got.ptr(*out) + out->row(b, s, h) + sp.offset;
+        for (Index j = 0; j < half; ++j) {
+          const PairTurn& t = turn[at(j)];
+          const Index i1 = interleaved ? 2 * j : j, i2 = interleaved ? 2 * j + 1 : half + j;
+          const long double x1 = wide(src[i1]), x2 = wide(src[i2]);
+          const long double scale = t.mult * (std::fabs(x1) + std::fabs(x2));
+          const long double want[2] = {x1 * t.c - x2 * t.s, x2 * t.c + x1 * t.s};
+          const Index dims[2] = {i1, i2};
+          for (int e = 0; e < 2; ++e) {
+            ++r.checked;
+            const long double g = wide(y[dims[e]]);
+            const double tol = tolerance<T>(want[e], scale, t.angle_err);
+            if (!(std::fabs(g - want[e]) <= tol)) {
+              std::ostringstream os;
+              os << describe(*out) << " [" << b << "," << s << "," << h << "] rotated dim "
+                 << dims[e] << " (position " << p << "): got " << static_cast<double>(g)
+                 << ", want " << static_cast<double>(want[e]) << " (tol " << tol << ")";
+              r.fail(os.str());
+            }
+          }
+        }
+      }
+    }
+  }
+  // On threads from a cache: the bits of one thread.
+  if (device != nullptr && sp.cached) {
+    Memory<T> one = before;
+    call(one, serial);
+    compare_memory(r, "threaded vs one thread, from a cache", got, one);
+  }
+  INFO(r.detail);
+  CHECK(r.bad == 0);
+  CHECK(r.checked > 100000);
+}
+
+}  // namespace
+
+// The paths past 16 MiB (requests ahead, kMemory rows) are the x86 SIMD kernels'; elsewhere
+// these calls would rerun the scalar loops the sweep covers, at qemu speed in CI's AArch64 run.
+#if defined(__x86_64__) || defined(_M_X64)
+TEST_CASE("rope combinations: calls of 16 MiB and more (the DRAM path) match the long-double "
+          "oracle on sampled tokens and leave everything else untouched",
+          "[rope][combinations][large]") {
+  Eigen::ThreadPool pool2(2), pool3(3);
+  const Eigen::ThreadPoolDevice device2(&pool2, 2), device3(&pool3, 3);
+  const auto kHalf = RopeLayout::kHalfSplit;
+  const auto kInter = RopeLayout::kInterleaved;
+  const auto kFwd = RopeDirection::kForward;
+  const auto kInv = RopeDirection::kInverse;
+  const auto kTr = RopeDirection::kTranspose;
+  const auto bshd = ViewKind::kBshd;
+  // kind, out kind, batch, seq, heads, k heads, dim, rd, offset, lead, layout, direction,
+  // cached, out of place, cache type, threads.
+  SECTION("float, bshd, in place from a float cache, rows on cache lines") {
+    run_large<float>({bshd, bshd, 2, 520, 32, 0, 128, 128, 0, 0, kHalf, kFwd, true, false,
+                      CacheType::kFloat, 0}, nullptr);
+  }
+  SECTION("float, bhsd to bshd out of place on the fly, a slice at 16, rows 16 bytes off") {
+    run_large<float>({ViewKind::kBhsd, bshd, 1, 1400, 16, 0, 128, 96, 16, 4, kInter, kInv, false,
+                      true, CacheType::kFloat, 0}, nullptr);
+  }
+  SECTION("float, 512-wide heads out of place on the fly, 2 threads") {
+    run_large<float>({bshd, bshd, 1, 520, 8, 0, 512, 512, 0, 0, kHalf, kTr, false, true,
+                      CacheType::kFloat, 2}, &device2);
+  }
+  SECTION("bfloat16, q+k (32 + 8 heads) in place on the fly") {
+    run_large<Eigen::bfloat16>({bshd, bshd, 2, 850, 32, 8, 128, 128, 0, 0, kHalf, kFwd, false,
+                                false, CacheType::kFloat, 0}, nullptr);
+  }
+  SECTION("bfloat16, rotary_dim 1024 in place from a bfloat16 cache, 3 threads") {
+    run_large<Eigen::bfloat16>({bshd, bshd, 3, 700, 4, 0, 1024, 1024, 0, 0, kInter, kInv, true,
+                                false, CacheType::kBFloat16, 3}, &device3);
+  }
+  SECTION("half, strided rows with gaps in place from a half cache") {
+    run_large<Eigen::half>({ViewKind::kStrided, bshd, 1, 4200, 8, 0, 256, 256, 0, 3, kInter, kTr,
+                            true, false, CacheType::kHalf, 0}, nullptr);
+  }
+}
+#endif

@@ -33,6 +33,14 @@
 /// below float's rounding (kRopeReanchor), so outputs differ by at most the rounding to T.
 /// Read from a cos/sin cache, a position gives the same bits whatever the view, split or call.
 ///
+/// Non-finite input: a NaN or infinite element gives what x cos - y sin, x sin + y cos give
+/// (NaN-ness and the sign of an infinity), except in pairs that do not turn: every pair of a
+/// token at position 0 and the trailing blocks of 32 pairs with angle 0 (proportional RoPE's
+/// still pairs), with attention factor 1, are left as they are, so an infinity stays one and
+/// a partner's NaN does not spread (rope_turning_pairs). The sign and payload of a NaN are
+/// not specified: in place and out of place may differ (GCC contracts one AArch64 loop to a
+/// negating fmsub and not the other).
+///
 /// The apply functions validate everything before the first write, never allocate (when run
 /// single-threaded), and keep no global state. Storage float, double, Eigen::half,
 /// Eigen::bfloat16; the 16-bit types and float compute in float, double in double.
