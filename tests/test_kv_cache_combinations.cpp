@@ -1,15 +1,22 @@
 // KV-cache decode paths with their options combined: a seeded randomized differential sweep in
 // the spirit of test_attention_combinations.cpp. Each scenario draws a cache (KvCache or
 // PagedKvCache), a storage type (float, bfloat16, half, FP8 E4M3 or E5M2 with per-tensor or
-// per-head scales), GQA, a head size, values of the keys' width or narrower / wider ones, or an
-// MLA latent cache (one row per token, [c_kv | k_pe], whose first v_head_dim elements are the
-// value and whose RoPE turns only the trailing k_pe through rotary_offset = v_head_dim), a
+// per-head scales, double from float or double rows), GQA, a head size, values of the keys'
+// width or narrower / wider ones, or an MLA latent cache (one row per token, [c_kv | k_pe],
+// whose first v_head_dim elements are the value and whose RoPE turns only the trailing k_pe
+// through rotary_offset = v_head_dim), a
 // positional scheme (RoPE interleaved / half-split, possibly partial and scaled, ALiBi or
 // none), a rolling window or a chunked rolling cache, the attention options
 // (window, chunk, soft cap, sinks, temperature, scale, bidirectional, threads), left padding,
 // and then a random sequence of operations: prefill, chunks of 1-5 tokens, decode steps, erase,
 // llama.cpp's context shift, shift_positions, update_rope with another plan, a draft tree
 // verified in one pass whose rejected tokens are then erased, fork and release (paged).
+// Paged pools are also read by the free functions over their own pages, block tables and
+// lengths: attention_paged (attention_paged_latent for latent pools), a windowed pool's
+// dropped pages pointed at some other page; its tree-mask overload on draft tokens appended
+// to a forked child; attention_paged_varlen with a q_len per sequence (0 included); and one
+// sequence given fewer keys than queries (rows with no key). The optional lse of attend and
+// of each of those is checked against attention.hpp's definition (see reference_lse).
 //
 // The test keeps its own model of what the cache should logically hold (the raw keys, values,
 // positions and validity of every token, which of them a rolling cache still holds, how often a
@@ -22,7 +29,17 @@
 //    cache should hold, with explicit positions, key mask and tree mask;
 //  - for a rolling cache or a sliding-window pool that has only appended (and erased rejected
 //    draft tokens), the output with the reference over the WHOLE history: the documented claim
-//    that dropping slots loses nothing any query can see.
+//    that dropping slots loses nothing any query can see;
+//  - attention_paged on the pool with the queries PagedKvCache::attend rotates (posenc's RoPE,
+//    as the pool calls it) against attend's output and lse, bit for bit: paged_kv_cache.hpp
+//    says attend runs attention_paged over the pool (same kernel, same order; it holds for
+//    FP8 E4M3 too, which attend reads as NaN-free codes). attention_paged_varlen runs each
+//    sequence as its own batch-1 call, whose blocking may differ: within tolerance only.
+// Not reachable here: KvCache::attend has no lse output; PagedKvCache has no tree-mask attend
+// (nor erase: a paged draft tree is verified in a forked child, then released);
+// attention_paged_latent has no tree overload and takes no FP8 pages; attention_paged_varlen
+// takes neither FP8 pages nor scales; the pools' dropped-page table entries are not valid
+// page ids of key_pages(); double rows into an E4M3 cache do not compile (see append).
 // 16-bit and FP8 caches: the reference reads the cache's own (verified) stored keys and values,
 // so the comparison keeps a float-sized tolerance (see kOutputTol).
 
@@ -35,12 +52,14 @@
 #include <posenc/paged_kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
 #include <posenc/reference/rope.hpp>
+#include <posenc/rope.hpp>
 #include <posenc/rope_frequencies.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <limits>
@@ -107,7 +126,7 @@ std::vector<float> slice(const std::vector<float>& x, std::size_t first, std::si
 
 // ---- storage types -----------------------------------------------------------------------------
 
-enum class Storage { kFloat, kBFloat16, kHalf, kFp8, kFp8E5M2 };
+enum class Storage { kFloat, kBFloat16, kHalf, kFp8, kFp8E5M2, kDouble };
 const char* name(Storage s) {
   switch (s) {
     case Storage::kFloat: return "float";
@@ -115,6 +134,7 @@ const char* name(Storage s) {
     case Storage::kHalf: return "half";
     case Storage::kFp8: return "fp8_e4m3";
     case Storage::kFp8E5M2: return "fp8_e5m2";
+    case Storage::kDouble: return "double";
   }
   return "?";
 }
@@ -127,6 +147,7 @@ struct Spacing {
 };
 template <typename T>
 constexpr Spacing spacing() {
+  if constexpr (std::is_same_v<T, double>) return {0x1p-52, 0x1p-1074};
   if constexpr (std::is_same_v<T, float>) return {0x1p-23, 0x1p-149};
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) return {0x1p-7, 0x1p-133};
   if constexpr (std::is_same_v<T, Eigen::half>) return {0x1p-10, 0x1p-24};
@@ -242,7 +263,9 @@ const std::vector<long double>& logical_key(Token& t, const Plan* plan, Index kv
 /// Mismatches of one attend; detail names the first few.
 struct Report {
   int state = 0, keys = 0, values = 0, held = 0, history = 0, direct = 0;
+  int lse = 0, identical = 0, empty = 0, tree = 0, varlen = 0, oracle = 0;
   double worst = 0.0;  // max |out - reference| / kOutputTol
+  double worst_lse = 0.0;  // max |lse - reference| / kLseTol
   std::string detail;
   int noted = 0;
   void note(const std::string& s) {
@@ -253,14 +276,22 @@ struct Report {
 /// One attend's checks, failing with the scenario and its operation log; true when any failed.
 bool report(const Report& r, const std::string& config, const std::string& log) {
   CAPTURE(config, log);
-  INFO(r.detail << "largest |out - reference| / tolerance: " << r.worst);
+  INFO(r.detail << "largest |out - reference| / tolerance: " << r.worst
+                << ", |lse - reference| / tolerance: " << r.worst_lse);
   CHECK(r.state == 0);
   CHECK(r.keys == 0);
   CHECK(r.values == 0);
   CHECK(r.held == 0);
   CHECK(r.history == 0);
   CHECK(r.direct == 0);
-  return r.state || r.keys || r.values || r.held || r.history || r.direct;
+  CHECK(r.lse == 0);
+  CHECK(r.identical == 0);
+  CHECK(r.empty == 0);
+  CHECK(r.tree == 0);
+  CHECK(r.varlen == 0);
+  CHECK(r.oracle == 0);
+  return r.state || r.keys || r.values || r.held || r.history || r.direct || r.lse ||
+         r.identical || r.empty || r.tree || r.varlen || r.oracle;
 }
 
 /// Row widths of a cache: keys d, values dv per kv head; a latent cache's values are the first
@@ -268,6 +299,7 @@ bool report(const Report& r, const std::string& config, const std::string& log) 
 struct Widths {
   Index kv_heads = 1, d = 16, dv = 16;
   bool latent = false;
+  bool turned_in_double = false;  // double storage from double rows: every turn in double
   Index v_stride() const { return latent ? d : dv; }
 };
 
@@ -295,7 +327,8 @@ void verify_token(const T* ks, const T* vs, Token& t, const Plan* plan, const Wi
       const double norm = static_cast<double>(
           other < 0 ? std::fabs(want)
                     : std::hypot(want, key[at(g * d + other)]));
-      const double tol = t.rounds * (0.71 * sp.relative + 4e-7) * norm +
+      const double noise = w.turned_in_double ? 1e-12 : 4e-7;  // float turns: ~1e-7
+      const double tol = t.rounds * (0.71 * sp.relative + noise) * norm +
                          0.05 * sp.relative * norm + t.rounds * sp.subnormal * ksc;
       const double got = decode(ks[e], ksc);
       if (!(std::fabs(got - static_cast<double>(want)) <= tol)) {
@@ -415,6 +448,141 @@ int compare(const std::vector<float>& got, const std::vector<double>& want, cons
   return bad;
 }
 
+// ---- log-sum-exp -------------------------------------------------------------------------------
+// attention.hpp: lse[b, i, h] = log(sum_j exp(s_j)) (natural log) over the keys the row sees,
+// s_j = the final logit: scale q.k (times the query temperature), soft-capped, plus ALiBi;
+// exp(sink_h) included when sinks are set; -inf for a row that sees no key. The oracle below
+// writes the logits out in long double from that definition and takes which keys a row sees
+// from posenc::reference::attention's weights (exactly 0 where masked); it also checks that
+// its logits are the reference's: s_j - lse = log(weight_j) for every visible key.
+// Tolerance: the kernel keeps lse = m + log(l) in float; its logits carry the ~1e-6 absolute
+// error of kOutputTol's note, so lse agrees to 1.5e-6 at worst over the sweep (the failure
+// message prints the ratio); a missing scale, sink or max term moves it by far more.
+constexpr double kLseTol = 2e-5;
+
+/// t(pos) of attention_types.hpp's TemperatureForm, written from the formulas there.
+long double temperature(std::int64_t pos, const posenc::AttentionTemperature& t) {
+  const auto x = static_cast<long double>(pos);
+  if (t.form == TemperatureForm::kXai) {
+    return pos > t.temperature_len
+               ? std::log2(x) / std::log2(static_cast<long double>(t.temperature_len))
+               : 1.0L;
+  }
+  const long double step = t.form == TemperatureForm::kLlama4 ? x + 1.0L : x;
+  return 1.0L + t.attn_scale * std::log1p(std::floor(step / t.floor_scale));
+}
+
+/// The lse of every row [batch, q_len, heads] from the reference's inputs (see above); rows
+/// whose logits disagree with the reference's weights count in oracle.
+std::vector<double> reference_lse(Index batch, Index q_len, Index k_len, Index heads,
+                                  Index kv_heads, Index d, Index dv,
+                                  const std::vector<double>& q, const std::vector<double>& k,
+                                  const std::vector<double>& v,
+                                  const std::vector<std::int64_t>& qpos,
+                                  const std::vector<std::int64_t>& kpos,
+                                  const std::vector<std::uint8_t>& tree,
+                                  const AttentionParams& params, int& oracle) {
+  std::vector<double> out(at(batch * q_len * heads * dv)), w(at(batch * heads * q_len * k_len));
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(qpos.data(), batch, q_len);
+  meta.key_positions = posenc::PositionIdsView(kpos.data(), batch, k_len);
+  if (!tree.empty()) {
+    meta.tree_mask = ConstTensorView<std::uint8_t, 3>(tree.data(), batch, q_len, q_len);
+  }
+  posenc::reference::attention<double>(
+      ConstTensorView<double, 4>(q.data(), batch, q_len, heads, d),
+      ConstTensorView<double, 4>(k.data(), batch, k_len, kv_heads, d),
+      ConstTensorView<double, 4>(v.data(), batch, k_len, kv_heads, dv),
+      TensorView<double, 4>(out.data(), batch, q_len, heads, dv), params, meta,
+      TensorView<double, 4>(w.data(), batch, heads, q_len, k_len));
+  const long double scale =
+      params.scale ? *params.scale : 1.0L / std::sqrt(static_cast<long double>(d));
+  std::vector<double> lse(at(batch * q_len * heads));
+  std::vector<long double> s(at(k_len));
+  for (Index b = 0; b < batch; ++b) {
+    for (Index i = 0; i < q_len; ++i) {
+      const std::int64_t pq = qpos[at(b * q_len + i)];
+      for (Index h = 0; h < heads; ++h) {
+        const Index g = h / (heads / kv_heads);
+        const double* qr = q.data() + ((b * q_len + i) * heads + h) * d;
+        const double* wr = w.data() + ((b * heads + h) * q_len + i) * k_len;
+        long double top = -std::numeric_limits<long double>::infinity();
+        for (Index j = 0; j < k_len; ++j) {
+          const double* kr = k.data() + ((b * k_len + j) * kv_heads + g) * d;
+          long double dot = 0.0L;
+          for (Index c = 0; c < d; ++c) dot += static_cast<long double>(qr[c]) * kr[c];
+          long double x = scale * dot;
+          if (params.query_temperature) x *= temperature(pq, *params.query_temperature);
+          if (params.logit_softcap > 0.0) {
+            const long double cap = params.logit_softcap;
+            x = cap * std::tanh(x / cap);
+          }
+          if (!params.alibi_slopes.empty()) {
+            const long double slope = params.alibi_slopes[at(h)];
+            const auto diff = static_cast<long double>(kpos[at(b * k_len + j)] - pq);
+            x += params.mask == MaskMode::kCausal ? slope * diff : -slope * std::fabs(diff);
+          }
+          s[at(j)] = x;
+          if (wr[j] > 0.0) top = std::max(top, x);
+        }
+        const bool sink = !params.sink_logits.empty();
+        const long double sink_logit = sink ? params.sink_logits[at(h)] : 0.0L;
+        if (sink) top = std::max(top, sink_logit);
+        long double sum = sink ? std::exp(sink_logit - top) : 0.0L;
+        for (Index j = 0; j < k_len; ++j) {
+          if (wr[j] > 0.0) sum += std::exp(s[at(j)] - top);
+        }
+        const long double l =
+            sum > 0.0L ? top + std::log(sum) : -std::numeric_limits<long double>::infinity();
+        lse[at((b * q_len + i) * heads + h)] = static_cast<double>(l);
+        for (Index j = 0; j < k_len; ++j) {
+          if (wr[j] > 0.0 && !(std::fabs(static_cast<double>(s[at(j)] - l) - std::log(wr[j])) <=
+                               1e-9 * (1.0 + std::fabs(static_cast<double>(l))))) {
+            ++oracle;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return lse;
+}
+
+/// Counts the lse entries off the oracle by more than kLseTol (-inf must be -inf).
+int compare_lse(const std::vector<float>& got, const std::vector<double>& want, const char* what,
+                Index heads, Report& r) {
+  int bad = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    const double g = got[e], diff = std::fabs(g - want[e]);
+    const bool ok = std::isinf(want[e]) ? g == want[e] : diff <= kLseTol;
+    if (!std::isinf(want[e])) r.worst_lse = std::max(r.worst_lse, ok ? diff / kLseTol : 1e300);
+    if (!ok && bad++ == 0) {
+      std::ostringstream os;
+      os.precision(9);
+      os << what << ": row (b, i) = " << e / at(heads) << " head " << e % at(heads) << ": got "
+         << g << " want " << want[e];
+      r.note(os.str());
+    }
+  }
+  return bad;
+}
+
+/// Counts the elements whose bits differ (the header promises the same kernel on the same
+/// inputs).
+int count_different(const std::vector<float>& a, const std::vector<float>& b, const char* what,
+                    Report& r) {
+  int bad = 0;
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    if (std::memcmp(&a[e], &b[e], sizeof(float)) != 0 && bad++ == 0) {
+      std::ostringstream os;
+      os.precision(9);
+      os << what << ": element " << e << ": " << a[e] << " vs " << b[e];
+      r.note(os.str());
+    }
+  }
+  return bad;
+}
+
 /// Options of one scenario. cache_window: a rolling cache's / pool's W (0: none); the window or
 /// chunk of the params then lies in [1, W], as attend requires.
 /// need_scale: a latent cache (its row's width is not the model's head size: attend requires
@@ -468,11 +636,12 @@ struct Common {
   Index kv_heads = 1, heads = 1, d = 16;
   Index dv = 16;        // value width: d, narrower or wider; a latent row's value prefix
   bool latent = false;  // MLA latent rows (KvCache::latent / PagedKvCache::latent)
+  bool double_input = false;  // double storage appended from double rows (turned in double)
   Scheme scheme = Scheme::kNone;
   bool partial = false;
   KvScales scales;
   AttentionParams params;
-  Widths widths() const { return {kv_heads, d, dv, latent}; }
+  Widths widths() const { return {kv_heads, d, dv, latent, double_input}; }
   Index rope_offset() const { return latent ? dv : 0; }
 };
 
@@ -537,6 +706,13 @@ Common draw_common(SplitMix64& rng, int index, std::uint64_t seed) {
     c.dv = coin(extra, 0.5) ? pick<Index>(extra, {3, 8, c.d / 2, c.d - 8})
                             : pick<Index>(extra, {c.d + 1, c.d + 8, c.d + 40, 2 * c.d});
   }
+  // Added later still, from a third stream: double storage (kv_cache.hpp and
+  // paged_kv_cache.hpp accept it), appended from float rows (turned in float) or double ones.
+  SplitMix64 more(seed ^ 0x0D0B1E5EEDULL);
+  if (c.storage == Storage::kFloat && coin(more, 0.25)) {
+    c.storage = Storage::kDouble;
+    c.double_input = coin(more, 0.5);
+  }
   return c;
 }
 
@@ -545,7 +721,7 @@ std::string describe(const Common& c) {
   os.precision(4);
   os << "#" << c.index << " (seed " << c.seed << "): " << name(c.storage) << " heads " << c.heads
      << " kv_heads " << c.kv_heads << " head_dim " << c.d << " " << name(c.scheme)
-     << (c.partial ? " partial" : "");
+     << (c.partial ? " partial" : "") << (c.double_input ? " double input" : "");
   if (c.latent) {
     os << " latent v_head_dim " << c.dv;
   } else if (c.dv != c.d) {
@@ -593,6 +769,7 @@ void tally_common(Tally& t, const Common& c) {
   t.add("latent rope", c.latent && is_rope(c.scheme));
   t.add("latent fp8", c.latent && is_fp8(c.storage));
   t.add("latent value = whole row", c.latent && c.dv == c.d);
+  t.add("double input", c.double_input);
 }
 
 // ---- KvCache -----------------------------------------------------------------------------------
@@ -770,12 +947,26 @@ class KvRun {
          << pos[at(n - 1)] << "); ";
     const posenc::PositionIdsView positions(pos.data(), k_.batch, n);
     const ConstTensorView<std::uint8_t, 2> valid_view(valid.data(), k_.batch, n);
-    const ConstTensorView<float, 4> kv(k.data(), k_.batch, n, c_.kv_heads, c_.d);
-    if (c_.latent) {
-      cache_.append_latent(kv, positions, valid_view);
+    const auto put = [&](const auto& keys, const auto& values) {
+      using In = typename std::decay_t<decltype(keys)>::value_type;
+      const ConstTensorView<In, 4> kv(keys.data(), k_.batch, n, c_.kv_heads, c_.d);
+      if (c_.latent) {
+        cache_.append_latent(kv, positions, valid_view);
+      } else {
+        cache_.append(kv, ConstTensorView<In, 4>(values.data(), k_.batch, n, c_.kv_heads, c_.dv),
+                      positions, valid_view);
+      }
+    };
+    // Double rows only into double storage: an E4M3 cache does not compile with double input
+    // here (posenc/detail/numeric.hpp's std::max(uint64_t, unsigned long long); see the note).
+    if constexpr (std::is_same_v<T, double>) {
+      if (c_.double_input) {
+        put(std::vector<double>(k.begin(), k.end()), std::vector<double>(v.begin(), v.end()));
+      } else {
+        put(k, v);
+      }
     } else {
-      cache_.append(kv, ConstTensorView<float, 4>(v.data(), k_.batch, n, c_.kv_heads, c_.dv),
-                    positions, valid_view);
+      put(k, v);
     }
     // The rolling rule of kv_cache.hpp: on overflow keep the newest W - 1 slots.
     if (k_.rolling > 0 && m_.held() + n > k_.max_len) {
@@ -1052,7 +1243,8 @@ template <typename T>
 class PagedRun {
  public:
   explicit PagedRun(const PagedConfig& p)
-      : p_(p), c_(p.c), rng_(p.c.seed + 1), pool_(make_pool<T>(p)) {
+      : p_(p), c_(p.c), rng_(p.c.seed + 1), extra_(p.c.seed ^ 0x1E5EDA7AULL),
+        pool_(make_pool<T>(p)) {
     if constexpr (kIsFp8<T>) pool_.set_scales(c_.scales);
     if (is_rope(c_.scheme)) {
       const RopeLayout layout = c_.scheme == Scheme::kRopeInterleaved ? RopeLayout::kInterleaved
@@ -1084,7 +1276,7 @@ class PagedRun {
       log_ << "add_sequence() = " << s << "; ";
       seqs_[s];
       const Index len = coin(rng_, 0.1) ? irange(rng_, 60, 140) : irange(rng_, 1, 16);
-      append(s, len);
+      append(s, len, rng_);
       shortest = std::min(shortest, len);
       tally.add("past a key tile", len > 64);
       ids.push_back(s);
@@ -1111,6 +1303,16 @@ class PagedRun {
       } else {
         append_all();
       }
+      // Added later, drawn from extra_ only: a draft tree verified by attention_paged's
+      // tree-mask overload in a forked child, released afterwards (attention_paged_latent has
+      // no tree overload: latent pools skip it).
+      if (!failed_ && !c_.latent && coin(extra_, 0.35)) {
+        tree_verify();
+        tally.add("paged tree");
+        tally.add("paged tree on a windowed pool", p_.window > 0);
+        tally.add("paged tree sinks", !c_.params.sink_logits.empty());
+        tally.add("paged tree fp8", is_fp8(c_.storage));
+      }
     }
     if (!failed_) append_all();
     tally.add("windowed pool", p_.window > 0);
@@ -1118,6 +1320,18 @@ class PagedRun {
     tally.add("page size 1", p_.page_size == 1);
     tally.add("page size 16", p_.page_size == 16);
     tally.add("attention_paged_latent", latent_direct_ > 0);
+    tally.add("attend lse", attend_lse_ > 0);
+    tally.add("attention_paged lse", direct_lse_ > 0);
+    tally.add("attention_paged_latent lse", c_.latent && direct_lse_ > 0);
+    tally.add("attention_paged on a windowed pool", remapped_ > 0);
+    tally.add("bit-identical to attend", identical_ > 0);
+    tally.add("bit-identical rope", plan_ && identical_ > 0);
+    tally.add("bit-identical fp8", is_fp8(c_.storage) && identical_ > 0);
+    tally.add("rows with no key", empty_rows_ > 0);
+    tally.add("rows with no key, sinks", empty_rows_ > 0 && !c_.params.sink_logits.empty());
+    tally.add("seq_len 0", zero_len_ > 0);
+    tally.add("attention_paged_varlen", varlen_ > 0);
+    tally.add("varlen q_len 0", varlen_skip_ > 0);
   }
 
   struct Seq {
@@ -1125,16 +1339,31 @@ class PagedRun {
     Index last_chunk = 0;
   };
 
-  void append(std::int64_t s, Index n) {
+  /// n tokens to sequence s, drawn from rng (rng_, or extra_ for the draft tokens added later).
+  void append(std::int64_t s, Index n, SplitMix64& rng) {
     const Index row = c_.kv_heads * c_.d, vrow = c_.kv_heads * c_.dv;
-    const auto k = random_floats(rng_, n * row);
-    const auto v = c_.latent ? std::vector<float>() : random_floats(rng_, n * vrow);
+    const auto k = random_floats(rng, n * row);
+    const auto v = c_.latent ? std::vector<float>() : random_floats(rng, n * vrow);
     log_ << (c_.latent ? "append_latent(" : "append(") << s << ", n=" << n << "); ";
-    const ConstTensorView<float, 3> kv(k.data(), n, c_.kv_heads, c_.d);
-    if (c_.latent) {
-      pool_.append_latent(s, kv);
+    const auto put = [&](const auto& keys, const auto& values) {
+      using In = typename std::decay_t<decltype(keys)>::value_type;
+      const ConstTensorView<In, 3> kv(keys.data(), n, c_.kv_heads, c_.d);
+      if (c_.latent) {
+        pool_.append_latent(s, kv);
+      } else {
+        pool_.append(s, kv, ConstTensorView<In, 3>(values.data(), n, c_.kv_heads, c_.dv));
+      }
+    };
+    // Double rows only into double storage: an E4M3 cache does not compile with double input
+    // here (posenc/detail/numeric.hpp's std::max(uint64_t, unsigned long long); see the note).
+    if constexpr (std::is_same_v<T, double>) {
+      if (c_.double_input) {
+        put(std::vector<double>(k.begin(), k.end()), std::vector<double>(v.begin(), v.end()));
+      } else {
+        put(k, v);
+      }
     } else {
-      pool_.append(s, kv, ConstTensorView<float, 3>(v.data(), n, c_.kv_heads, c_.dv));
+      put(k, v);
     }
     Seq& seq = seqs_[s];
     for (Index t = 0; t < n; ++t) {
@@ -1152,7 +1381,7 @@ class PagedRun {
   void append_all() {
     std::vector<std::int64_t> ids;
     for (auto& [s, seq] : seqs_) {
-      append(s, coin(rng_, 0.5) ? 1 : irange(rng_, 1, 5));
+      append(s, coin(rng_, 0.5) ? 1 : irange(rng_, 1, 5), rng_);
       ids.push_back(s);
     }
     for (std::size_t i = ids.size(); i > 1; --i) {
@@ -1203,16 +1432,109 @@ class PagedRun {
     attend(ids, irange(rng_, 1, q_max));
   }
 
+  /// The oracle's rows of sequence id's len tokens, slots = positions: the verified stored
+  /// rows of the pages it holds, the model's of pages a window dropped (which it must mask).
+  void gather(std::int64_t id, Report& r, std::vector<double>& k, std::vector<double>& v,
+              std::vector<std::int64_t>& kpos) {
+    Seq& seq = seqs_[id];
+    const auto& pages = pool_.pages(id);
+    const Plan* plan = plan_ ? &*plan_ : nullptr;
+    const Index ps = p_.page_size;
+    for (Index t = 0; t < static_cast<Index>(seq.toks.size()); ++t) {
+      const std::int32_t page = pages[at(t / ps)];
+      if (page == p_.num_pages) {  // dropped by the window: the oracle must mask it
+        ++dropped_checked_;
+        model_rows(seq.toks[at(t)], plan, c_.kv_heads, c_.d, k, v);
+      } else {
+        const T* ks = &pool_.key_pages()(page, t % ps, 0, 0);
+        const T* vs = c_.latent ? ks : &pool_.value_pages()(page, t % ps, 0, 0);
+        verify_token(ks, vs, seq.toks[at(t)], plan, c_.widths(), c_.scales,
+                     "seq=" + std::to_string(id) + " slot=" + std::to_string(t), r, k, v);
+      }
+      kpos.push_back(t);
+    }
+  }
+
+  /// A page table of the pool for attention_paged: a sliding-window pool's dropped pages
+  /// (id num_pages, outside key_pages()) pointed at a random page of the pool, whatever it
+  /// holds: the window must mask those slots.
+  std::vector<std::int32_t> direct_table(std::vector<std::int32_t> table) {
+    for (auto& page : table) {
+      if (page == p_.num_pages) {
+        page = static_cast<std::int32_t>(irange(extra_, 0, p_.num_pages - 1));
+        ++remapped_;
+      }
+    }
+    return table;
+  }
+
+  /// q [B, q_len, heads, d] rotated as PagedKvCache::attend rotates it (posenc's float RoPE at
+  /// slots starts[b] + i): the very inputs of the pool's kernel call.
+  std::vector<float> pool_queries(std::vector<float> q, const std::vector<std::int64_t>& starts,
+                                  Index q_len) {
+    if (plan_) {
+      const auto B = static_cast<Index>(starts.size());
+      posenc::apply_rope_inplace<float>(
+          posenc::rope_heads<float>(TensorView<float, 4>(q.data(), B, q_len, c_.heads, c_.d)),
+          posenc::RopePositions::contiguous_from(
+              ConstTensorView<std::int64_t, 1>(starts.data(), B), q_len),
+          plan_->lib, plan_->layout);
+    }
+    return q;
+  }
+
+  /// attention_paged (attention_paged_latent for a latent pool) over the pool's pages; false
+  /// when the call does not apply (FP8 latent pages, or a tree on a latent pool).
+  bool direct(const std::vector<float>& q, Index B, Index q_len,
+              const std::vector<std::int32_t>& table, const std::vector<std::int64_t>& lens,
+              std::vector<float>& out, std::vector<float>* lse, const AttentionParams& params,
+              const std::vector<std::uint8_t>& tree = {}) {
+    const Index H = c_.heads;
+    const ConstTensorView<float, 4> Q(q.data(), B, q_len, H, c_.d);
+    const ConstTensorView<std::int32_t, 2> pt(table.data(), B,
+                                               static_cast<Index>(table.size()) / B);
+    const ConstTensorView<std::int64_t, 1> lv(lens.data(), B);
+    const TensorView<float, 4> O(out.data(), B, q_len, H, c_.dv);
+    std::optional<TensorView<float, 3>> L;
+    if (lse) L = TensorView<float, 3>(lse->data(), B, q_len, H);
+    if (c_.latent) {
+      if constexpr (kIsFp8<T>) {
+        return false;
+      } else {
+        if (!tree.empty()) return false;
+        posenc::attention_paged_latent<float, T>(Q, pool_.key_pages(), pt, lv, O, params,
+                                                 nullptr, L);
+        return true;
+      }
+    }
+    if (tree.empty()) {
+      posenc::attention_paged<float, T>(Q, pool_.key_pages(), pool_.value_pages(), pt, lv, O,
+                                        params, nullptr, L, c_.scales);
+    } else {
+      posenc::attention_paged<float, T>(
+          Q, pool_.key_pages(), pool_.value_pages(), pt, lv, O,
+          ConstTensorView<std::uint8_t, 3>(tree.data(), B, q_len, q_len), params, nullptr, L,
+          c_.scales);
+    }
+    return true;
+  }
+
   void attend(const std::vector<std::int64_t>& ids, Index q_len) {
     const auto B = static_cast<Index>(ids.size());
-    const Index H = c_.heads, G = c_.kv_heads, D = c_.d, DV = c_.dv, ps = p_.page_size;
+    const Index H = c_.heads, D = c_.d, DV = c_.dv;
     const auto q = random_floats(rng_, B * q_len * H * D);
     std::vector<float> out(at(B * q_len * H * DV), 1000.0f);
+    // Added later (extra_): the optional lse of attend / attention_paged.
+    const bool with_lse = coin(extra_, 0.6);
+    std::vector<float> lse(at(B * q_len * H), 1000.0f);
     log_ << "attend({";
     for (const auto s : ids) log_ << s << ' ';
-    log_ << "}, q_len=" << q_len << "); ";
+    log_ << "}, q_len=" << q_len << (with_lse ? ", lse" : "") << "); ";
+    std::optional<TensorView<float, 3>> lse_view;
+    if (with_lse) lse_view = TensorView<float, 3>(lse.data(), B, q_len, H);
     pool_.attend(ids, ConstTensorView<float, 4>(q.data(), B, q_len, H, D),
-                 TensorView<float, 4>(out.data(), B, q_len, H, DV), c_.params);
+                 TensorView<float, 4>(out.data(), B, q_len, H, DV), c_.params, lse_view);
+    attend_lse_ += with_lse;
     Report r;
     const Plan* plan = plan_ ? &*plan_ : nullptr;
     // Page accounting: every page a live sequence holds counts its holders; the rest are free.
@@ -1234,95 +1556,269 @@ class PagedRun {
                " refs, " + std::to_string(n) + " holders");
       }
     }
+    if (pool_.sequences() != static_cast<Index>(seqs_.size())) {
+      ++r.state;
+      r.note("sequences() = " + std::to_string(pool_.sequences()) + ", model " +
+             std::to_string(seqs_.size()));
+    }
     if (pool_.free_pages() != p_.num_pages - static_cast<Index>(holders.size())) {
       ++r.state;
       r.note("free pages " + std::to_string(pool_.free_pages()) + ", expected " +
              std::to_string(p_.num_pages - static_cast<Index>(holders.size())));
     }
     // Oracle per sequence (batch 1): the whole history at slots = positions.
-    std::vector<double> want(out.size());
+    std::vector<double> want(out.size()), want_lse(lse.size());
     std::vector<std::int32_t> table;
-    std::vector<std::int64_t> lens;
+    std::vector<std::int64_t> lens, starts;
     Index max_pages = 1;
     for (const auto s : ids) {
       max_pages = std::max(max_pages, static_cast<Index>(pool_.pages(s).size()));
     }
     for (Index b = 0; b < B && r.state == 0; ++b) {
-      Seq& seq = seqs_[ids[at(b)]];
       const auto& pages = pool_.pages(ids[at(b)]);
-      const auto len = static_cast<Index>(seq.toks.size());
+      const auto len = static_cast<Index>(seqs_[ids[at(b)]].toks.size());
       std::vector<double> k, v;
       std::vector<std::int64_t> kpos, qpos;
-      for (Index t = 0; t < len; ++t) {
-        const std::int32_t page = pages[at(t / ps)];
-        if (page == p_.num_pages) {  // dropped by the window: the oracle must mask it
-          ++dropped_checked_;
-          model_rows(seq.toks[at(t)], plan, G, D, k, v);
-        } else {
-          const T* ks = &pool_.key_pages()(page, t % ps, 0, 0);
-          const T* vs = c_.latent ? ks : &pool_.value_pages()(page, t % ps, 0, 0);
-          verify_token(ks, vs, seq.toks[at(t)], plan, c_.widths(), c_.scales,
-                       "seq=" + std::to_string(ids[at(b)]) + " slot=" + std::to_string(t), r, k,
-                       v);
-        }
-        kpos.push_back(t);
-      }
+      gather(ids[at(b)], r, k, v, kpos);
       for (Index i = 0; i < q_len; ++i) qpos.push_back(len - q_len + i);
       const std::vector<float> qb(q.begin() + b * q_len * H * D,
                                   q.begin() + (b + 1) * q_len * H * D);
       const auto qt = turned_queries(qb, 1, q_len, H, D, qpos, plan);
-      const auto o = reference_out(1, q_len, len, H, G, D, DV, qt, k, v, qpos, kpos, {}, {},
-                                   c_.params);
+      const auto o = reference_out(1, q_len, len, H, c_.kv_heads, D, DV, qt, k, v, qpos, kpos,
+                                   {}, {}, c_.params);
       std::copy(o.begin(), o.end(), want.begin() + b * q_len * H * DV);
+      const auto l = reference_lse(1, q_len, len, H, c_.kv_heads, D, DV, qt, k, v, qpos, kpos,
+                                   {}, c_.params, r.oracle);
+      std::copy(l.begin(), l.end(), want_lse.begin() + b * q_len * H);
       table.insert(table.end(), pages.begin(), pages.end());
       table.resize(at((b + 1) * max_pages), 0);
       lens.push_back(len);
+      starts.push_back(len - q_len);
     }
     if (r.state == 0) {
       r.held = compare(out, want, "PagedKvCache::attend vs reference", H, DV, r);
-      // attention_paged_latent takes no FP8 pages (nor scales): those pools are checked
-      // through PagedKvCache::attend only.
-      if (p_.window == 0 && !(c_.latent && kIsFp8<T>)) {
-        // attention_paged on the pool's own pages, queries turned by the test (a windowed pool
-        // points dropped pages at a zero page outside key_pages(): not callable that way).
-        std::vector<float> qt(q.size()), direct(out.size(), 1000.0f);
-        for (Index b = 0; b < B; ++b) {
-          std::vector<std::int64_t> qpos;
-          for (Index i = 0; i < q_len; ++i) qpos.push_back(lens[at(b)] - q_len + i);
-          const std::vector<float> qb(q.begin() + b * q_len * H * D,
-                                      q.begin() + (b + 1) * q_len * H * D);
-          const auto t = turned_queries(qb, 1, q_len, H, D, qpos, plan);
-          for (std::size_t e = 0; e < t.size(); ++e) {
-            qt[at(b * q_len * H * D) + e] = static_cast<float>(t[e]);
-          }
+      if (with_lse) r.lse += compare_lse(lse, want_lse, "PagedKvCache::attend lse", H, r);
+      // attention_paged on the pool's own pages (attention_paged_latent takes no FP8 pages,
+      // nor scales: those pools are checked through PagedKvCache::attend only), queries turned
+      // by the test. A windowed pool's dropped pages point at a page of zeros outside
+      // key_pages(): the table given here points them at some page of the pool instead.
+      const auto dtable = direct_table(table);
+      std::vector<float> qt(q.size()), got(out.size(), 1000.0f), got_lse(lse.size(), 1000.0f);
+      for (Index b = 0; b < B; ++b) {
+        std::vector<std::int64_t> qpos;
+        for (Index i = 0; i < q_len; ++i) qpos.push_back(lens[at(b)] - q_len + i);
+        const std::vector<float> qb(q.begin() + b * q_len * H * D,
+                                    q.begin() + (b + 1) * q_len * H * D);
+        const auto t = turned_queries(qb, 1, q_len, H, D, qpos, plan);
+        for (std::size_t e = 0; e < t.size(); ++e) {
+          qt[at(b * q_len * H * D) + e] = static_cast<float>(t[e]);
         }
-        const ConstTensorView<float, 4> Q(qt.data(), B, q_len, H, D);
-        const ConstTensorView<std::int32_t, 2> pt(table.data(), B, max_pages);
-        const ConstTensorView<std::int64_t, 1> lv(lens.data(), B);
-        const TensorView<float, 4> O(direct.data(), B, q_len, H, DV);
-        if (!c_.latent) {
-          posenc::attention_paged<float, T>(Q, pool_.key_pages(), pool_.value_pages(), pt, lv,
-                                            O, c_.params, nullptr, std::nullopt, c_.scales);
-          r.direct = compare(direct, want, "attention_paged vs reference", H, DV, r);
-        } else if constexpr (!kIsFp8<T>) {
-          ++latent_direct_;
-          posenc::attention_paged_latent<float, T>(Q, pool_.key_pages(), pt, lv, O, c_.params);
-          r.direct = compare(direct, want, "attention_paged_latent vs reference", H, DV, r);
+      }
+      const char* what = c_.latent ? "attention_paged_latent" : "attention_paged";
+      if (direct(qt, B, q_len, dtable, lens, got, with_lse ? &got_lse : nullptr, c_.params)) {
+        latent_direct_ += c_.latent;
+        direct_lse_ += with_lse;
+        r.direct = compare(got, want, what, H, DV, r);
+        if (with_lse) r.lse += compare_lse(got_lse, want_lse, "attention_paged lse", H, r);
+        // The same kernel call as attend's (paged_kv_cache.hpp: attend runs attention_paged
+        // over the pool) on the same queries: bit-identical outputs and lse. Without RoPE the
+        // test's queries are those already.
+        if (plan_) {
+          std::fill(got.begin(), got.end(), 1000.0f);
+          std::fill(got_lse.begin(), got_lse.end(), 1000.0f);
+          direct(pool_queries(q, starts, q_len), B, q_len, dtable, lens, got,
+                 with_lse ? &got_lse : nullptr, c_.params);
+        }
+        r.identical = count_different(got, out, "attention_paged vs attend, bits", r);
+        if (with_lse) {
+          r.identical += count_different(got_lse, lse, "attention_paged vs attend lse, bits", r);
+        }
+        identical_ += r.identical == 0;
+        if (c_.params.mask == MaskMode::kCausal && coin(extra_, 0.3)) {
+          short_sequence(dtable, max_pages, lens[0], r);
+        }
+        if constexpr (!kIsFp8<T>) {
+          if (!c_.latent && coin(extra_, 0.4)) {
+            varlen(pool_queries(q, starts, q_len), B, q_len, dtable, lens, want, want_lse, r);
+          }
         }
       }
     }
     failed_ = report(r, describe(p_), log_.str()) || failed_;
   }
 
+  /// attention_paged of one sequence given fewer keys than queries: the first listed
+  /// sequence's page-table row with seq_len in [0, q_len) (attention_paged: "a sequence with
+  /// seq_len 0, or a query row with no key before it, gives zeros (lse -inf)"). The rows that
+  /// see keys are the reference's over the keys as stored; the others must be 0 with lse -inf
+  /// (with sinks the definition's log(exp(sink_h)) = sink_h, which the kernel gives: see the
+  /// note on the file's lse oracle).
+  void short_sequence(const std::vector<std::int32_t>& table, Index max_pages, Index first_len,
+                      Report& r) {
+    const Index H = c_.heads, G = c_.kv_heads, D = c_.d, DV = c_.dv, ps = p_.page_size;
+    const Index q_len = irange(extra_, 1, 4);
+    const Index n = std::min<Index>(irange(extra_, 0, q_len - 1), first_len);
+    const std::vector<std::int32_t> row(table.begin(), table.begin() + max_pages);
+    const auto q = random_floats(extra_, q_len * H * D);
+    std::vector<float> out(at(q_len * H * DV), 1000.0f), lse(at(q_len * H), 1000.0f);
+    log_ << "attention_paged(seq_len " << n << ", q_len " << q_len << "); ";
+    direct(q, 1, q_len, row, {n}, out, &lse, c_.params);
+    ++empty_rows_;
+    zero_len_ += n == 0;
+    std::vector<double> want(out.size(), 0.0), want_lse(lse.size());
+    const Index blank = q_len - n;  // rows at slots < 0: no key
+    for (Index i = 0; i < blank; ++i) {
+      for (Index h = 0; h < H; ++h) {
+        want_lse[at(i * H + h)] = c_.params.sink_logits.empty()
+                                      ? -std::numeric_limits<double>::infinity()
+                                      : c_.params.sink_logits[at(h)];
+      }
+    }
+    if (n > 0) {
+      // The keys as stored (decoded), at slots 0 .. n - 1 through the row.
+      std::vector<double> k, v, qd(q.begin() + blank * H * D, q.end());
+      std::vector<std::int64_t> pos;
+      for (Index t = 0; t < n; ++t) {
+        const std::int32_t page = row[at(t / ps)];
+        for (Index g = 0; g < G; ++g) {
+          const T* ks = &pool_.key_pages()(page, t % ps, g, 0);
+          const T* vs = c_.latent ? ks : &pool_.value_pages()(page, t % ps, g, 0);
+          for (Index c = 0; c < D; ++c) k.push_back(decode(ks[c], c_.scales.k_of(g)));
+          for (Index c = 0; c < DV; ++c) v.push_back(decode(vs[c], c_.scales.v_of(g)));
+        }
+        pos.push_back(t);
+      }
+      const auto o = reference_out(1, n, n, H, G, D, DV, qd, k, v, pos, pos, {}, {}, c_.params);
+      std::copy(o.begin(), o.end(), want.begin() + blank * H * DV);
+      const auto l =
+          reference_lse(1, n, n, H, G, D, DV, qd, k, v, pos, pos, {}, c_.params, r.oracle);
+      std::copy(l.begin(), l.end(), want_lse.begin() + blank * H);
+    }
+    r.empty += compare(out, want, "attention_paged, seq_len < q_len", H, DV, r);
+    r.empty += compare_lse(lse, want_lse, "attention_paged lse, seq_len < q_len", H, r);
+  }
+
+  /// attention_paged_varlen over the same sequences, each with its own q_len_b in [0, q_len]
+  /// (0: skipped), the last q_len_b of its queries packed: each row is the row of the same
+  /// query at the same slot above (the mask, windows, chunks, ALiBi and temperature of a row
+  /// depend on its slot only).
+  void varlen(const std::vector<float>& q, Index B, Index q_len,
+              const std::vector<std::int32_t>& table, const std::vector<std::int64_t>& lens,
+              const std::vector<double>& want, const std::vector<double>& want_lse, Report& r) {
+    const Index H = c_.heads, D = c_.d, DV = c_.dv;
+    std::vector<std::int64_t> cu{0};
+    std::vector<float> packed;
+    std::vector<double> w, wl;
+    for (Index b = 0; b < B; ++b) {
+      Index n = irange(extra_, 0, q_len);
+      if (b == B - 1 && cu.back() == 0) n = std::max<Index>(n, 1);
+      varlen_skip_ += n == 0;
+      cu.push_back(cu.back() + n);
+      const auto row0 = at((b * q_len + q_len - n) * H);
+      packed.insert(packed.end(), q.begin() + row0 * D, q.begin() + (row0 + n * H) * D);
+      w.insert(w.end(), want.begin() + row0 * DV, want.begin() + (row0 + n * H) * DV);
+      wl.insert(wl.end(), want_lse.begin() + row0, want_lse.begin() + row0 + n * H);
+    }
+    const Index total = cu.back();
+    std::vector<float> out(at(total * H * DV), 1000.0f), lse(at(total * H), 1000.0f);
+    log_ << "attention_paged_varlen(total_q " << total << "); ";
+    posenc::attention_paged_varlen<float, T>(
+        ConstTensorView<float, 3>(packed.data(), total, H, D), pool_.key_pages(),
+        pool_.value_pages(),
+        ConstTensorView<std::int32_t, 2>(table.data(), B, static_cast<Index>(table.size()) / B),
+        ConstTensorView<std::int64_t, 1>(lens.data(), B),
+        ConstTensorView<std::int64_t, 1>(cu.data(), B + 1),
+        TensorView<float, 3>(out.data(), total, H, DV), c_.params, nullptr,
+        TensorView<float, 2>(lse.data(), total, H));
+    ++varlen_;
+    r.varlen += compare(out, w, "attention_paged_varlen", H, DV, r);
+    r.varlen += compare_lse(lse, wl, "attention_paged_varlen lse", H, r);
+  }
+
+  /// A draft tree on a forked child of a random sequence (vLLM's speculative decoding over
+  /// the block table): n draft tokens appended to the child, each listed after its parent,
+  /// verified in one attention_paged call with the tree mask, then the child is released. The
+  /// pool stores keys at their slots (paged positions are slots), so the queries are turned
+  /// there too and the reference gets the slots as positions: this checks the mask over
+  /// pages (ancestors, siblings, a window counting the path), not draft positions. ALiBi,
+  /// chunks and temperatures are refused with a tree (attention_paged.hpp): dropped here, and
+  /// a windowed pool whose layer is chunked only gets a window of its own in [1, W].
+  void tree_verify() {
+    AttentionParams tp = c_.params;
+    tp.alibi_slopes.clear();
+    tp.attention_chunk_size = 0;
+    tp.query_temperature.reset();
+    tp.mask = MaskMode::kCausal;
+    if (p_.window > 0 && tp.sliding_window == 0) tp.sliding_window = irange(extra_, 1, p_.window);
+    auto it = seqs_.begin();
+    std::advance(it, irange(extra_, 0, static_cast<Index>(seqs_.size()) - 1));
+    const std::int64_t parent = it->first;
+    const std::int64_t child = pool_.fork(parent);
+    log_ << "tree: fork(" << parent << ") = " << child << "; ";
+    seqs_[child] = seqs_[parent];
+    const Index n = irange(extra_, 2, 5);
+    const std::int64_t limit = tp.sliding_window;  // paths must fit the window
+    std::vector<Index> up(at(n)), depth(at(n));
+    for (Index t = 0; t < n; ++t) {
+      up[at(t)] = irange(extra_, -1, t - 1);
+      depth[at(t)] = up[at(t)] < 0 ? 1 : depth[at(up[at(t)])] + 1;
+      if (limit > 0 && depth[at(t)] > limit) {
+        up[at(t)] = -1;
+        depth[at(t)] = 1;
+      }
+    }
+    std::vector<std::uint8_t> tree(at(n * n), 0);
+    for (Index i = 0; i < n; ++i) {
+      for (Index x = i; x >= 0; x = up[at(x)]) tree[at(i * n + x)] = 1;
+    }
+    log_ << "parents [";
+    for (const Index u : up) log_ << u << ' ';
+    log_ << "] ";
+    append(child, n, extra_);
+    const Index H = c_.heads, D = c_.d, DV = c_.dv;
+    const Index len = pool_.length(child);
+    const auto q = random_floats(extra_, n * H * D);
+    const bool with_lse = coin(extra_, 0.6);
+    Report r;
+    std::vector<double> k, v;
+    std::vector<std::int64_t> kpos, qpos;
+    gather(child, r, k, v, kpos);
+    for (Index i = 0; i < n; ++i) qpos.push_back(len - n + i);
+    const Plan* plan = plan_ ? &*plan_ : nullptr;
+    const auto qt = turned_queries(q, 1, n, H, D, qpos, plan);
+    const std::vector<float> qf(qt.begin(), qt.end());
+    std::vector<float> out(at(n * H * DV), 1000.0f), lse(at(n * H), 1000.0f);
+    log_ << "attention_paged(tree, q_len=" << n << (with_lse ? ", lse" : "") << "); ";
+    direct(qf, 1, n, direct_table(pool_.pages(child)), {len}, out, with_lse ? &lse : nullptr,
+           tp, tree);
+    if (r.keys == 0 && r.values == 0) {
+      const auto want =
+          reference_out(1, n, len, H, c_.kv_heads, D, DV, qt, k, v, qpos, kpos, {}, tree, tp);
+      r.tree = compare(out, want, "attention_paged with a tree mask", H, DV, r);
+      if (with_lse) {
+        const auto wl = reference_lse(1, n, len, H, c_.kv_heads, D, DV, qt, k, v, qpos, kpos,
+                                      tree, tp, r.oracle);
+        r.tree += compare_lse(lse, wl, "attention_paged lse with a tree mask", H, r);
+      }
+    }
+    log_ << "release(" << child << "); ";
+    pool_.release(child);
+    seqs_.erase(child);
+    failed_ = report(r, describe(p_) + " | tree params " + describe(tp), log_.str()) || failed_;
+  }
+
   const PagedConfig& p_;
   const Common& c_;
   SplitMix64 rng_;
+  SplitMix64 extra_;  // the options added later: draws of their own (see draw_common)
   posenc::PagedKvCache<T> pool_;
   std::optional<Plan> plan_;
   std::map<std::int64_t, Seq> seqs_;
   std::ostringstream log_;
   int dropped_checked_ = 0;
   int latent_direct_ = 0;
+  int attend_lse_ = 0, direct_lse_ = 0, remapped_ = 0, identical_ = 0, empty_rows_ = 0;
+  int zero_len_ = 0, varlen_ = 0, varlen_skip_ = 0;
   bool failed_ = false;
 };
 
@@ -1349,6 +1845,7 @@ TEST_CASE("kv cache combinations: KvCache decode paths against the reference ove
       case Storage::kHalf: KvRun<Eigen::half>(k).run(tally); break;
       case Storage::kFp8: KvRun<E4M3>(k).run(tally); break;
       case Storage::kFp8E5M2: KvRun<E5M2>(k).run(tally); break;
+      case Storage::kDouble: KvRun<double>(k).run(tally); break;
     }
   }
   // The sweep must keep combining what it exists for.
@@ -1362,7 +1859,8 @@ TEST_CASE("kv cache combinations: KvCache decode paths against the reference ove
                            "per-head e5m2 scales", "v_head_dim narrower", "v_head_dim wider",
                            "v_head_dim erase", "v_head_dim rolling evicted", "latent",
                            "latent rope", "latent fp8", "latent erase", "latent turned",
-                           "latent rolling evicted", "latent value = whole row"},
+                           "latent rolling evicted", "latent value = whole row", "double",
+                           "double input"},
                    5);
 }
 
@@ -1379,6 +1877,7 @@ TEST_CASE("kv cache combinations: PagedKvCache and attention_paged against the r
       case Storage::kHalf: PagedRun<Eigen::half>(p).run(tally); break;
       case Storage::kFp8: PagedRun<E4M3>(p).run(tally); break;
       case Storage::kFp8E5M2: PagedRun<E5M2>(p).run(tally); break;
+      case Storage::kDouble: PagedRun<double>(p).run(tally); break;
     }
   }
   require_coverage(tally, {"float", "bfloat16", "half", "fp8_e4m3", "alibi", "rope-interleaved",
@@ -1388,6 +1887,12 @@ TEST_CASE("kv cache combinations: PagedKvCache and attention_paged against the r
                            "fp8_e5m2", "per-head e5m2 scales", "v_head_dim narrower",
                            "v_head_dim wider", "v_head_dim fork", "latent", "latent rope",
                            "latent fp8", "latent fork", "latent update_rope",
-                           "attention_paged_latent"},
+                           "attention_paged_latent", "double", "double input", "attend lse",
+                           "attention_paged lse", "attention_paged_latent lse",
+                           "attention_paged on a windowed pool", "bit-identical to attend",
+                           "bit-identical rope", "bit-identical fp8", "rows with no key",
+                           "rows with no key, sinks", "seq_len 0", "attention_paged_varlen",
+                           "varlen q_len 0", "paged tree", "paged tree on a windowed pool",
+                           "paged tree sinks", "paged tree fp8"},
                    3);
 }
