@@ -1510,52 +1510,59 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
                        ws.chunk.data(), ws.tree.data(), ws.qpos.data(), ws.row_h.data(),
                        ws.m.data(), ws.l.data(), ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
-    // its last; the first block applies alpha.
+    // its last; the first block applies alpha. A padding key's value row may hold anything
+    // (0 * NaN is not 0): a padded tile runs over its runs of other keys [j, keys_end) only.
     for (j = 0; j < nk;) {
-      if (padded && kmask[j0 + j] == 0) {
-        // A padding key's value row may hold anything (0 * NaN is not 0): skipped, with the
-        // tile's rescale of O, which its first row carries, applied here.
-        for (Eigen::Index lane = 0; j == 0 && lane < lanes; ++lane) {
-          const Acc a = alpha[lane];
-          if (a != Acc(1)) for (Eigen::Index c = 0; c < dv; ++c) o[lane * dv + c] *= a;
+      Eigen::Index keys_end = nk;
+      if (padded) {
+        if (kmask[j0 + j] == 0) {
+          // Skipped; the tile's rescale of O, which its first row carries, applied here.
+          for (Eigen::Index lane = 0; j == 0 && lane < lanes; ++lane) {
+            const Acc a = alpha[lane];
+            if (a != Acc(1)) for (Eigen::Index c = 0; c < dv; ++c) o[lane * dv + c] *= a;
+          }
+          ++j;
+          continue;
         }
-        ++j;
-        continue;
+        keys_end = j + 1;
+        while (keys_end < nk && kmask[j0 + keys_end] != 0) ++keys_end;
       }
-      const TKV* v = vbase + j * v_row;
-      const Acc* w = st + j * rs;
-      const bool whole = !stream_rows && !padded && j + KV <= nk;
-      const Eigen::Index n_rows = whole ? KV : 1;
-      const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
-      const auto [slice_first, slice_last] =
-          rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
-      attn_prefetch_rows(vbase, v_row, first, last, v_row_bytes, 4096, AttnPrefetchTo::kL2);
-      for (Eigen::Index s = 0; s < ns; ++s) {
-        if (const TKV* ahead = stream_rows ? slice_ahead(vbase, v_row, vh, j, s) : nullptr) {
-          attn_prefetch_rows(ahead, 0, 0, 1, v_slice_bytes, 64);
+      for (; j < keys_end;) {
+        const TKV* v = vbase + j * v_row;
+        const Acc* w = st + j * rs;
+        const bool whole = !stream_rows && j + KV <= keys_end;
+        const Eigen::Index n_rows = whole ? KV : 1;
+        const auto [first, last] = rows_ahead(j0 + j, kAttnDecodePageAhead, n_rows);
+        const auto [slice_first, slice_last] =
+            rows_ahead(j0 + j, attn_slice_ahead<TKV>, n_rows);
+        attn_prefetch_rows(vbase, v_row, first, last, v_row_bytes, 4096, AttnPrefetchTo::kL2);
+        for (Eigen::Index s = 0; s < ns; ++s) {
+          if (const TKV* ahead = stream_rows ? slice_ahead(vbase, v_row, vh, j, s) : nullptr) {
+            attn_prefetch_rows(ahead, 0, 0, 1, v_slice_bytes, 64);
+          }
+          if (prefetch_slices) {
+            attn_prefetch_rows(vbase + s * vh + line, v_row, slice_first, slice_last, v_slice_bytes,
+                               64);
+          }
+          const Acc* a = alpha + s * R;
+          Acc* os = o + s * R * dv;
+          // Once the running maxima settle alpha is exactly 1 and O stays as it is.
+          bool rescale = false;
+          if (j == 0) {
+            for (int r = 0; r < R; ++r) rescale |= a[r] != Acc(1);
+          }
+          if (rescale && whole) {
+            attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
+          } else if (whole) {
+            attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
+          } else if (rescale) {
+            attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
+          } else {
+            attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
+          }
         }
-        if (prefetch_slices) {
-          attn_prefetch_rows(vbase + s * vh + line, v_row, slice_first, slice_last, v_slice_bytes,
-                             64);
-        }
-        const Acc* a = alpha + s * R;
-        Acc* os = o + s * R * dv;
-        // Once the running maxima settle alpha is exactly 1 and O stays as it is.
-        bool rescale = false;
-        if (j == 0) {
-          for (int r = 0; r < R; ++r) rescale |= a[r] != Acc(1);
-        }
-        if (rescale && whole) {
-          attn_decode_pv<Acc, R, KV, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
-        } else if (whole) {
-          attn_decode_pv<Acc, R, KV, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
-        } else if (rescale) {
-          attn_decode_pv<Acc, R, 1, true>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
-        } else {
-          attn_decode_pv<Acc, R, 1, false>(w + s * R, rs, a, v + s * vh, v_row, os, dv);
-        }
+        j += whole ? KV : 1;
       }
-      j += whole ? KV : 1;
     }
   }
 
