@@ -1,11 +1,13 @@
 // KV cache: prefill of n tokens then m single-token decode steps must equal one full causal
 // forward over n + m tokens (the materialising double reference), with a left-padded batch, for
-// no positional scheme, ALiBi and RoPE, for float / bfloat16 / half storage; overflow and bad
-// input leave the cache unchanged.
+// no positional scheme, ALiBi and RoPE, for float / bfloat16 / half storage; attend's lse
+// merges with a prefix attended elsewhere (cascade); overflow and bad input leave the cache
+// unchanged.
 
 #include <catch2/catch.hpp>
 
 #include <posenc/alibi.hpp>
+#include <posenc/attention_merge.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
 #include <posenc/rope.hpp>
@@ -639,6 +641,151 @@ TEMPLATE_TEST_CASE("kv_cache: update_rope re-rotates the stored keys to the new 
                  posenc::TensorView<float, 4>(want.data(), B, 1, H, d), params);
     POSENC_REQUIRE_CLOSE(posenc_test::compare(
         out.size(), [&](std::size_t i) { return out[i]; }, [&](std::size_t i) { return want[i]; }, 1e-5));
+  }
+}
+
+// attend's lse: each row's log-sum-exp, against long double from its definition over the
+// cache's stored keys; and what it is for, cascade attention: a request's own tokens in one
+// cache, its (left-padded) prefix attended elsewhere, merged, equal one cache holding both.
+TEMPLATE_TEST_CASE("kv_cache: attend's lse is each row's log-sum-exp and merges a request's own "
+                   "cache with its prefix attended elsewhere (cascade)",
+                   "[kv_cache][lse]", float, Eigen::bfloat16) {
+  constexpr Eigen::Index B = Batch::B, H = Batch::heads, KH = Batch::kv_heads, d = Batch::d;
+  constexpr Eigen::Index P = 70, n = 6, m = 3;  // the prefix spans two 64-key tiles
+  const Batch x(P, n + m);
+  const Eigen::Index N = x.N;
+  const auto freqs = rope_plan(d);
+  const auto layout = posenc::RopeLayout::kHalfSplit;
+  const AttentionParams params;  // causal
+  const bool rope = GENERATE(true, false);
+  CAPTURE(rope);
+
+  posenc::KvCache<TestType> whole(B, N, KH, d), own(B, n + m, KH, d);
+  if (rope) {
+    whole.set_rope(freqs, layout);
+    own.set_rope(freqs, layout);
+  }
+  const auto append = [&](posenc::KvCache<TestType>& cache, Eigen::Index s0, Eigen::Index len) {
+    const auto ks = slots(x.k, N, KH, d, s0, len), vs = slots(x.v, N, KH, d, s0, len);
+    const auto ps = slots_of(x.pos, N, s0, len);
+    const auto ms = slots_of(x.valid, N, s0, len);
+    cache.append(posenc::ConstTensorView<float, 4>(ks.data(), B, len, KH, d),
+                 posenc::ConstTensorView<float, 4>(vs.data(), B, len, KH, d),
+                 posenc::PositionIdsView(ps.data(), B, len),
+                 posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, len));
+  };
+  append(whole, 0, P);
+  // The prefix as another store holds it: the cache's rotated, rounded rows, and its padding.
+  const auto stored = [&](const auto& view, Eigen::Index len) {
+    std::vector<float> rows;
+    for (Eigen::Index b = 0; b < B; ++b) {
+      for (Eigen::Index i = 0; i < len * KH * d; ++i) {
+        rows.push_back(static_cast<float>(view.data()[b * N * KH * d + i]));
+      }
+    }
+    return rows;
+  };
+  const std::vector<float> prefix_k = stored(whole.keys(), P), prefix_v = stored(whole.values(), P);
+  const std::vector<std::uint8_t> prefix_valid = slots_of(x.valid, N, 0, P);
+  AttentionMetadata prefix_meta;
+  prefix_meta.key_mask = posenc::ConstTensorView<std::uint8_t, 2>(prefix_valid.data(), B, P);
+  AttentionParams all_of_prefix;
+  all_of_prefix.mask = MaskMode::kBidirectional;
+
+  constexpr float kUnwritten = -7.0f;
+  for (const auto& [s0, len] : {std::pair<Eigen::Index, Eigen::Index>{P, n}, {P + n, 1},
+                                {P + n + 1, 1}, {P + n + 2, 1}}) {
+    CAPTURE(s0, len);
+    append(whole, s0, len);
+    append(own, s0, len);
+    const auto qs = slots(x.q, N, H, d, s0, len);
+    const posenc::ConstTensorView<float, 4> q(qs.data(), B, len, H, d);
+    const auto rows = static_cast<std::size_t>(B * len * H);
+    std::vector<float> out(qs.size(), kUnwritten), lse(rows, kUnwritten);
+    whole.attend(q, posenc::TensorView<float, 4>(out.data(), B, len, H, d), params,
+                 posenc::TensorView<float, 3>(lse.data(), B, len, H));
+
+    // lse from its definition: q rotated in long double (half-split pairs (c, c + d/2) at
+    // angle p theta^(-2c/d)), dotted with the stored keys of the slots the query sees.
+    const long double scale = 1.0L / std::sqrt(static_cast<long double>(d));
+    for (Eigen::Index b = 0; b < B; ++b) {
+      for (Eigen::Index i = 0; i < len; ++i) {
+        const Eigen::Index slot = s0 + i;
+        const auto p = static_cast<long double>(x.pos[static_cast<std::size_t>(b * N + slot)]);
+        for (Eigen::Index h = 0; h < H; ++h) {
+          const float* qr = qs.data() + ((b * len + i) * H + h) * d;
+          std::vector<long double> qrot(static_cast<std::size_t>(d));
+          for (Eigen::Index c = 0; c < d / 2; ++c) {
+            const long double a = rope ? p * std::pow(10000.0L, -2.0L * c / d) : 0.0L;
+            qrot[c] = qr[c] * std::cos(a) - qr[c + d / 2] * std::sin(a);
+            qrot[c + d / 2] = qr[c + d / 2] * std::cos(a) + qr[c] * std::sin(a);
+          }
+          long double sum = 0.0L;
+          for (Eigen::Index j = 0; j <= slot; ++j) {
+            if (x.valid[static_cast<std::size_t>(b * N + j)] == 0) continue;
+            const TestType* kr = whole.keys().data() + ((b * N + j) * KH + h / (H / KH)) * d;
+            long double dot = 0.0L;
+            for (Eigen::Index c = 0; c < d; ++c) dot += qrot[c] * posenc::detail::to_double(kr[c]);
+            sum += std::exp(scale * dot);
+          }
+          CAPTURE(b, i, h);
+          CHECK_THAT(lse[static_cast<std::size_t>((b * len + i) * H + h)],
+                     Catch::Matchers::WithinAbs(static_cast<double>(std::log(sum)), 2e-5));
+        }
+      }
+    }
+
+    // Cascade: the own cache's state merged with the prefix's, queries rotated as the cache
+    // rotates them (in float, by their positions) when it has RoPE.
+    std::vector<float> own_out(qs.size(), kUnwritten), own_lse(rows, kUnwritten);
+    own.attend(q, posenc::TensorView<float, 4>(own_out.data(), B, len, H, d), params,
+               posenc::TensorView<float, 3>(own_lse.data(), B, len, H));
+    std::vector<float> q_rot = qs;
+    const auto ps = slots_of(x.pos, N, s0, len);
+    if (rope) {
+      posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(q_rot.data(), B, len, H, d),
+                                        posenc::PositionIdsView(ps.data(), B, len), freqs, layout);
+    }
+    std::vector<float> prefix_out(qs.size()), prefix_lse(rows);
+    posenc::attention<float>(posenc::ConstTensorView<float, 4>(q_rot.data(), B, len, H, d),
+                             posenc::ConstTensorView<float, 4>(prefix_k.data(), B, P, KH, d),
+                             posenc::ConstTensorView<float, 4>(prefix_v.data(), B, P, KH, d),
+                             posenc::TensorView<float, 4>(prefix_out.data(), B, len, H, d),
+                             posenc::TensorView<float, 3>(prefix_lse.data(), B, len, H),
+                             all_of_prefix, prefix_meta);
+    posenc::merge_attention_state_inplace<float>(
+        posenc::TensorView<float, 4>(own_out.data(), B, len, H, d),
+        posenc::TensorView<float, 3>(own_lse.data(), B, len, H),
+        posenc::ConstTensorView<float, 4>(prefix_out.data(), B, len, H, d),
+        posenc::ConstTensorView<float, 3>(prefix_lse.data(), B, len, H));
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        out.size(), [&](std::size_t e) { return own_out[e]; }, [&](std::size_t e) { return out[e]; },
+        1e-5));
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        rows, [&](std::size_t r) { return own_lse[r]; }, [&](std::size_t r) { return lse[r]; }, 1e-5));
+  }
+
+  // An lse of the wrong shape is rejected before anything is written, in the tree overload too.
+  const auto qs = slots(x.q, N, H, d, N - 1, 1);
+  std::vector<float> out(qs.size(), kUnwritten), lse(B * H, kUnwritten);
+  const std::vector<std::uint8_t> tree(B, 1);
+  for (const bool with_tree : {false, true}) {
+    CAPTURE(with_tree);
+    const posenc::TensorView<float, 3> wrong(lse.data(), B, H, 1);
+    const posenc::ConstTensorView<float, 4> q(qs.data(), B, 1, H, d);
+    const posenc::TensorView<float, 4> o(out.data(), B, 1, H, d);
+    const auto call = [&] {
+      if (with_tree) {
+        whole.attend(q, o, posenc::ConstTensorView<std::uint8_t, 3>(tree.data(), B, 1, 1), params,
+                     wrong);
+      } else {
+        whole.attend(q, o, params, wrong);
+      }
+    };
+    REQUIRE_THROWS_AS(call(), std::invalid_argument);
+    REQUIRE_THROWS_WITH(call(), Contains("KvCache::attend") && Contains("lse shape [2, 8, 1]"));
+    CHECK(std::all_of(out.begin(), out.end(), [&](float e) { return e == kUnwritten; }));
+    CHECK(std::all_of(lse.begin(), lse.end(), [&](float e) { return e == kUnwritten; }));
   }
 }
 

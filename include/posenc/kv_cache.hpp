@@ -366,10 +366,15 @@ class KvCache {
   /// q: [batch, q_len, heads, head_dim], out: [batch, q_len, heads, v_head_dim],
   /// 1 <= q_len <= size(), heads % kv_heads == 0. A latent cache requires params.scale (see
   /// attention_latent: the model's scale is not 1 / sqrt(head_dim) of the latent row).
-  /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window) before writing anything.
+  /// lse (optional): [batch, q_len, heads], each row's log-sum-exp as attention()'s, to merge
+  /// with the same queries' attention over keys held elsewhere (attention_merge.hpp): a shared
+  /// prefix attended once (cascade attention), older slots offloaded to another store.
+  /// Throws std::invalid_argument (shapes, q_len, slopes, scale, window, lse shape) before
+  /// writing anything.
   template <typename TQ>
-  void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {}) {
-    attend_with(q, out, params, nullptr);
+  void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params = {},
+              std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
+    attend_with(q, out, params, nullptr, lse);
   }
 
   /// \brief attend() for a tree of draft tokens (speculative decoding, FlashInfer's custom_mask,
@@ -382,19 +387,22 @@ class KvCache {
   /// cache's too) is each draft token's own sequence's: the prefix's last W - depth slots and
   /// its path (AttentionMetadata::tree_mask); a rolling cache keeps the W - 1 prefix slots the
   /// shallowest draft tokens need.
+  /// lse (optional) as attend()'s.
   /// Throws std::invalid_argument as attend() does, and for a tree mask of the wrong shape, with
   /// an entry above its diagonal, with a path longer than the window, or with bidirectional
   /// params, before writing anything.
   template <typename TQ>
   void attend(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out,
-              ConstTensorView<std::uint8_t, 3> tree_mask, const AttentionParams& params = {}) {
-    attend_with(q, out, params, &tree_mask);
+              ConstTensorView<std::uint8_t, 3> tree_mask, const AttentionParams& params = {},
+              std::optional<TensorView<lse_t<TQ>, 3>> lse = std::nullopt) {
+    attend_with(q, out, params, &tree_mask, lse);
   }
 
  private:
   template <typename TQ>
   void attend_with(ConstTensorView<TQ, 4> q, TensorView<TQ, 4> out, const AttentionParams& params,
-                   const ConstTensorView<std::uint8_t, 3>* tree_mask) {
+                   const ConstTensorView<std::uint8_t, 3>* tree_mask,
+                   const std::optional<TensorView<lse_t<TQ>, 3>>& lse) {
     static_assert(detail::is_storage_type_v<TQ>, "posenc: query must be a storage type");
     constexpr std::string_view fn = "KvCache::attend";
     const Eigen::Index q_len = q.dimension(1);
@@ -409,6 +417,8 @@ class KvCache {
     AttentionMetadata checked;
     if (tree_mask) checked.tree_mask = *tree_mask;
     detail::validate_attention(fn, q, k_shape, v_shape, out, params, checked);
+    if (lse) detail::validate_lse(fn, q, *lse);
+    lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;
 
     const std::int64_t* qpos = query_positions(q_len);
     const Eigen::Index k_stride = max_len_ * kv_heads_ * d_;
@@ -429,10 +439,10 @@ class KvCache {
         apply_rope_inplace<Acc>(TensorView<Acc, 4>(stage.data(), batch_, q_len, heads, d_),
                                 PositionIdsView(qpos, batch_, q_len), *rope_, rope_layout_);
         detail::run_fused_attention(stage.data(), out.data(), batch_, q_len, heads, rows, params,
-                                    meta, workspace_, rope_->softmax_scale_multiplier);
+                                    meta, workspace_, rope_->softmax_scale_multiplier, lse_rows);
       } else {
         detail::run_fused_attention(q.data(), out.data(), batch_, q_len, heads, rows, params,
-                                    meta, workspace_);
+                                    meta, workspace_, 1.0, lse_rows);
       }
     };
     if constexpr (std::is_same_v<T, float8_e4m3>) {
