@@ -96,6 +96,19 @@ std::vector<X> slots_of(const std::vector<X>& x, Eigen::Index N, Eigen::Index s0
   return out;
 }
 
+/// Appends slots [s0, s0 + len) of x (keys, values, positions, validity) to cache.
+template <typename Cache>
+void append_slots(Cache& cache, const Batch& x, Eigen::Index s0, Eigen::Index len) {
+  constexpr Eigen::Index B = Batch::B, KH = Batch::kv_heads, d = Batch::d;
+  const auto ks = slots(x.k, x.N, KH, d, s0, len), vs = slots(x.v, x.N, KH, d, s0, len);
+  const auto ps = slots_of(x.pos, x.N, s0, len);
+  const auto ms = slots_of(x.valid, x.N, s0, len);
+  cache.append(posenc::ConstTensorView<float, 4>(ks.data(), B, len, KH, d),
+               posenc::ConstTensorView<float, 4>(vs.data(), B, len, KH, d),
+               posenc::PositionIdsView(ps.data(), B, len),
+               posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, len));
+}
+
 /// How the tokens reach the cache: a first chunk of `first` tokens, then chunks cycling
 /// through `then`, until n + m tokens are in. max_len = 0: a cache of n + m + 2 slots that
 /// keeps every token; max_len > 0 with window > 0: a rolling cache of max_len slots.
@@ -146,14 +159,8 @@ void check_decode_equals_full_forward(Positional positional, std::int64_t window
   posenc::KvCache<T> cache(B, rolling ? schedule.max_len : N + 2, KH, d, rolling ? window : 0);
   if (positional == Positional::kRope) cache.set_rope(freqs, posenc::RopeLayout::kHalfSplit);
   auto step = [&](Eigen::Index s0, Eigen::Index len) {
-    const auto ks = slots(x.k, N, KH, d, s0, len), vs = slots(x.v, N, KH, d, s0, len),
-               qs = slots(x.q, N, H, d, s0, len);
-    const auto ps = slots_of(x.pos, N, s0, len);
-    const auto ms = slots_of(x.valid, N, s0, len);
-    cache.append(posenc::ConstTensorView<float, 4>(ks.data(), B, len, KH, d),
-                 posenc::ConstTensorView<float, 4>(vs.data(), B, len, KH, d),
-                 posenc::PositionIdsView(ps.data(), B, len),
-                 posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, len));
+    append_slots(cache, x, s0, len);
+    const auto qs = slots(x.q, N, H, d, s0, len);
     std::vector<float> out(qs.size(), -5.0f);
     cache.attend(posenc::ConstTensorView<float, 4>(qs.data(), B, len, H, d),
                  posenc::TensorView<float, 4>(out.data(), B, len, H, d), params);
@@ -665,16 +672,7 @@ TEMPLATE_TEST_CASE("kv_cache: attend's lse is each row's log-sum-exp and merges 
     whole.set_rope(freqs, layout);
     own.set_rope(freqs, layout);
   }
-  const auto append = [&](posenc::KvCache<TestType>& cache, Eigen::Index s0, Eigen::Index len) {
-    const auto ks = slots(x.k, N, KH, d, s0, len), vs = slots(x.v, N, KH, d, s0, len);
-    const auto ps = slots_of(x.pos, N, s0, len);
-    const auto ms = slots_of(x.valid, N, s0, len);
-    cache.append(posenc::ConstTensorView<float, 4>(ks.data(), B, len, KH, d),
-                 posenc::ConstTensorView<float, 4>(vs.data(), B, len, KH, d),
-                 posenc::PositionIdsView(ps.data(), B, len),
-                 posenc::ConstTensorView<std::uint8_t, 2>(ms.data(), B, len));
-  };
-  append(whole, 0, P);
+  append_slots(whole, x, 0, P);
   // The prefix as another store holds it: the cache's rotated, rounded rows, and its padding.
   const auto stored = [&](const auto& view, Eigen::Index len) {
     std::vector<float> rows;
@@ -696,8 +694,8 @@ TEMPLATE_TEST_CASE("kv_cache: attend's lse is each row's log-sum-exp and merges 
   for (const auto& [s0, len] : {std::pair<Eigen::Index, Eigen::Index>{P, n}, {P + n, 1},
                                 {P + n + 1, 1}, {P + n + 2, 1}}) {
     CAPTURE(s0, len);
-    append(whole, s0, len);
-    append(own, s0, len);
+    append_slots(whole, x, s0, len);
+    append_slots(own, x, s0, len);
     const auto qs = slots(x.q, N, H, d, s0, len);
     const posenc::ConstTensorView<float, 4> q(qs.data(), B, len, H, d);
     const auto rows = static_cast<std::size_t>(B * len * H);
