@@ -246,6 +246,69 @@ TEST_CASE("attention paged: bad page tables and shapes throw before anything is 
   CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
 }
 
+TEST_CASE("attention paged: bidirectional chunks or temperatures reject seq_len below q_len",
+          "[attention][paged][errors]") {
+  // Query i of sequence b sits at slot seq_lens[b] - q_len + i. The shared checks saw only the
+  // longest sequence, so a shorter one (3 keys, 5 queries) put queries at slots -2 and -1,
+  // whose chunks and temperatures were read (found by tests/fuzz/fuzz_attention.cpp).
+  // attention() rejects such a shape; so must attention_paged, per sequence.
+  constexpr Eigen::Index q_len = 5, heads = 8;
+  const PagedBatch<float> longest_ok({10, 3}, 2, 4), empty_ok({10, 0}, 2, 4);
+  const auto q =
+      posenc_test::random_vector<float>(static_cast<std::size_t>(2 * q_len * heads * d), 5);
+  std::vector<float> out(q.size(), 5.0f);
+  auto call = [&](const PagedBatch<float>& x, const AttentionParams& params) {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, q_len, heads, d), x.k_pages(), x.v_pages(),
+        x.page_table(), x.seq_lens(), TensorView<float, 4>(out.data(), 2, q_len, heads, d),
+        params);
+  };
+  AttentionParams chunks;
+  chunks.mask = MaskMode::kBidirectional;
+  chunks.attention_chunk_size = 4;
+  AttentionParams temperature;
+  temperature.mask = MaskMode::kBidirectional;
+  temperature.query_temperature = posenc::AttentionTemperature{};
+  REQUIRE_THROWS_AS(call(longest_ok, chunks), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call(longest_ok, chunks),
+                      Contains("seq_lens[1] = 3 < q_len = 5") && Contains("attention_chunk_size"));
+  REQUIRE_THROWS_WITH(call(longest_ok, temperature),
+                      Contains("seq_lens[1] = 3 < q_len = 5") && Contains("query_temperature"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  // Causal, those queries see no key and read no position; a sequence without keys gives zero
+  // rows; bidirectional without chunks or temperatures reads no position either.
+  AttentionParams causal = chunks;
+  causal.mask = MaskMode::kCausal;
+  REQUIRE_NOTHROW(call(longest_ok, causal));
+  REQUIRE_NOTHROW(call(empty_ok, chunks));
+  REQUIRE_NOTHROW(call(empty_ok, temperature));
+  AttentionParams plain;
+  plain.mask = MaskMode::kBidirectional;
+  REQUIRE_NOTHROW(call(longest_ok, plain));
+}
+
+TEST_CASE("attention paged varlen: a batch without a query still rejects a bad call",
+          "[attention][paged][varlen][errors]") {
+  // As attention_varlen: the per-sequence checks never ran when no sequence had a query.
+  const PagedBatch<float> x({6, 3}, 2, 4);
+  std::vector<float> q, out;  // total_q = 0
+  const std::vector<std::int64_t> cu{0, 0, 0};
+  auto call = [&](Eigen::Index heads, const AttentionParams& params) {
+    posenc::attention_paged_varlen<float, float>(
+        ConstTensorView<float, 3>(q.data(), 0, heads, d), x.k_pages(), x.v_pages(), x.page_table(),
+        x.seq_lens(), ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+        TensorView<float, 3>(out.data(), 0, heads, d), params);
+  };
+  REQUIRE_NOTHROW(call(8, {}));
+  REQUIRE_THROWS_WITH(call(5, {}), Contains("heads = 5 must be a multiple of kv_heads = 2"));
+  AttentionParams slopes;
+  slopes.alibi_slopes = {0.5};
+  REQUIRE_THROWS_WITH(call(8, slopes), Contains("alibi_slopes has 1 entries"));
+  AttentionParams softcap;
+  softcap.logit_softcap = -1.0;
+  REQUIRE_THROWS_WITH(call(8, softcap), Contains("logit_softcap = -1"));
+}
+
 TEST_CASE("attention paged varlen: packed queries of mixed lengths, each against its own pages",
           "[attention][paged][varlen]") {
   // A whole prefill, a sequence without queries, a decode token, a 40-query chunk after 100

@@ -163,6 +163,39 @@ TEST_CASE("attention varlen: bad cu_seqlens and shapes throw before anything is 
   CHECK(untouched());
 }
 
+TEST_CASE("attention varlen: a batch without a query still rejects a bad call",
+          "[attention][varlen][errors]") {
+  // The per-sequence checks run for sequences with queries; a step whose sequences all had
+  // none let any parameter through (found by tests/fuzz/fuzz_attention.cpp). A bad call must
+  // throw whatever the batch holds. 480 key elements: [12, 2, 20], [6, 2, 40] or [4, 3, 40].
+  const std::vector<float> kv(480, 1.0f);
+  std::vector<float> q, out, lse;  // total_q = 0
+  auto call = [&](Eigen::Index rows, Eigen::Index kv_heads, Eigen::Index k_dim,
+                  const AttentionParams& params) {
+    const std::vector<std::int64_t> cu_q{0, 0, 0}, cu_k{0, rows - 2, rows};
+    posenc::attention_varlen<float>(
+        ConstTensorView<float, 3>(q.data(), 0, H, d),
+        ConstTensorView<float, 3>(kv.data(), rows, kv_heads, k_dim),
+        ConstTensorView<float, 3>(kv.data(), rows, kv_heads, k_dim),
+        TensorView<float, 3>(out.data(), 0, H, k_dim),
+        ConstTensorView<std::int64_t, 1>(cu_q.data(), 3),
+        ConstTensorView<std::int64_t, 1>(cu_k.data(), 3), params, nullptr,
+        TensorView<float, 2>(lse.data(), 0, H));
+  };
+  REQUIRE_NOTHROW(call(6, KH, d, {}));
+  AttentionParams slopes;
+  slopes.alibi_slopes = {0.5};
+  REQUIRE_THROWS_WITH(call(6, KH, d, slopes), Contains("alibi_slopes has 1 entries"));
+  AttentionParams threads;
+  threads.num_threads = 0;
+  REQUIRE_THROWS_WITH(call(6, KH, d, threads), Contains("num_threads = 0 must be >= 1"));
+  AttentionParams window;
+  window.sliding_window = -1;
+  REQUIRE_THROWS_AS(call(6, KH, d, window), std::invalid_argument);
+  REQUIRE_THROWS_WITH(call(4, 3, d, {}), Contains("heads = 8 must be a multiple of kv_heads = 3"));
+  REQUIRE_THROWS_WITH(call(12, KH, 20, {}), Contains("q head_dim = 40 and k head_dim = 20"));
+}
+
 TEST_CASE("attention varlen: per-token positions and draft-tree masks equal the reference on each sequence with "
           "the same metadata",
           "[attention][varlen][tree]") {

@@ -88,6 +88,25 @@ inline Eigen::Index longest_sequence(ConstTensorView<std::int64_t, 1> seq_lens) 
   return longest;
 }
 
+/// Query i of sequence b sits at slot seq_lens[b] - q_len + i, below 0 for a sequence with
+/// fewer keys than queries. validate_attention sees the longest sequence only; bidirectional
+/// chunks and temperatures read every query's position, so each sequence with keys is checked
+/// (one without keys gives zero rows and reads none).
+inline void require_paged_query_slots(std::string_view fn, Eigen::Index q_len,
+                                      ConstTensorView<std::int64_t, 1> seq_lens,
+                                      const AttentionParams& params) {
+  if (params.mask != MaskMode::kBidirectional ||
+      (params.attention_chunk_size == 0 && !params.query_temperature)) {
+    return;
+  }
+  for (Eigen::Index b = 0; b < seq_lens.dimension(0); ++b) {
+    require(seq_lens(b) == 0 || seq_lens(b) >= q_len, fn, "seq_lens[", b, "] = ", seq_lens(b),
+            " < q_len = ", q_len, " puts its first queries at slots below 0, which ",
+            params.attention_chunk_size > 0 ? "attention_chunk_size" : "query_temperature",
+            " reads in bidirectional attention");
+  }
+}
+
 /// attention_paged on validated views; q_pos (or null: slots) as in AttentionProblem.
 /// values_in_keys (MLA latent pages): v_pages is k_pages' storage seen with v_head_dim columns,
 /// the values being the first v_head_dim elements of each key row.
@@ -168,6 +187,7 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
     }
   }
   validate_attention(fn, q, k_shape, v_shape, out, params, checked);
+  require_paged_query_slots(fn, q.dimension(1), seq_lens, params);
   if (lse) validate_lse(fn, q, *lse);
   AttentionWorkspace local;
   run_attention_paged(q, k_pages, v_pages, page_table, seq_lens, out.data(), params,
@@ -191,7 +211,9 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
 /// the sink logit with sink_logits, as attention()).
 /// Throws std::invalid_argument, before writing anything, for shape errors, seq_lens outside
 /// [0, max_pages * page_size], a page id outside [0, num_pages) among the pages a sequence
-/// uses, a scale that is not finite and > 0, and every parameter error attention() reports.
+/// uses, a scale that is not finite and > 0, every parameter error attention() reports, and
+/// bidirectional chunks or a query temperature with a sequence of 0 < seq_len < q_len (its
+/// first queries would sit at negative slots).
 template <typename TQ, typename TKV>
 void attention_paged(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> k_pages,
                      ConstTensorView<TKV, 4> v_pages, ConstTensorView<std::int32_t, 2> page_table,
@@ -250,6 +272,7 @@ void attention_paged_latent(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> kv
   const ConstTensorView<TKV, 4> k_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), d);
   const ConstTensorView<TKV, 4> v_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), dv);
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
+  detail::require_paged_query_slots(fn, q.dimension(1), seq_lens, params);
   if (lse) detail::validate_lse(fn, q, *lse);
   AttentionWorkspace local;
   detail::run_attention_paged(q, kv_pages, v_pages, page_table, seq_lens, out.data(), params,
@@ -287,6 +310,7 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
                   " (num_seqs = seq_lens entries)");
   detail::validate_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q, total_q);
   detail::validate_paged_kv(fn, seqs, k_pages, v_pages, page_table, seq_lens);
+  detail::validate_packed_heads(fn, heads, d, k_pages.dimension(2), k_pages.dimension(3), params);
   // Sequence s alone: batch-1 views of its queries, page-table row and length.
   const auto views = [&](Eigen::Index s) {
     const Eigen::Index q0 = cu_seqlens_q(s), q_len = cu_seqlens_q(s + 1) - q0;

@@ -436,6 +436,35 @@ inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t
   }
 }
 
+/// The checks of attention()'s parameters that need no tensor but the head counts (also run
+/// by the packed calls when no sequence has a query, so a bad call throws whatever the batch).
+inline void validate_attention_params(std::string_view fn, const AttentionParams& params,
+                                      Eigen::Index heads, Eigen::Index kv_heads) {
+  require(heads > 0 && kv_heads > 0, fn, "heads = ", heads, " and kv_heads = ", kv_heads,
+          " must be > 0");
+  require(heads % kv_heads == 0, fn, "heads = ", heads, " must be a multiple of kv_heads = ",
+          kv_heads, " (GQA / MQA)");
+  require(params.mask == MaskMode::kCausal || params.mask == MaskMode::kBidirectional, fn,
+          "mask = ", static_cast<int>(params.mask), " is not a MaskMode");
+  if (params.scale) {
+    require(std::isfinite(*params.scale) && *params.scale > 0.0, fn, "scale = ", *params.scale,
+            " must be finite and > 0");
+  }
+  require(std::isfinite(params.logit_softcap) && params.logit_softcap >= 0.0, fn,
+          "logit_softcap = ", params.logit_softcap, " must be finite and >= 0 (0 = none)");
+  require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
+          " must be >= 0 (0 = no window)");
+  if (params.query_temperature) validate_temperature(fn, *params.query_temperature);
+  if (params.relative_bias) validate_relative_bias(fn, *params.relative_bias, heads);
+  require(params.attention_chunk_size >= 0, fn, "attention_chunk_size = ",
+          params.attention_chunk_size, " must be >= 0 (0 = no chunks)");
+  require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
+  if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
+  if (!params.sink_logits.empty()) {
+    validate_per_head(fn, "sink_logits", params.sink_logits, heads, false);
+  }
+}
+
 /// Checks every shape, parameter and metadata entry of an attention call; throws
 /// std::invalid_argument naming the first bad one. q: [batch, q_len, heads, d];
 /// k: [batch, k_len, kv_heads, d]; v: [batch, k_len, kv_heads, dv]; out: [batch, q_len, heads, dv].
@@ -464,27 +493,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
           fn, "out shape [", out.dimension(0), ", ", out.dimension(1), ", ", out.dimension(2),
           ", ", out.dimension(3), "] must be [batch, q_len, heads, v_head_dim] = [", batch, ", ",
           q_len, ", ", heads, ", ", dv, "]");
-  require(heads % kv_heads == 0, fn, "heads = ", heads, " must be a multiple of kv_heads = ",
-          kv_heads, " (GQA / MQA)");
-  require(params.mask == MaskMode::kCausal || params.mask == MaskMode::kBidirectional, fn,
-          "mask = ", static_cast<int>(params.mask), " is not a MaskMode");
-  if (params.scale) {
-    require(std::isfinite(*params.scale) && *params.scale > 0.0, fn, "scale = ", *params.scale,
-            " must be finite and > 0");
-  }
-  require(std::isfinite(params.logit_softcap) && params.logit_softcap >= 0.0, fn,
-          "logit_softcap = ", params.logit_softcap, " must be finite and >= 0 (0 = none)");
-  require(params.sliding_window >= 0, fn, "sliding_window = ", params.sliding_window,
-          " must be >= 0 (0 = no window)");
-  if (params.query_temperature) validate_temperature(fn, *params.query_temperature);
-  if (params.relative_bias) validate_relative_bias(fn, *params.relative_bias, heads);
-  require(params.attention_chunk_size >= 0, fn, "attention_chunk_size = ",
-          params.attention_chunk_size, " must be >= 0 (0 = no chunks)");
-  require(params.num_threads >= 1, fn, "num_threads = ", params.num_threads, " must be >= 1");
-  if (!params.alibi_slopes.empty()) validate_slopes(fn, params.alibi_slopes, heads);
-  if (!params.sink_logits.empty()) {
-    validate_per_head(fn, "sink_logits", params.sink_logits, heads, false);
-  }
+  validate_attention_params(fn, params, heads, kv_heads);
   if (meta.query_positions) {
     validate_positions(fn, "query_positions", *meta.query_positions, batch, q_len, "q_len");
   }

@@ -71,6 +71,16 @@ void validate_packed_out(std::string_view fn, const Q& q, const O& out,
   }
 }
 
+/// The checks every sequence's attention() call makes that need only the head counts and
+/// widths: run once up front, they also reject a bad call whose batch has no query.
+inline void validate_packed_heads(std::string_view fn, Eigen::Index heads, Eigen::Index d,
+                                  Eigen::Index kv_heads, Eigen::Index k_head_dim,
+                                  const AttentionParams& params) {
+  require(d > 0 && k_head_dim == d, fn, "q head_dim = ", d, " and k head_dim = ", k_head_dim,
+          " must be equal and > 0");
+  validate_attention_params(fn, params, heads, kv_heads);
+}
+
 }  // namespace detail
 
 /// Per-token positions and draft-tree masks of a packed batch (every field optional; views over
@@ -109,6 +119,7 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
           " and ", cu_seqlens_k.dimension(0), " entries; both must have num_seqs + 1 >= 2");
   validate_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q, total_q);
   validate_cu_seqlens(fn, "cu_seqlens_k", cu_seqlens_k, total_k);
+  validate_packed_heads(fn, heads, d, kv_heads, k.dimension(2), params);
   if (meta.query_positions) {
     require(meta.query_positions->dimension(0) == total_q, fn, "query_positions has ",
             meta.query_positions->dimension(0), " entries; it must have total_q = ", total_q);
