@@ -803,6 +803,20 @@ TEST_CASE("attention: results do not depend on the thread count", "[attention][t
     CHECK(ha == hb);
     POSENC_REQUIRE_CLOSE(close(hb, reference(h, two), 1e-5));
   }
+  {
+    // Chunks of a few tokens (q_len * group = 8: several kv heads per item). Two threads give
+    // each thread fewer heads per item; the key tile, where the online softmax rescales, used
+    // to follow (42 keys for 3 heads, 64 for 2), so bits moved with num_threads (found by
+    // tests/fuzz/fuzz_attention.cpp).
+    const Problem<float> m(1, 2, 200, 12, 3, 128, 11);
+    AttentionParams one12 = make_params(MaskMode::kCausal, 12), two12 = one12;
+    two12.num_threads = 2;
+    std::vector<float> ma(m.out_size()), mb(m.out_size());
+    posenc::attention<float>(m.Q(), m.K(), m.V(), m.view(ma), one12, {}, &ws);
+    posenc::attention<float>(m.Q(), m.K(), m.V(), m.view(mb), two12, {}, &ws);
+    CHECK(ma == mb);
+    POSENC_REQUIRE_CLOSE(close(mb, reference(m, two12), 1e-5));
+  }
 }
 
 TEST_CASE("attention: the workspace stops growing with k_len, keys past the packed prefix are right",

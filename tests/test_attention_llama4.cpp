@@ -332,6 +332,29 @@ TEST_CASE("chunked attention: decode rows across a chunk boundary under left pad
   }
 }
 
+TEST_CASE("chunked attention: a decode query chunks far past its keys sees none of them",
+          "[attention][chunked]") {
+  // Query positions may reach 2^53 while the keys sit at 0..299: the query's chunk then starts
+  // ~2^53 keys past the last one. The decode item formed its byte count from that negative
+  // range, a signed overflow the sanitizer build reports (found by the attention fuzzer).
+  // (4 kv heads x 128 floats: 4 KiB of K + V per key, 2^53 of them overflow.) The row sees
+  // no key: zeros, as the oracle gives.
+  const Shape s{1, 1, 300, 8, 4, 128};
+  const Problem<float> x(s, 62);
+  for (const std::int64_t pos : {std::int64_t{1} << 53, (std::int64_t{1} << 53) - 17}) {
+    CAPTURE(pos);
+    Layout lay;
+    lay.q_pos = {pos};
+    AttentionMetadata meta;
+    meta.query_positions.emplace(lay.q_pos.data(), 1, 1);
+    AttentionParams params;
+    params.attention_chunk_size = 16;
+    const std::vector<float> out = x.run(params, meta);
+    CHECK(std::all_of(out.begin(), out.end(), [](float e) { return e == 0.0f; }));
+    require_close(out, expected(s, x.q, x.k, x.v, lay, {16, 0, true}));
+  }
+}
+
 TEST_CASE("chunked attention: packed sequences chunk from their own starts",
           "[attention][chunked][varlen]") {
   // Two packed sequences of 70 and 45 tokens: varlen gives each its positions from 0, so the

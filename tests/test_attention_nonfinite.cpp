@@ -284,6 +284,50 @@ TEST_CASE("attention nonfinite: keys visible only as -inf logits leave the row a
   }
 }
 
+TEST_CASE("attention nonfinite: with sinks, keys seen only as -inf logits still weigh exactly 0",
+          "[attention][nonfinite]") {
+  // As above, with a sink per head (GPT-OSS): the sink keeps the running max finite, so the
+  // kernel cannot tell these rows by m = -inf; their keys' weights are exp(-inf) = 0 still,
+  // so out is exactly 0 and lse the sink logit (softmax over {sink, -inf, ...}). Found by the
+  // attention fuzzer (tests/fuzz/fuzz_attention.cpp): out held ~1e-39 v (Eigen's pexp clamps
+  // -inf to -88.7). Every shape: prefill tiles, multi-head tiles and decode items.
+  for (const Shape& z : kShapes) {
+    CAPTURE(z.what);
+    Problem<float> p(z);
+    p.key_mask.assign(p.key_mask.size(), 1);
+    for (std::size_t i = 0; i < p.q.size(); i += static_cast<std::size_t>(z.d)) p.q[i] = 0.5f;
+    for (Eigen::Index b = 0; b < p.batch; ++b) {
+      for (Eigen::Index j = 0; j < z.k_len; ++j) p.k[p.row(b, j)] = -kInf;  // kv head 0
+    }
+    AttentionParams params;
+    for (Eigen::Index h = 0; h < z.heads; ++h) params.sink_logits.push_back(0.25 * double(h) - 1);
+    std::vector<float> lse;
+    const std::vector<float> out = p.fused(params, &lse);
+    const std::vector<float> ref = p.reference(params);
+    const Eigen::Index group = z.heads / z.kv_heads;
+    std::size_t wrong = 0;
+    for (Eigen::Index row = 0; row < p.batch * z.q_len; ++row) {
+      for (Eigen::Index h = 0; h < z.heads; ++h) {
+        const auto at = static_cast<std::size_t>(row * z.heads + h);
+        if (h >= group) {
+          // Other kv heads: a finite row, as the reference gives it.
+          for (Eigen::Index c = 0; c < z.d; ++c) {
+            const auto e = at * static_cast<std::size_t>(z.d) + static_cast<std::size_t>(c);
+            wrong += !(std::abs(out[e] - ref[e]) <= 2e-6);
+          }
+          continue;
+        }
+        wrong += lse[at] != static_cast<float>(params.sink_logits[static_cast<std::size_t>(h)]);
+        for (Eigen::Index c = 0; c < z.d; ++c) {
+          const auto e = at * static_cast<std::size_t>(z.d) + static_cast<std::size_t>(c);
+          wrong += out[e] != 0.0f || ref[e] != 0.0f;
+        }
+      }
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("attention nonfinite: a soft cap turns an infinite logit into a finite one",
           "[attention][nonfinite]") {
   // Gemma-2's cap: c tanh(+-inf / c) = +-c, so the row stays finite and matches the

@@ -828,7 +828,9 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
     const P unseen = ei::pcmp_eq(m_new, neg_inf);
     const P m_safe = ei::pselect(unseen, zero, m_new);
     const P alpha = ei::pexp(ei::psub(m_old, m_safe));
-    const bool zero_neg_inf = masked || ei::predux_any(unseen);
+    // A sink keeps m finite, so a row whose keys all have -inf logits is not `unseen`: with
+    // sinks every tile zeroes them, or out would be ~1e-39 v instead of 0.
+    const bool zero_neg_inf = masked || p.sinks || ei::predux_any(unseen);
     P sum = zero;
     for (Eigen::Index j = 0; j < nk; ++j) {
       Acc* sp = st + j * rs + i;
@@ -836,7 +838,8 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
       P e = ei::pexp(ei::psub(x, m_safe));
       // Eigen's pexp clamps its argument at -88.7, so exp(-inf) is ~1e-39, not 0: masked
       // entries are zeroed explicitly (exactly zero weight, as a mask must give), and so are
-      // -inf logits (an infinite K or Q element) where they are all a row has seen.
+      // -inf logits (an infinite K or Q element) where they are all a row has seen (or with
+      // sinks, where they may be all but the sink).
       if (zero_neg_inf) e = ei::pselect(ei::pcmp_eq(x, neg_inf), zero, e);
       ei::pstoreu(sp, e);
       sum = ei::padd(sum, e);
@@ -923,10 +926,14 @@ inline AttentionSchedule attention_schedule(Eigen::Index batch, Eigen::Index q_l
   } else if (q_len * group < kAttnTargetRows && kv_heads > 1) {
     // Decode shape: one head's rows cannot fill a tile; take several heads per item instead,
     // keeping at least one item per thread.
+    // The key tile follows the slots before the thread cap: tile boundaries set where the
+    // online softmax rescales, so they must not move with num_threads (results would differ
+    // in the last bits between thread counts).
     s.q_tile = q_len;
     s.slots = std::min(kv_heads, std::max<Eigen::Index>(1, kAttnTargetRows / (q_len * group)));
-    s.slots = std::min(s.slots, std::max<Eigen::Index>(1, (kv_heads + per_thread - 1) / per_thread));
     s.key_tile = std::clamp<Eigen::Index>(kAttnMultiHeadTileElems / (s.slots * d), 8, kAttnKeyTile);
+    s.slots = std::min(s.slots,
+                       std::max<Eigen::Index>(1, (kv_heads + per_thread - 1) / per_thread));
   }
   s.q_tiles = (q_len + s.q_tile - 1) / s.q_tile;
   s.head_groups = (kv_heads + s.slots - 1) / s.slots;
@@ -1416,8 +1423,11 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
   const Eigen::Index line = static_cast<Eigen::Index>(kCacheLineBytes / sizeof(TKV));
   const Eigen::Index k_row_bytes = ns * k_slice_bytes;
   const Eigen::Index v_row_bytes = ((ns - 1) * vh + dv) * kElemBytes;
+  // Chunks far past the keys (query positions up to 2^53) leave j_begin ~2^53 above j_end:
+  // an empty range, whose byte count must not be formed from the difference (it overflows).
+  const Eigen::Index keys = std::max<Eigen::Index>(0, j_end - j_begin);
   const std::int64_t call_bytes =
-      std::max<std::int64_t>((j_end - j_begin) * (k_row_bytes + v_row_bytes), p.stream_bytes);
+      std::max<std::int64_t>(keys * (k_row_bytes + v_row_bytes), p.stream_bytes);
   // One row per kv head takes slice requests only for 16-bit rows (widening doubles the work
   // per byte): kv 32, Zen 5, A/B (3 rounds): bf16 2.86-3.11 -> 2.47-2.56 ms, float 4.18-4.42
   // -> 4.79-5.43 ms with them. Larger than the L3, an item of whole rows (one thread per
