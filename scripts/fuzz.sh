@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzes a file reader with libFuzzer for a bounded time: the HF config loader
-# (posenc/hf_config.hpp, target hf_config) or the GGUF reader (posenc/gguf_config.hpp, gguf).
+# Fuzzes with libFuzzer for a bounded time: the HF config loader (posenc/hf_config.hpp, target
+# hf_config), the GGUF reader (posenc/gguf_config.hpp, gguf), or a KV cache against a
+# long-double model of it: KvCache (posenc/kv_cache.hpp, kv_cache: appends, attends, erases,
+# shifts, RoPE plan changes, invalid calls) or PagedKvCache (posenc/paged_kv_cache.hpp,
+# paged_kv_cache: sequences added, forked and released, appends, attends, page accounting),
+# or the attention calls against a long-double oracle (posenc/attention*.hpp, attention:
+# attention, attention_varlen, attention_paged, attention_paged_varlen and their errors).
 #
-#   bash scripts/fuzz.sh [seconds] [hf_config|gguf]   # default 60 s (or $FUZZ_SECONDS), hf_config
+#   bash scripts/fuzz.sh [seconds] [hf_config|gguf|kv_cache|paged_kv_cache|attention]
+#   (default: $FUZZ_SECONDS or 60 s, hf_config)
 #
 # Builds tests/fuzz/fuzz_<target>.cpp with clang (-fsanitize=fuzzer,address,undefined) into
 # $FUZZ_BUILD_DIR (default build-fuzz/), seeds a working corpus (hf_config: tests/data/hf-configs,
 # tests/data/bad-configs and tests/fuzz/corpus, never modified; gguf: the headers
-# tests/fuzz/gguf_seeds.cpp writes), and runs one libFuzzer job. Exit status is libFuzzer's: 0
-# when the time ran out without a finding; otherwise the crashing input is left in
-# $FUZZ_BUILD_DIR as crash-*/leak-*/timeout-*.
+# tests/fuzz/gguf_seeds.cpp writes; the others: none, any bytes are a valid input), and
+# runs one libFuzzer job. Exit status is libFuzzer's: 0 when the time ran out without a
+# finding; otherwise the crashing input is left in $FUZZ_BUILD_DIR as crash-*/leak-*/timeout-*.
 # Needs: clang (Debian clang-14), libeigen3-dev, nlohmann-json3-dev (hf_config).
 set -euo pipefail
 
@@ -25,7 +31,11 @@ if [[ -z $cxx ]]; then
 fi
 [[ -n $cxx ]] || { echo "fuzz.sh: clang++ not found (apt-get install clang-14)" >&2; exit 2; }
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: seconds must be an integer" >&2; exit 2; }
-[[ $target == hf_config || $target == gguf ]] || { echo "fuzz.sh: target must be hf_config or gguf" >&2; exit 2; }
+case $target in
+  hf_config | gguf | kv_cache | paged_kv_cache | attention) ;;
+  *) echo "fuzz.sh: target must be hf_config, gguf, kv_cache, paged_kv_cache or attention" >&2
+     exit 2 ;;
+esac
 
 out=$out/$target
 mkdir -p "$out/corpus"
@@ -36,10 +46,12 @@ echo "fuzz.sh: building $exe with $cxx"
   -fno-omit-frame-pointer -I"$root/include" -I/usr/include/eigen3 \
   "$root/tests/fuzz/fuzz_$target.cpp" -o "$exe"
 
+dict=()
+[[ -f $root/tests/fuzz/$target.dict ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
 if [[ $target == hf_config ]]; then
   cp "$root"/tests/data/hf-configs/*.json "$root"/tests/data/bad-configs/*.json \
     "$root"/tests/fuzz/corpus/*.json "$out/corpus/"
-else
+elif [[ $target == gguf ]]; then
   "$cxx" -std=c++17 -O1 -I"$root/tests" "$root/tests/fuzz/gguf_seeds.cpp" -o "$out/gguf_seeds"
   "$out/gguf_seeds" "$out/corpus"
 fi
@@ -47,8 +59,12 @@ fi
 echo "fuzz.sh: fuzzing for ${seconds}s"
 cd "$out"
 set +e
-"$exe" "$out/corpus" -dict="$root/tests/fuzz/$target.dict" -max_total_time="$seconds" \
-  -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tee "$out/fuzz.log"
+max_len=16384
+# The KV cache targets read about 600 bytes of choices (24 or 32 operations), attention a few
+# dozen (one problem).
+[[ $target == *kv_cache || $target == attention ]] && max_len=1024
+"$exe" "$out/corpus" "${dict[@]}" -max_total_time="$seconds" \
+  -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tee "$out/fuzz.log"
 rc=${PIPESTATUS[0]}
 set -e
 execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$out/fuzz.log" | grep -Eo '[0-9]+$' || true)
