@@ -76,21 +76,7 @@ class Harness {
                                         s.dv == s.d && in.chance(50) ? 0 : s.dv)),
         model_(static_cast<std::size_t>(s.batch)) {
     if constexpr (posenc::detail::is_float8_v<T>) {
-      if (in_.chance(70)) {
-        posenc::KvScales sc;
-        if (in_.chance(50)) {
-          sc = posenc::KvScales(scale_choice(), scale_choice());
-        } else {
-          std::vector<double> kh, vh;
-          for (Index g = 0; g < s.kv_heads; ++g) kh.push_back(scale_choice());
-          vh = kh;
-          if (!s.latent)
-            for (auto& x : vh) x = scale_choice();
-          sc = posenc::KvScales::per_head(kh, vh);
-        }
-        if (s.latent) sc.v = sc.k;
-        cache_.set_scales(sc);
-      }
+      if (in_.chance(70)) cache_.set_scales(random_kv_scales(in_, s.kv_heads, s.latent, 50, -6));
     }
   }
 
@@ -123,10 +109,6 @@ class Harness {
   }
 
  private:
-  double scale_choice() {
-    return std::ldexp(1.0 + 0.25 * static_cast<double>(in_.in(0, 3)),
-                      static_cast<int>(in_.in(-6, 2)));
-  }
   Index size() const { return static_cast<Index>(model_[0].size()); }
   Index row_k() const { return s_.kv_heads * s_.d; }
   Index row_v() const { return s_.kv_heads * s_.dv; }

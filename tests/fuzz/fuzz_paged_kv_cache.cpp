@@ -74,19 +74,7 @@ class PagedHarness {
                        : Pool(s.num_pages, s.page_size, s.kv_heads, s.d, s.window,
                               s.dv == s.d && in.chance(50) ? 0 : s.dv)) {
     if constexpr (posenc::detail::is_float8_v<T>) {
-      if (in_.chance(70)) {
-        const double k = scale_choice();
-        posenc::KvScales sc(k, s.latent ? k : scale_choice());
-        if (in_.chance(40)) {
-          std::vector<double> kh;
-          for (Index g = 0; g < s.kv_heads; ++g) kh.push_back(scale_choice());
-          std::vector<double> vh = kh;
-          if (!s.latent)
-            for (auto& x : vh) x = scale_choice();
-          sc = posenc::KvScales::per_head(kh, vh);
-        }
-        pool_.set_scales(sc);
-      }
+      if (in_.chance(70)) pool_.set_scales(random_kv_scales(in_, s.kv_heads, s.latent, 40, -5));
     }
   }
 
@@ -117,10 +105,6 @@ class PagedHarness {
   }
 
  private:
-  double scale_choice() {
-    return std::ldexp(1.0 + 0.25 * static_cast<double>(in_.in(0, 3)),
-                      static_cast<int>(in_.in(-5, 2)));
-  }
   ld k_scale(Index g) const { return static_cast<ld>(pool_.scales().k_of(g)); }
   ld v_scale(Index g) const { return static_cast<ld>(pool_.scales().v_of(g)); }
   Index row_k() const { return s_.kv_heads * s_.d; }

@@ -48,6 +48,25 @@ class Choices {
   std::size_t n_;
 };
 
+/// FP8 storage scales (vLLM's k_scale / v_scale): per tensor, or with per_head_percent chance
+/// per kv head; each 2^e (1 + m / 4), e in [min_exp, 2]. A latent cache's values are its keys'
+/// leading elements, so they take the keys' scales.
+inline posenc::KvScales random_kv_scales(Choices& in, Index kv_heads, bool latent,
+                                         int per_head_percent, int min_exp) {
+  const auto one = [&] {
+    return std::ldexp(1.0 + 0.25 * static_cast<double>(in.in(0, 3)),
+                      static_cast<int>(in.in(min_exp, 2)));
+  };
+  if (!in.chance(per_head_percent)) {
+    const double k = one();
+    return posenc::KvScales(k, latent ? k : one());
+  }
+  std::vector<double> kh, vh;
+  for (Index g = 0; g < kv_heads; ++g) kh.push_back(one());
+  for (const double k : kh) vh.push_back(latent ? k : one());
+  return posenc::KvScales::per_head(kh, vh);
+}
+
 /// splitmix64: the tensor values.
 class Values {
  public:
