@@ -534,7 +534,9 @@ class PagedHarness {
     }
     if (pool_.free_pages() != s_.num_pages - used) fail(at + "free_pages() disagrees");
     // The stored rows.
-    for (const auto& [id, m] : seqs_) {
+    for (const auto& entry : seqs_) {
+      const auto id = entry.first;  // a plain variable: C++17 lambdas cannot capture a binding
+      const auto& m = entry.second;
       for (Index j = m.dropped * ps; j < static_cast<Index>(m.tokens.size()); ++j) {
         const Token& tok = m.tokens[static_cast<std::size_t>(j)];
         for (Index g = 0; g < s_.kv_heads; ++g) {
