@@ -355,6 +355,36 @@ TEST_CASE("chunked attention: a decode query chunks far past its keys sees none 
   }
 }
 
+TEST_CASE("chunked attention: a decode row whose window starts past key_lengths reads no padding",
+          "[attention][chunked][padding]") {
+  // Explicit key positions, a window of 4 (starting at slot 60) and key_lengths 10: the row
+  // sees no key. The decode item narrowed the empty range [60, 10) by the chunk's keys and got
+  // [10, 60) back, padding included; those rows hold NaN here (found by the attention fuzzer:
+  // out NaN instead of 0). With and without a sink.
+  const Shape s{1, 1, 64, 2, 1, 16};
+  Problem<float> x(s, 63);
+  constexpr Eigen::Index valid = 10;
+  for (std::size_t i = valid * s.d; i < x.k.size(); ++i) {
+    x.k[i] = std::numeric_limits<float>::quiet_NaN();
+    x.v[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  std::vector<std::int64_t> k_pos(64), q_pos{63}, lengths{valid};
+  for (std::size_t j = 0; j < k_pos.size(); ++j) k_pos[j] = static_cast<std::int64_t>(j);
+  AttentionMetadata meta;
+  meta.query_positions.emplace(q_pos.data(), 1, 1);
+  meta.key_positions.emplace(k_pos.data(), 1, 64);
+  meta.key_lengths.emplace(lengths.data(), 1);
+  for (const bool sink : {false, true}) {
+    CAPTURE(sink);
+    AttentionParams params;
+    params.attention_chunk_size = 16;
+    params.sliding_window = 4;
+    if (sink) params.sink_logits = {0.5, -0.5};
+    const std::vector<float> out = x.run(params, meta);
+    CHECK(std::all_of(out.begin(), out.end(), [](float e) { return e == 0.0f; }));
+  }
+}
+
 TEST_CASE("chunked attention: packed sequences chunk from their own starts",
           "[attention][chunked][varlen]") {
   // Two packed sequences of 70 and 45 tokens: varlen gives each its positions from 0, so the

@@ -33,7 +33,8 @@
 // the packed calls skipped every parameter check when no sequence had a query; the multi-head
 // schedule's key tile followed num_threads (bits moved with the thread count); with sinks,
 // keys seen only as -inf logits weighed ~1e-39, not 0; a decode query chunked ~2^53 past its
-// keys overflowed a byte count (UBSan).
+// keys overflowed a byte count (UBSan); a decode row whose window started past key_lengths
+// read padding keys (the chunk narrowing turned the empty range inside out).
 
 #include <algorithm>
 #include <cmath>

@@ -413,6 +413,9 @@ struct AttentionProblem {
   std::pair<Eigen::Index, Eigen::Index> chunk_keys(Eigen::Index b, std::int64_t lo,
                                                    std::int64_t hi, Eigen::Index begin,
                                                    Eigen::Index end) const {
+    // An empty range stays empty: {end, begin} below would turn [60, 0) (a window start past
+    // key_lengths) into [0, 60), padding keys included.
+    if (begin >= end) return {begin, begin};
     if (!k_pos) {  // key j at position j: chunks [lo, hi] are keys [lo C, (hi + 1) C)
       const std::int64_t first = lo * chunk, last = (hi + 1) * chunk;  // <= 2^53 + chunk
       return {static_cast<Eigen::Index>(std::max<std::int64_t>(begin, first)),
