@@ -137,8 +137,8 @@ class Harness {
     std::vector<In> k(static_cast<std::size_t>(s_.batch * n * kw));
     std::vector<In> v(static_cast<std::size_t>(s_.batch * n * vw));
     const double amp = in_.chance(80) ? 1.0 : 4.0;
-    for (auto& x : k) x = static_cast<In>(static_cast<float>(val_.uniform(-amp, amp)));
-    for (auto& x : v) x = static_cast<In>(static_cast<float>(val_.uniform(-amp, amp)));
+    for (auto& x : k) x = static_cast<In>(static_cast<float>(between(val_, -amp, amp)));
+    for (auto& x : v) x = static_cast<In>(static_cast<float>(between(val_, -amp, amp)));
     posenc::ConstTensorView<In, 4> kt(k.data(), s_.batch, n, s_.kv_heads, s_.d);
     posenc::ConstTensorView<In, 4> vt(v.data(), s_.batch, n, s_.kv_heads, s_.dv);
     posenc::PositionIdsView pt(pos.data(), s_.batch, n);
@@ -455,7 +455,7 @@ class Harness {
     using L = posenc::lse_t<TQ>;
     g_context = describe_call(params, q_len, heads, !tree.empty());
     std::vector<TQ> q(static_cast<std::size_t>(s_.batch * q_len * heads * s_.d));
-    for (auto& x : q) x = static_cast<TQ>(static_cast<float>(val_.uniform(-1.0, 1.0)));
+    for (auto& x : q) x = static_cast<TQ>(static_cast<float>(between(val_, -1.0, 1.0)));
     std::vector<TQ> out(static_cast<std::size_t>(s_.batch * q_len * heads * s_.dv),
                         static_cast<TQ>(-7.0f));
     const bool want_lse = in_.chance(40);

@@ -150,8 +150,8 @@ class PagedHarness {
     std::vector<In> k(static_cast<std::size_t>(n * row_k())),
         v(static_cast<std::size_t>(n * row_v()));
     const double amp = in_.chance(80) ? 1.0 : 4.0;
-    for (auto& x : k) x = static_cast<In>(static_cast<float>(val_.uniform(-amp, amp)));
-    for (auto& x : v) x = static_cast<In>(static_cast<float>(val_.uniform(-amp, amp)));
+    for (auto& x : k) x = static_cast<In>(static_cast<float>(between(val_, -amp, amp)));
+    for (auto& x : v) x = static_cast<In>(static_cast<float>(between(val_, -amp, amp)));
     posenc::ConstTensorView<In, 3> kt(k.data(), n, s_.kv_heads, s_.d);
     posenc::ConstTensorView<In, 3> vt(v.data(), n, s_.kv_heads, s_.dv);
     const auto call = [&] {
@@ -299,7 +299,7 @@ class PagedHarness {
                 (s_.latent ? " latent" : "") + ", " + std::to_string(batch) + " sequences, q_len " +
                 std::to_string(q_len) + " " + describe(params, plan_);
     std::vector<TQ> q(static_cast<std::size_t>(batch * q_len * heads * s_.d));
-    for (auto& x : q) x = static_cast<TQ>(static_cast<float>(val_.uniform(-1.0, 1.0)));
+    for (auto& x : q) x = static_cast<TQ>(static_cast<float>(between(val_, -1.0, 1.0)));
     std::vector<TQ> out(static_cast<std::size_t>(batch * q_len * heads * s_.dv),
                         static_cast<TQ>(-7.0f));
     const bool want_lse = in_.chance(40);

@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../support/rng.hpp"
+
 namespace posenc_fuzz {
 
 using ld = long double;
@@ -67,23 +69,9 @@ inline posenc::KvScales random_kv_scales(Choices& in, Index kv_heads, bool laten
   return posenc::KvScales::per_head(kh, vh);
 }
 
-/// splitmix64: the tensor values.
-class Values {
- public:
-  explicit Values(std::uint64_t seed) : s_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform(double lo, double hi) {
-    return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53;
-  }
-
- private:
-  std::uint64_t s_;
-};
+/// The tensor values (splitmix64, as the unit tests draw theirs).
+using Values = posenc_test::SplitMix64;
+using posenc_test::between;
 
 /// What the failing operation was doing, printed with the mismatch.
 inline std::string g_context;
@@ -209,7 +197,7 @@ inline posenc::AttentionParams make_params(Choices& in, Values& val, Index heads
   }
   if (in.chance(15)) p.logit_softcap = 0.5 + static_cast<double>(in.in(0, 30));
   if (in.chance(15)) {
-    for (Index h = 0; h < heads; ++h) p.sink_logits.push_back(val.uniform(-3.0, 3.0));
+    for (Index h = 0; h < heads; ++h) p.sink_logits.push_back(between(val, -3.0, 3.0));
   }
   if (cache_window > 0) {
     p.sliding_window = in.in(1, cache_window);
