@@ -66,6 +66,15 @@
 #include "support/rng.hpp"
 #include "support/rope_plans.hpp"
 
+// A longer sweep over other draws: -DPOSENC_SWEEP_CONFIGS=20000 -DPOSENC_SWEEP_SALT=1 (CI runs
+// the defaults).
+#ifndef POSENC_SWEEP_CONFIGS
+#define POSENC_SWEEP_CONFIGS 500
+#endif
+#ifndef POSENC_SWEEP_SALT
+#define POSENC_SWEEP_SALT 0ULL
+#endif
+
 namespace {
 
 using posenc::ConstTensorView;
@@ -2057,7 +2066,7 @@ TEMPLATE_TEST_CASE("rope combinations: random views, plans, positions, caches an
                    "long-double brute force, bit for bit across equivalent calls",
                    "[rope][combinations]", float, double, Eigen::half, Eigen::bfloat16) {
   using T = TestType;
-  constexpr int kConfigs = 500;
+  constexpr int kConfigs = POSENC_SWEEP_CONFIGS;
   // Pools of 2, 3 and 4 threads (on a 2-core machine too: uneven splits, threads waiting).
   Eigen::ThreadPool pool2(2), pool3(3), pool4(4);
   const Eigen::ThreadPoolDevice device2(&pool2, 2), device3(&pool3, 3), device4(&pool4, 4);
@@ -2065,7 +2074,7 @@ TEMPLATE_TEST_CASE("rope combinations: random views, plans, positions, caches an
   std::size_t checked = 0, throws = 0;
   int cross_order_pairs = 0, cross_order_differ = 0, thread_fly_calls = 0, thread_fly_differ = 0;
   for (int index = 0; index < kConfigs; ++index) {
-    Config c = draw_config(index, type_salt<T>(), sizeof(T));
+    Config c = draw_config(index, type_salt<T>() ^ POSENC_SWEEP_SALT, sizeof(T));
     c.type = type_name<T>();
     const std::string config = describe(c);
     CAPTURE(config);

@@ -736,3 +736,112 @@ TEST_CASE("rope scaling: the attention factor reaches the rotated values", "[rop
   posenc::apply_rope_inplace<float>(posenc::TensorView<float, 4>(x, 1, 1, 1, 8), posenc::PositionIdsView(pos, 1, 1), f, posenc::RopeLayout::kHalfSplit);
   for (int i = 0; i < 8; ++i) CHECK_THAT(x[i], WithinAbs(2.0 * (i + 1), 1e-5));
 }
+
+// Found by tests/fuzz/fuzz_rope_plan.cpp: parameters each check accepted whose plan came out
+// infinite, NaN or of the wrong sign. Expected values: HF's formulas in long double.
+TEST_CASE("rope scaling: a plan that would be infinite, NaN or negative is rejected by name",
+          "[rope][scaling]") {
+  using Catch::Matchers::Message;
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  const auto rejects = [&](const std::string& text) {
+    CAPTURE(text);
+    REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains(text));
+    REQUIRE_THROWS_AS(posenc::compute_rope_frequencies(p), std::invalid_argument);
+  };
+
+  SECTION("YaRN: a negative mscale made g(s, m) = 0.1 m ln s + 1 zero (attention_factor inf)") {
+    p.scaling.type = RopeScalingType::kYarn;
+    p.max_position_embeddings = 4096;
+    p.scaling.factor = std::exp(10.0);  // ln s = 10: g(s, -1) = 0
+    p.scaling.mscale = 1.0;
+    p.scaling.mscale_all_dim = -1.0;
+    rejects("mscale_all_dim = -1 must be finite and >= 0");
+    p.scaling.mscale_all_dim = 1.0;
+    p.scaling.mscale = -5.0;  // g = -4: cos and sin flipped in sign
+    rejects("mscale = -5 must be finite and >= 0");
+    p.scaling.mscale = 0.0;  // 0 = absent: g(s, 1) / 1 ... the default g(s, 1)
+    const auto f = posenc::compute_rope_frequencies(p);
+    CHECK_THAT(f.attention_factor, WithinRel(2.0, 1e-15));           // 0.1 * 10 + 1
+    CHECK_THAT(f.softmax_scale_multiplier, WithinRel(4.0, 1e-15));   // g(s, 1)^2
+  }
+
+  SECTION("LongRoPE: L0 = 1 divided by ln L0 = 0 in the default attention factor") {
+    p.scaling.type = RopeScalingType::kLongRope;
+    p.scaling.original_max_position_embeddings = 1;
+    p.max_position_embeddings = 4096;
+    p.scaling.short_factor.assign(32, 1.0);
+    p.scaling.long_factor.assign(32, 2.0);
+    rejects("original_max_position_embeddings = 1 must be > 1 for rope_type longrope's default "
+            "attention factor sqrt(1 + ln S / ln L0), S = 4096");
+    p.scaling.attention_factor = 1.25;  // the default is not formed: the plan is valid
+    CHECK(posenc::compute_rope_frequencies(p).attention_factor == 1.25);
+    p.scaling.attention_factor.reset();
+    p.max_position_embeddings = 1;  // S = 1: the factor is 1 without a logarithm
+    CHECK(posenc::compute_rope_frequencies(p).attention_factor == 1.0);
+  }
+
+  SECTION("vLLM NTK-mixed: (d/2)^m overflowed for a large m, so 0 * inf made every pair NaN") {
+    p.scaling.type = RopeScalingType::kVllmNtk;
+    p.scaling.factor = 4.0;
+    p.scaling.mixed_b = 300.0;  // 32^300 ~ 1e451
+    const auto f = posenc::compute_rope_frequencies(p);
+    for (int j = 0; j < 32; ++j) {
+      CAPTURE(j);
+      // th_j / exp(ln s ((j+1) / 32)^300): 1 for every pair but the last, s for it.
+      const long double lambda =
+          std::exp(std::log(4.0L) * std::pow((j + 1) / 32.0L, 300.0L));
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(theta_j(10000.0L, j, 64) / lambda), 1e-14));
+    }
+    const long double last = theta_j(10000.0L, 31, 64) / 4.0L;
+    CHECK_THAT(f.inv_freq[31], WithinRel(static_cast<double>(last), 1e-14));
+  }
+
+  SECTION("NTK: theta s^(d/(d-2)) past DBL_MAX left pair 0 at 1 and every other at 0") {
+    p.scaling.type = RopeScalingType::kNtk;
+    p.theta = 1e300;
+    p.scaling.factor = 1e10;
+    rejects("rope_type ntk with theta = 1.0000000000000001e+300, factor = 10000000000 and "
+            "seq_len = 0 overflows a double: effective_theta = inf");
+  }
+
+  SECTION("freq_factors: a factor near the smallest subnormal made inv_freq infinite") {
+    p.scaling.freq_factors.assign(32, 1.0);
+    p.scaling.freq_factors[0] = std::numeric_limits<double>::denorm_min();
+    rejects("overflows a double: inv_freq = inf");
+    p.scaling.freq_factors.clear();
+    std::vector<double> factors(32, 1.0);
+    factors[0] = std::numeric_limits<double>::denorm_min();
+    const auto plan = posenc::compute_rope_frequencies(p);
+    REQUIRE_THROWS_MATCHES(posenc::with_freq_factors(plan, factors), std::invalid_argument,
+                           Message("posenc::with_freq_factors: inv_freq[0] = 1 / freq_factors[0] "
+                                   "= 4.9406564584124654e-324 overflows a double"));
+  }
+
+  SECTION("dynamic: a length that overflows the base throws from update and keeps the plan") {
+    p.scaling.type = RopeScalingType::kDynamic;
+    p.theta = 1e300;
+    p.scaling.factor = 2.0;
+    p.max_position_embeddings = 4096;
+    posenc::RopePlan plan(p);
+    REQUIRE(plan.update(8192));  // (2 * 2 - 1)^(64/62): 1e300 * 3.1, finite
+    const auto before = plan.frequencies();
+    // (2 L / 4096 - 1)^(64/62) > 1.8e8 once L > ~4e11.
+    REQUIRE_THROWS_WITH(plan.update(std::int64_t{1} << 40),
+                        Contains("overflows a double: effective_theta = inf"));
+    CHECK(plan.frequencies().inv_freq == before.inv_freq);
+    CHECK(plan.frequencies().planned_seq_len == 8192);
+    CHECK(plan.max_seq_len_cached() == 8192);
+    CHECK_FALSE(plan.update(8000));  // still planned for 8192
+  }
+
+  SECTION("partial_rotary_factor: int(head_dim * f) past the Index range was undefined") {
+    p.head_dim = std::numeric_limits<std::int64_t>::max();
+    p.partial_rotary_factor = 1.0;
+    REQUIRE_THROWS_MATCHES(
+        posenc::resolved_rotary_dim(p), std::invalid_argument,
+        Message("posenc::resolved_rotary_dim: rotary_dim = int(head_dim * partial_rotary_factor) "
+                "= int(9223372036854775807 * 1) must be <= 1024"));
+  }
+}

@@ -92,6 +92,14 @@ inline std::int64_t rope_original_length(std::string_view function, const RopePa
   return l0;
 }
 
+/// longrope's S: max_position_embeddings / L0 when the config sets it, else factor.
+inline double longrope_ratio(const RopeParams& p) {
+  return p.max_position_embeddings > 0
+             ? static_cast<double>(p.max_position_embeddings) /
+                   static_cast<double>(p.scaling.original_max_position_embeddings)
+             : p.scaling.factor;
+}
+
 /// proportional: the pairs that turn, floor(f d / 2) (HF: int(f * head_dim // 2)).
 inline Eigen::Index rope_proportional_pairs(const RopeParams& p, Eigen::Index d) {
   return static_cast<Eigen::Index>(
@@ -166,8 +174,12 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
               " must be finite and > 0");
       require(std::isfinite(sc.beta_slow) && sc.beta_slow > 0.0, fn, "beta_slow = ", sc.beta_slow,
               " must be finite and > 0");
-      require(std::isfinite(sc.mscale) && std::isfinite(sc.mscale_all_dim), fn, "mscale = ",
-              sc.mscale, " and mscale_all_dim = ", sc.mscale_all_dim, " must be finite");
+      // g(s, m) >= 1 for m >= 0; a negative m can make it 0 (an infinite attention factor)
+      // or negative (a sign flip of cos and sin): no checkpoint uses one.
+      require(finite_at_least(sc.mscale, 0.0), fn, "mscale = ", sc.mscale,
+              " must be finite and >= 0");
+      require(finite_at_least(sc.mscale_all_dim, 0.0), fn, "mscale_all_dim = ",
+              sc.mscale_all_dim, " must be finite and >= 0");
       require(sc.extrapolation_factor >= 0.0 && sc.extrapolation_factor <= 1.0, fn,
               "extrapolation_factor = ", sc.extrapolation_factor, " must be in [0, 1]");
       require(std::isfinite(sc.mscale_slope) && sc.mscale_slope >= 0.0, fn, "mscale_slope = ",
@@ -208,6 +220,15 @@ inline Eigen::Index validate_rope_params(std::string_view fn, const RopeParams& 
                   " must be finite and > 0");
         }
       }
+      // The default attention factor sqrt(1 + ln S / ln L0) divides by ln L0 (HF raises
+      // ZeroDivisionError there).
+      const bool default_factor =
+          !sc.attention_factor && !(sc.short_mscale && sc.long_mscale);
+      require(!default_factor || sc.original_max_position_embeddings > 1 ||
+                  longrope_ratio(p) <= 1.0,
+              fn, "original_max_position_embeddings = 1 must be > 1 for rope_type longrope's ",
+              "default attention factor sqrt(1 + ln S / ln L0), S = ", longrope_ratio(p),
+              " (or give attention_factor, or short_mscale and long_mscale)");
       break;
     }
     default:
@@ -252,10 +273,12 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
     case RopeScalingType::kVllmNtk:
       if (sc.mixed_b) {
         fill_geometric(f.inv_freq, p.theta, d);
+        // a (j+1)^m as ln s ((j+1) / (d/2))^m: the ratio is <= 1, so neither power
+        // overflows for a large m ((d/2)^m = inf made a = 0 and 0 * inf = NaN).
         const double m = *sc.mixed_b;
-        const double a = std::log(s) / std::pow(dd / 2.0, m);
         for (std::size_t j = 0; j < f.inv_freq.size(); ++j) {
-          f.inv_freq[j] /= std::exp(a * std::pow(static_cast<double>(j + 1), m));
+          const double r = static_cast<double>(j + 1) / (dd / 2.0);
+          f.inv_freq[j] /= std::exp(std::log(s) * std::pow(r, m));
         }
       } else {
         f.effective_theta = p.theta * s;
@@ -341,10 +364,7 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
       } else if (table_mscale) {
         f.attention_factor = *table_mscale;
       } else {
-        const double big_s = p.max_position_embeddings > 0
-                                 ? static_cast<double>(p.max_position_embeddings) /
-                                       static_cast<double>(l0)
-                                 : s;
+        const double big_s = longrope_ratio(p);
         f.attention_factor =
             big_s <= 1.0 ? 1.0
                          : std::sqrt(1.0 + std::log(big_s) / std::log(static_cast<double>(l0)));
@@ -362,6 +382,25 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
   return f;
 }
 
+/// Every recipe is finite for valid parameters in exact arithmetic, but a double can overflow
+/// on the way (theta factor^(d/(d-2)) past 1.8e308, a freq_factor near the smallest subnormal,
+/// g(s, m) = 0.1 m ln s + 1 for an m near DBL_MAX): such a plan is an error, not NaN angles.
+inline void require_finite_plan(std::string_view fn, const RopeParams& p,
+                                const RopeFrequencies& f) {
+  const RopeScaling& sc = p.scaling;
+  const auto overflow = [&](bool ok, const char* what, double value) {
+    require(ok, fn, "rope_type ", to_string(sc.type), " with theta = ", p.theta, ", factor = ",
+            sc.factor, " and seq_len = ", f.planned_seq_len, " overflows a double: ", what,
+            " = ", value, " (a scaling parameter is out of any model's range)");
+  };
+  overflow(std::isfinite(f.effective_theta), "effective_theta", f.effective_theta);
+  for (const double v : f.inv_freq) overflow(std::isfinite(v), "inv_freq", v);
+  overflow(std::isfinite(f.attention_factor) && f.attention_factor > 0.0, "attention_factor",
+           f.attention_factor);
+  overflow(std::isfinite(f.softmax_scale_multiplier) && f.softmax_scale_multiplier > 0.0,
+           "softmax_scale_multiplier", f.softmax_scale_multiplier);
+}
+
 }  // namespace detail
 
 /// \brief Plans inv_freq / attention_factor / softmax multiplier for one layer.
@@ -369,11 +408,16 @@ inline RopeFrequencies plan_rope(const RopeParams& p, Eigen::Index d, std::int64
 /// L0)) and `longrope` (long factors when seq_len > L0); 0 = init time, as HF's seq_len=None.
 /// Formulas: see the file comment (HF modeling_rope_utils `_compute_*_parameters`).
 /// Throws std::invalid_argument naming the offending parameter (factor < 1, theta <= 1, odd or
-/// too large rotary_dim, factor lists of the wrong length, a missing required L0, ...).
+/// too large rotary_dim, factor lists of the wrong length, a missing required L0, ...), or
+/// naming the recipe when valid parameters overflow a double (an infinite effective_theta,
+/// inv_freq or attention_factor): the plan never holds a value that is not finite.
 inline RopeFrequencies compute_rope_frequencies(const RopeParams& params,
                                                 std::int64_t seq_len = 0) {
-  const Eigen::Index d = detail::validate_rope_params("compute_rope_frequencies", params, seq_len);
-  return detail::plan_rope(params, d, seq_len);
+  constexpr std::string_view fn = "compute_rope_frequencies";
+  const Eigen::Index d = detail::validate_rope_params(fn, params, seq_len);
+  RopeFrequencies f = detail::plan_rope(params, d, seq_len);
+  detail::require_finite_plan(fn, params, f);
+  return f;
 }
 
 /// \brief ggml's per-pair frequency factors (llama.cpp's `rope_freqs.weight`, the `c` tensor of
@@ -382,13 +426,19 @@ inline RopeFrequencies compute_rope_frequencies(const RopeParams& params,
 /// and for LongRoPE (the chosen factor list), so a GGUF engine plans the default RoPE and
 /// applies its model's factors here (or sets RopeScaling::freq_factors, which the planner
 /// applies the same way). attention_factor and the rest of the plan are kept.
-/// Throws std::invalid_argument for a count other than rotary_dim / 2 or a factor that is not
-/// finite and > 0.
+/// Throws std::invalid_argument for a count other than rotary_dim / 2, a factor that is not
+/// finite and > 0, or a quotient that overflows.
 inline RopeFrequencies with_freq_factors(RopeFrequencies freqs,
                                          const std::vector<double>& factors) {
   detail::check_freq_factors("with_freq_factors", factors,
                              static_cast<Eigen::Index>(freqs.inv_freq.size()));
-  for (std::size_t j = 0; j < factors.size(); ++j) freqs.inv_freq[j] /= factors[j];
+  for (std::size_t j = 0; j < factors.size(); ++j) {
+    const double v = freqs.inv_freq[j] / factors[j];
+    detail::require(std::isfinite(v), "with_freq_factors", "inv_freq[", j, "] = ",
+                    freqs.inv_freq[j], " / freq_factors[", j, "] = ", factors[j],
+                    " overflows a double");
+    freqs.inv_freq[j] = v;
+  }
   return freqs;
 }
 

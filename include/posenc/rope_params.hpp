@@ -100,7 +100,7 @@ struct RopeScaling {
   /// Explicit cos/sin multiplier (yarn, longrope); overrides every default formula.
   std::optional<double> attention_factor;
   /// DeepSeek's pair: attention_factor = g(s, mscale) / g(s, mscale_all_dim) when both are
-  /// non-zero, g(s, m) = 0.1 m ln s + 1. 0 = absent (HF tests them for truthiness).
+  /// non-zero, g(s, m) = 0.1 m ln s + 1. 0 = absent (HF tests them for truthiness). >= 0.
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
   /// The slope of g(s, m) = mscale_slope m ln s + 1: 0.1 (YaRN, HF, DeepSeek); 0.07 for
@@ -188,9 +188,14 @@ inline Eigen::Index resolve_rotary_dim(std::string_view function, const RopePara
           function, "rotary_dim = ", params.rotary_dim, " must be 0 or head_dim = ",
           params.head_dim, " for rope_type proportional (it rotates the whole head)");
   Eigen::Index rd = params.rotary_dim;
+  if (rd == 0 && proportional) rd = params.head_dim;
   if (rd == 0) {
-    rd = proportional ? params.head_dim
-                      : static_cast<Eigen::Index>(static_cast<double>(params.head_dim) * f);
+    // Converting a product past the Index range would be undefined; it is too wide anyway.
+    const double product = static_cast<double>(params.head_dim) * f;
+    require(product < static_cast<double>(kMaxRotaryDim + 2), function,
+            "rotary_dim = int(head_dim * partial_rotary_factor) = int(", params.head_dim, " * ",
+            f, ") must be <= ", kMaxRotaryDim);
+    rd = static_cast<Eigen::Index>(product);
   }
   require(rd > 0 && rd % 2 == 0, function, "rotary_dim = ", rd,
           " must be even and > 0 (head_dim = ", params.head_dim, ", partial_rotary_factor = ",

@@ -107,7 +107,7 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         if (p.scaling.mixed_b) {
           // Su's NTK-RoPE-mixed: lambda_j = exp(ln s (j+1)^b / (d/2)^b).
           const long double b = *p.scaling.mixed_b;
-          w = base / std::exp(std::log(s) * std::pow(jj + 1.0L, b) / std::pow(dd / 2.0L, b));
+          w = base / std::exp(std::log(s) * std::pow((jj + 1.0L) / (dd / 2.0L), b));
         } else {
           w = std::pow(theta * s, -2.0L * jj / dd) * std::pow(s, -2.0L / dd);
         }
