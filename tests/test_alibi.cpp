@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 using Catch::Matchers::Contains;
@@ -146,7 +147,14 @@ TEST_CASE("alibi: the bias from absolute positions, causal and bidirectional", "
 
 TEST_CASE("alibi: bad input throws std::invalid_argument before writing", "[alibi][errors]") {
   REQUIRE_THROWS_MATCHES(posenc::alibi_slopes(0), std::invalid_argument,
-                         Catch::Matchers::Message("posenc::alibi_slopes: num_heads = 0 must be > 0"));
+                         Catch::Matchers::Message("posenc::alibi_slopes: num_heads = 0 must be in [1, 2^20]"));
+  // A corrupt head count is reported, not allocated (2^40 slopes: 8 TiB; INT64_MAX overflowed
+  // the power-of-two search).
+  REQUIRE_THROWS_MATCHES(posenc::alibi_slopes(Eigen::Index{1} << 40), std::invalid_argument,
+                         Catch::Matchers::Message("posenc::alibi_slopes: num_heads = 1099511627776 must be in [1, 2^20]"));
+  REQUIRE_THROWS_AS(posenc::alibi_slopes(std::numeric_limits<Eigen::Index>::max()), std::invalid_argument);
+  CHECK(posenc::alibi_slopes(Eigen::Index{1} << 20).back() ==
+        std::exp2(-8.0));  // h = n - 1: 2^(-8 n / n), exact
   REQUIRE_THROWS_WITH(posenc::alibi_slopes(8, 0.0), Contains("max_bias = 0 must be finite and > 0"));
   REQUIRE_THROWS_WITH(posenc::alibi_slopes(8, std::nan("")), Contains("max_bias = nan"));
   const std::vector<std::int64_t> pos = {0, 1, 2};

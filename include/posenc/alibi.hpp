@@ -31,12 +31,17 @@
 
 namespace posenc {
 
+/// Largest head count alibi_slopes plans for (the config loaders' limit too): a count past any
+/// model is a corrupt field, better reported than allocated.
+inline constexpr Eigen::Index kMaxAlibiHeads = Eigen::Index{1} << 20;
+
 /// \brief The ALiBi slope of every head, in double (each an exact exp2 of its exponent).
-/// num_heads > 0; max_bias finite and > 0 (8 = the paper).
+/// num_heads in [1, kMaxAlibiHeads]; max_bias finite and > 0 (8 = the paper).
 /// Throws std::invalid_argument otherwise.
 inline std::vector<double> alibi_slopes(Eigen::Index num_heads, double max_bias = 8.0) {
   constexpr std::string_view fn = "alibi_slopes";
-  detail::require(num_heads > 0, fn, "num_heads = ", num_heads, " must be > 0");
+  detail::require(num_heads > 0 && num_heads <= kMaxAlibiHeads, fn, "num_heads = ", num_heads,
+                  " must be in [1, 2^20]");
   detail::require(std::isfinite(max_bias) && max_bias > 0.0, fn, "max_bias = ", max_bias,
                   " must be finite and > 0");
   Eigen::Index n = 1;

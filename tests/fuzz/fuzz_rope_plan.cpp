@@ -320,7 +320,8 @@ Bound error_bound(const posenc::RopeParams& p, const posenc::RopeFrequencies& go
     }
     const auto g_cond = [&](double m) {
       const double t = sc.mscale_slope * m * std::log(s);
-      return s <= 1.0 ? 1.0 : (std::fabs(t) + 1.0) / std::fabs(t + 1.0);
+      // An infinite g is rejected (require_finite_plan) or not used (m = 0 is absent).
+      return s <= 1.0 || !std::isfinite(t) ? 1.0 : (std::fabs(t) + 1.0) / std::fabs(t + 1.0);
     };
     b.attention_factor = 16.0 * kEps * (2.0 + g_cond(sc.mscale) + g_cond(sc.mscale_all_dim));
     b.softmax = 16.0 * kEps * (2.0 + 2.0 * g_cond(sc.mscale_all_dim));
