@@ -148,6 +148,29 @@ TEST_CASE("learned grid: PyTorch's sampling in long double, up, down, scale fact
   }
 }
 
+TEST_CASE("learned grid: a tiny scale factor reads the last row, as every x past it does",
+          "[learned][grid]") {
+  // scale_factor 1e-30: source step 1e30, x ~ 5e29 for every output row. Past in - 1 both
+  // filters put weight 1 on the last row (bilinear t = 1 on rows in - 1, in - 1; Keys' W(0) = 1,
+  // W(1) = W(2) = W(-1) = 0), so the rows must be the table's last row exactly. The conversion
+  // of x to an integer row was undefined (x86: INT64_MIN, row 0).
+  const Eigen::Index ih = 3, iw = 4, d = 2;
+  const auto table = posenc_test::random_vector<float>(static_cast<std::size_t>(ih * iw * d), 703);
+  for (const auto mode : {GridInterpolation::kBicubic, GridInterpolation::kBilinear}) {
+    CAPTURE(posenc::to_string(mode));
+    GridResize o;
+    o.mode = mode;
+    o.scale_factor_h = 1e-30;
+    const auto out = resize(table, ih, iw, d, 2, iw, o);
+    for (Eigen::Index y = 0; y < 2; ++y)
+      for (Eigen::Index i = 0; i < iw * d; ++i) {
+        CAPTURE(y, i);
+        REQUIRE(out[static_cast<std::size_t>(y * iw * d + i)] ==
+                table[static_cast<std::size_t>((ih - 1) * iw * d + i)]);
+      }
+  }
+}
+
 TEST_CASE("learned grid: bad input throws before writing", "[learned][grid]") {
   const std::vector<float> in(static_cast<std::size_t>(4 * 4 * 2), 1.0f);
   std::vector<float> out(static_cast<std::size_t>(6 * 6 * 2), -9.0f);

@@ -85,8 +85,11 @@ inline GridTaps grid_taps(Eigen::Index o, Eigen::Index in, Eigen::Index out, dou
   } else {
     step = scale_factor > 0.0 ? 1.0 / scale_factor : static_cast<double>(in) / static_cast<double>(out);
   }
-  double x = align_corners ? step * static_cast<double>(o)
-                           : step * (static_cast<double>(o) + 0.5) - 0.5;
+  // Past the last row every tap is row in - 1 with weights summing to 1, so x = in reads the
+  // same; the clamp keeps a tiny scale factor (x ~ 1e29) from an undefined integer conversion.
+  double x = std::min(align_corners ? step * static_cast<double>(o)
+                                    : step * (static_cast<double>(o) + 0.5) - 0.5,
+                      static_cast<double>(in));
   GridTaps taps;
   const auto clamp_row = [in](Eigen::Index r) { return std::clamp<Eigen::Index>(r, 0, in - 1); };
   if (mode == GridInterpolation::kBilinear) {
