@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "support/check.hpp"
@@ -241,7 +242,7 @@ TEST_CASE("attention merge: a prefix shared by a batch, attended once, merged wi
 }
 
 TEST_CASE("attention merge: two single-key parts give the two-key softmax, empty parts weigh "
-          "nothing", "[attention][merge]") {
+          "nothing, a NaN part makes the row NaN", "[attention][merge]") {
   // Part a: one key of logit 1 and value row (1, 0); part b: logit 0, value (0, 1). Merged:
   // weights e / (e + 1) = 0.7310585786 and 1 / (e + 1) = 0.2689414214, lse = log(e + 1) =
   // 1.3132616875.
@@ -274,6 +275,21 @@ TEST_CASE("attention merge: two single-key parts give the two-key softmax, empty
   run(o3, l3, empty, empty_lse);
   CHECK(o3 == empty);
   CHECK(l3[0] == kNegInf);
+  // A NaN part (a row that met a NaN logit) makes the merge NaN on either side, an empty
+  // other part included: std::max(-inf, NaN) is -inf, which read as two empty parts (0, -inf).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const bool nan_first : {false, true}) {
+    for (const float other_lse_value : {kNegInf, 0.5f}) {
+      CAPTURE(nan_first, other_lse_value);
+      std::vector<float> o = {0.25f, -2.0f}, l = {other_lse_value};
+      std::vector<float> on = {nan, nan}, ln = {nan};
+      if (nan_first) std::swap(o, on), std::swap(l, ln);
+      run(o, l, on, ln);
+      CHECK(std::isnan(o[0]));
+      CHECK(std::isnan(o[1]));
+      CHECK(std::isnan(l[0]));
+    }
+  }
 }
 
 TEST_CASE("attention merge: bad shapes and lse values throw before anything is written",

@@ -72,10 +72,15 @@ void merge_attention_state_inplace(TensorView<T, 4> out, TensorView<lse_t<T>, 3>
   }
   for (Eigen::Index r = 0; r < rows; ++r) {
     const Acc la = lse.data()[r], lb = other_lse.data()[r];
-    const Acc top = std::max(la, lb);
     T* o = out.data() + r * d;
     const T* ob = other_out.data() + r * d;
-    // A NaN part: std::max keeps or drops it, but exp(NaN - top) is NaN either way.
+    // A NaN part first: std::max(-inf, NaN) is -inf, which would read as two empty parts.
+    if (std::isnan(la) || std::isnan(lb)) {
+      std::fill(o, o + d, detail::from_value<T>(std::numeric_limits<Acc>::quiet_NaN()));
+      lse.data()[r] = std::numeric_limits<Acc>::quiet_NaN();
+      continue;
+    }
+    const Acc top = std::max(la, lb);
     if (top == -inf) {
       std::fill(o, o + d, detail::from_value<T>(Acc(0)));
       continue;
