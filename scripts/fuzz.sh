@@ -5,11 +5,13 @@
 # shifts, RoPE plan changes, invalid calls) or PagedKvCache (posenc/paged_kv_cache.hpp,
 # paged_kv_cache: sequences added, forked and released, appends, attends, page accounting),
 # or the attention calls against a long-double oracle (posenc/attention*.hpp, attention:
-# attention, attention_varlen, attention_paged, attention_paged_varlen and their errors),
-# or RoPE frequency planning against posenc::reference (rope_frequencies.hpp, rope_plan:
+# attention, attention_varlen, attention_paged, attention_paged_varlen and their errors;
+# attention_state: merge_attention_state_inplace against long double, attention_latent against
+# attention with its values copied out), or RoPE frequency planning against posenc::reference (rope_frequencies.hpp, rope_plan:
 # every rope_type over the whole double range, RopePlan updates, with_freq_factors).
 #
-#   bash scripts/fuzz.sh [seconds] [hf_config|gguf|kv_cache|paged_kv_cache|attention|rope_plan]
+#   bash scripts/fuzz.sh [seconds] [hf_config|gguf|kv_cache|paged_kv_cache|attention|
+#                                   attention_state|rope_plan]
 #   (default: $FUZZ_SECONDS or 60 s, hf_config)
 #
 # Builds tests/fuzz/fuzz_<target>.cpp with clang (-fsanitize=fuzzer,address,undefined) into
@@ -34,9 +36,9 @@ fi
 [[ -n $cxx ]] || { echo "fuzz.sh: clang++ not found (apt-get install clang-14)" >&2; exit 2; }
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz.sh: seconds must be an integer" >&2; exit 2; }
 case $target in
-  hf_config | gguf | kv_cache | paged_kv_cache | attention | rope_plan) ;;
-  *) echo "fuzz.sh: target must be hf_config, gguf, kv_cache, paged_kv_cache, attention or" \
-       "rope_plan" >&2
+  hf_config | gguf | kv_cache | paged_kv_cache | attention | attention_state | rope_plan) ;;
+  *) echo "fuzz.sh: target must be hf_config, gguf, kv_cache, paged_kv_cache, attention," \
+       "attention_state or rope_plan" >&2
      exit 2 ;;
 esac
 
@@ -65,7 +67,7 @@ set +e
 max_len=16384
 # The KV cache targets read about 600 bytes of choices (24 or 32 operations), attention a few
 # dozen (one problem), rope_plan one set of parameters (factor lists: a few hundred).
-[[ $target == *kv_cache || $target == attention || $target == rope_plan ]] && max_len=1024
+[[ $target == *kv_cache || $target == attention* || $target == rope_plan ]] && max_len=1024
 "$exe" "$out/corpus" "${dict[@]}" -max_total_time="$seconds" \
   -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tee "$out/fuzz.log"
 rc=${PIPESTATUS[0]}
