@@ -16,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -579,6 +580,13 @@ TEST_CASE("kv_cache: bad input throws std::invalid_argument before any write", "
     rp.head_dim = 16;
     REQUIRE_THROWS_WITH(cache.set_rope(posenc::compute_rope_frequencies(rp), posenc::RopeLayout::kHalfSplit),
                         Contains("must be <= head_dim = 8"));
+    CHECK_FALSE(cache.has_rope());
+    // An offset near INT64_MAX: offset + rotary_dim wrapped negative and passed the check.
+    rp.head_dim = 8;
+    auto far = posenc::compute_rope_frequencies(rp);
+    far.rotary_offset = std::numeric_limits<Eigen::Index>::max() - 2;
+    REQUIRE_THROWS_WITH(cache.set_rope(far, posenc::RopeLayout::kHalfSplit),
+                        Contains("rotary_offset + rotary_dim = 9223372036854775805 + 8 must be <= head_dim = 8"));
     CHECK_FALSE(cache.has_rope());
   }
 }

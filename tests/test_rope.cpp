@@ -799,6 +799,13 @@ TEST_CASE("rope: invalid apply arguments throw before writing anything", "[rope]
     REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), wide, RopeLayout::kHalfSplit),
                         Contains("rotary_offset + rotary_dim = 0 + 32") && Contains("head_dim (16)"));
   }
+  SECTION("a rotary_offset near INT64_MAX (offset + rotary_dim wrapped negative: writes far out)") {
+    auto far = f;
+    far.rotary_offset = std::numeric_limits<Eigen::Index>::max() - 2;
+    const auto pos = arange(S);
+    REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), far, RopeLayout::kHalfSplit),
+                        Contains("rotary_offset + rotary_dim = 9223372036854775805 + 16 must be <= x head_dim (16)"));
+  }
   SECTION("bad layout and direction enums") {
     const auto pos = arange(S);
     REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(view, posenc::PositionIdsView(pos.data(), 1, S), f, static_cast<RopeLayout>(7)),

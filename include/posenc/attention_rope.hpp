@@ -38,8 +38,9 @@ inline void validate_attention_rope(std::string_view fn, const RopeFrequencies& 
               static_cast<Eigen::Index>(freqs.inv_freq.size()) * 2 == freqs.rotary_dim,
           fn, "freqs.rotary_dim = ", freqs.rotary_dim, " must be even, > 0 and twice ",
           "inv_freq.size() (", freqs.inv_freq.size(), ")");
-  require(freqs.rotary_offset >= 0 && freqs.rotary_offset + freqs.rotary_dim <= d, fn,
-          "rotary_offset + rotary_dim = ", freqs.rotary_offset + freqs.rotary_dim,
+  // Not offset + rotary_dim <= d: the sum overflows for an offset near INT64_MAX.
+  require(freqs.rotary_offset >= 0 && freqs.rotary_offset <= d - freqs.rotary_dim, fn,
+          "rotary_offset + rotary_dim = ", freqs.rotary_offset, " + ", freqs.rotary_dim,
           " must be <= head_dim = ", d);
   require(layout == RopeLayout::kInterleaved || layout == RopeLayout::kHalfSplit, fn,
           "layout = ", static_cast<int>(layout), " is not a RopeLayout");

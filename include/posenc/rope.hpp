@@ -349,19 +349,20 @@ template <typename T>
           " strides (", v.batch_stride, ", ", v.seq_stride, ", ", v.head_stride,
           ") must be >= 0");
   require(v.data != nullptr || v.batch * v.seq * v.heads == 0, fn, name, " data is null");
-  require(rotary_offset + rotary_dim <= v.head_dim, fn, "rotary_offset + rotary_dim = ",
+  require(rotary_offset <= v.head_dim - rotary_dim, fn, "rotary_offset + rotary_dim = ",
           rotary_offset, " + ", rotary_dim, " must be <= ", name, " head_dim (", v.head_dim, ")");
 }
 
 /// The whole check branch-free (an OR of extents and strides is >= 0 only if each is), the
-/// messages only on failure.
+/// messages only on failure. rotary_offset (>= 0, validated with the plan) is compared against
+/// head_dim - rotary_dim: the sum overflows for an offset near INT64_MAX (rotary_dim <= 1024).
 template <typename T>
 inline void validate_heads(std::string_view fn, std::string_view name, const RopeHeads<T>& v,
                            Eigen::Index rotary_dim, Eigen::Index rotary_offset) {
   const bool non_negative =
       (v.batch | v.seq | v.heads | v.batch_stride | v.seq_stride | v.head_stride) >= 0;
   if (!(non_negative & (v.head_dim > 0) & (v.data != nullptr || v.batch * v.seq * v.heads == 0) &
-        (rotary_offset + rotary_dim <= v.head_dim))) {
+        (rotary_offset <= v.head_dim - rotary_dim))) {
     report_heads(fn, name, v, rotary_dim, rotary_offset);
   }
 }
