@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "support/check.hpp"
@@ -161,6 +162,14 @@ TEST_CASE("mrope: invalid sections and positions throw before writing", "[rope][
   sec.layout = posenc::MRopeSectionLayout::kInterleaved;  // h pairs 1, 4, 7 fit; w pairs 2, 5, 8 do not
   REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
                       Contains("interleaved h / w pairs"));
+  // Entries near INT64_MAX wrapped the sum back to rotary_dim / 2 (and the stream map read
+  // garbage).
+  const Eigen::Index big = std::numeric_limits<Eigen::Index>::max();
+  sec.section = {big, big, 10};
+  sec.layout = posenc::MRopeSectionLayout::kContiguous;
+  REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
+                      Contains("must be >= 0 and sum to rotary_dim / 2 = 8"));
+  sec.section = {2, 3, 3};
   sec.layout = posenc::MRopeSectionLayout::kContiguous;
   REQUIRE_THROWS_WITH(posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 2, 1, S), freqs, posenc::RopeLayout::kHalfSplit, sec),
                       Contains("position_ids shape [2, 1, 4] must be [streams, batch, seq] = [3, 1, 4]"));
@@ -269,7 +278,17 @@ TEST_CASE("mrope: bad position-id segments and outputs throw before writing",
       {{MRopeSegment::text(4), MRopeSegment::video(1, 1, 1, 1.0f, 1.0f), MRopeSegment::text(4)},
        "first = 0 + 9 tokens must fit in seq = 8"},
       {{MRopeSegment::text(std::int64_t{1} << 54)}, "past 2^53"},
-      {{MRopeSegment::video(3, 1, 1, 1e30f, 1e10f)}, "past 2^53"},
+      {{MRopeSegment::video(3, 1, 1, 1e10f, 1e10f)}, "past 2^53"},
+      // The float32 product HF forms (and posenc writes) is checked, not the exact one:
+      // 2 * 1e30 * 1e10 overflows to inf; 2 * FLT_MAX = inf, then inf * 0 = NaN (both were cast
+      // to int64, undefined); 16777214 * 536870976 is 2^53 - 128 exactly but 2^53 in float32,
+      // so the last position was 126 + 1 + 2^53 (past the limit without a throw).
+      {{MRopeSegment::video(3, 1, 1, 1e30f, 1e10f)}, "tokens_per_second = 2 * 1.0000000150474662e+30 * "
+                                                     "10000000000 is not finite in float32"},
+      {{MRopeSegment::video(3, 1, 1, std::numeric_limits<float>::max(), 0.0f)},
+       "is not finite in float32"},
+      {{MRopeSegment::text(127), MRopeSegment::video(2, 1, 1, 16777214.0f, 536870976.0f)},
+       "past 2^53"},
   };
   for (const auto& [segments, message] : bad) {
     CAPTURE(message);

@@ -124,11 +124,13 @@ inline std::string mrope_sections_string(const MRopeSections& sec) {
 inline void validate_mrope_sections(std::string_view fn, const MRopeSections& sec,
                                     Eigen::Index rotary_dim) {
   const Eigen::Index half = rotary_dim / 2;
+  // Each entry in [0, half] before it is added: entries near INT64_MAX wrapped the sum back
+  // to half.
   Eigen::Index sum = 0;
   bool non_negative = true;
   for (const Eigen::Index s : sec.section) {
-    non_negative = non_negative && s >= 0;
-    sum += s;
+    non_negative = non_negative && s >= 0 && s <= half;
+    if (non_negative) sum += s;
   }
   require(non_negative && sum == half, fn, "mrope_section = ", mrope_sections_string(sec),
           " must be >= 0 and sum to rotary_dim / 2 = ", half);
@@ -467,10 +469,16 @@ struct MRopeSegment {
 
 namespace detail {
 
-/// Temporal offset of grid step t: HF's float32 tensor product, truncated.
-inline std::int64_t mrope_temporal(Eigen::Index t, const MRopeSegment& seg) {
+/// t * seconds_per_grid_t * tokens_per_second as HF's float32 tensors form it.
+inline float mrope_temporal_product(Eigen::Index t, const MRopeSegment& seg) {
   const float scaled = static_cast<float>(t) * seg.seconds_per_grid_t;
-  return static_cast<std::int64_t>(scaled * seg.tokens_per_second);
+  return scaled * seg.tokens_per_second;
+}
+
+/// Temporal offset of grid step t: the float32 product, truncated (mrope_position_ids checked
+/// that the largest one is finite and <= 2^53).
+inline std::int64_t mrope_temporal(Eigen::Index t, const MRopeSegment& seg) {
+  return static_cast<std::int64_t>(mrope_temporal_product(t, seg));
 }
 
 }  // namespace detail
@@ -506,9 +514,14 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
                       fn, "segments[", i, "]: seconds_per_grid_t = ", seg.seconds_per_grid_t,
                       " and tokens_per_second = ", seg.tokens_per_second,
                       " must be finite and >= 0");
-      const double t_last = static_cast<double>(seg.grid_t - 1) *
-                            static_cast<double>(seg.seconds_per_grid_t) *
-                            static_cast<double>(seg.tokens_per_second);
+      // The value written, not the exact product: float32 can round past 2^53 or overflow
+      // (FLT_MAX * 2 = inf, then inf * 0 = NaN). It grows with t, so the last step bounds it.
+      const float t_product = detail::mrope_temporal_product(seg.grid_t - 1, seg);
+      detail::require(std::isfinite(t_product), fn, "segments[", i, "]: (grid_t - 1) * ",
+                      "seconds_per_grid_t * tokens_per_second = ", seg.grid_t - 1, " * ",
+                      seg.seconds_per_grid_t, " * ", seg.tokens_per_second,
+                      " is not finite in float32");
+      const double t_last = std::trunc(static_cast<double>(t_product));
       next += std::max({t_last, static_cast<double>(seg.grid_h - 1),
                         static_cast<double>(seg.grid_w - 1)}) + 1.0;
       tokens += static_cast<double>(seg.grid_t) * static_cast<double>(seg.grid_h) *
