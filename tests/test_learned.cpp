@@ -6,6 +6,7 @@
 #include <posenc/learned.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "support/rng.hpp"
@@ -158,4 +159,40 @@ TEST_CASE("learned: extend keeps trained rows and fills new ones by policy", "[l
                                  posenc::TensorView<float, 3>(out.data(), 1, 1, 2)),
                     std::out_of_range);
   REQUIRE_THROWS_WITH(table.extend(2), Contains("new_max_positions = 2 must be >= the current max_positions (3)"));
+  // 2^62 rows of d = 2 floats: Eigen's unchecked rows * d wrapped, the buffer came out small and
+  // the row loop wrote past it. The largest size is PTRDIFF_MAX bytes: 2^63 / 4 / 2 rows.
+  REQUIRE_THROWS_MATCHES(table.extend(Eigen::Index{1} << 62), std::invalid_argument,
+                         Catch::Matchers::Message(
+                             "posenc::extend_learned_table: new_max_positions = 4611686018427387904 rows of "
+                             "d_model = 2 overflow the addressable size (at most 1152921504606846975 rows)"));
+  // An init outside the enum left the new rows uninitialised.
+  REQUIRE_THROWS_WITH(table.extend(5, static_cast<posenc::LearnedExtendInit>(7)),
+                      Contains("init = 7 is not a LearnedExtendInit"));
+}
+
+TEST_CASE("learned: a position_offset past 2^53 is rejected, not negated into overflow",
+          "[learned][errors]") {
+  const std::vector<float> table(4 * 2, 1.0f);
+  std::vector<float> emb(2, 0.5f);
+  const std::vector<std::int64_t> ids{0};
+  const auto add = [&](std::int64_t offset) {
+    posenc::add_learned_positions_inplace<float>(posenc::TensorView<float, 3>(emb.data(), 1, 1, 2),
+                                                 posenc::ConstTensorView<float, 2>(table.data(), 4, 2),
+                                                 posenc::PositionIdsView(ids.data(), 1, 1), offset);
+  };
+  // -INT64_MIN and 4 - (INT64_MIN + 1) overflowed in the range check and its message.
+  for (const std::int64_t offset : {std::numeric_limits<std::int64_t>::min(),
+                                    std::numeric_limits<std::int64_t>::min() + 1,
+                                    std::numeric_limits<std::int64_t>::max(),
+                                    (std::int64_t{1} << 53) + 1}) {
+    CAPTURE(offset);
+    REQUIRE_THROWS_AS(add(offset), std::invalid_argument);
+    REQUIRE_THROWS_WITH(add(offset), Contains("must be in [-2^53, 2^53]"));
+  }
+  CHECK(emb == std::vector<float>{0.5f, 0.5f});
+  // The limits themselves still reach the position check.
+  REQUIRE_THROWS_AS(add(std::int64_t{1} << 53), std::out_of_range);
+  REQUIRE_THROWS_AS(add(-(std::int64_t{1} << 53)), std::out_of_range);
+  add(0);
+  CHECK(emb == std::vector<float>{1.5f, 1.5f});
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -39,10 +40,18 @@ constexpr std::string_view to_string(LearnedExtendInit init) noexcept {
 
 namespace detail {
 
-/// Throws std::out_of_range for the first position whose row is outside [0, max_positions).
+/// Throws std::out_of_range for the first position whose row is outside [0, max_positions),
+/// std::invalid_argument for |position_offset| or max_positions past 2^53.
 inline void validate_learned_positions(std::string_view function, PositionIdsView position_ids,
                                        Eigen::Index max_positions,
                                        std::int64_t position_offset) {
+  // Positions are counted in [0, 2^53] everywhere in posenc; the bound also keeps -offset and
+  // max_positions - offset below from overflowing (an offset near INT64_MIN did).
+  constexpr std::int64_t limit = std::int64_t{1} << 53;
+  require(position_offset >= -limit && position_offset <= limit, function, "position_offset = ",
+          position_offset, " must be in [-2^53, 2^53]");
+  require(max_positions <= limit, function, "max_positions = ", max_positions,
+          " must be <= 2^53");
   for (Eigen::Index b = 0; b < position_ids.dimension(0); ++b) {
     for (Eigen::Index s = 0; s < position_ids.dimension(1); ++s) {
       const std::int64_t p = position_ids(b, s);
@@ -127,7 +136,9 @@ void lookup_learned_positions(ConstTensorView<T, 2> table, PositionIdsView posit
 /// \brief A longer table: rows [0, max_positions) copy the trained table, the rest follow
 /// `init`. The new rows are untrained (see LearnedExtendInit).
 /// table: [max_positions, d_model] -> returns [new_max_positions, d_model]
-/// Throws std::invalid_argument when new_max_positions < max_positions or the table is empty.
+/// Throws std::invalid_argument when new_max_positions < max_positions, the new table's size
+/// overflows (new_max_positions * d_model elements past PTRDIFF_MAX bytes), the table is
+/// empty, or init is not a LearnedExtendInit; std::bad_alloc when the memory runs out.
 template <typename T>
 Tensor<T, 2> extend_learned_table(ConstTensorView<T, 2> table, Eigen::Index new_max_positions,
                                   LearnedExtendInit init = LearnedExtendInit::kZeros) {
@@ -137,6 +148,16 @@ Tensor<T, 2> extend_learned_table(ConstTensorView<T, 2> table, Eigen::Index new_
                   "] must have max_positions > 0 and d_model > 0");
   detail::require(new_max_positions >= rows, fn, "new_max_positions = ", new_max_positions,
                   " must be >= the current max_positions (", rows, ")");
+  // Eigen multiplies the dimensions unchecked: a wrapped product gave a small buffer that the
+  // row loop then wrote past.
+  const Eigen::Index max_rows =
+      std::numeric_limits<std::ptrdiff_t>::max() / static_cast<Eigen::Index>(sizeof(T)) / d;
+  detail::require(new_max_positions <= max_rows, fn, "new_max_positions = ", new_max_positions,
+                  " rows of d_model = ", d, " overflow the addressable size (at most ", max_rows,
+                  " rows)");
+  detail::require(init == LearnedExtendInit::kZeros || init == LearnedExtendInit::kRepeatLast ||
+                      init == LearnedExtendInit::kCyclic,
+                  fn, "init = ", static_cast<int>(init), " is not a LearnedExtendInit");
   Tensor<T, 2> out(new_max_positions, d);
   for (Eigen::Index r = 0; r < new_max_positions; ++r) {
     T* dst = out.data() + r * d;
