@@ -156,3 +156,50 @@ TEST_CASE("fope: bad input throws before writing", "[fope]") {
   for (const float x : q) REQUIRE(x == 1.0f);
   for (const float x : k) REQUIRE(x == 1.0f);
 }
+
+TEST_CASE("fope: plans, coefficients, positions and inverses that had no defined result are "
+          "rejected", "[fope][errors]") {
+  const Eigen::Index D = 8, F = 2, P = 4;
+  std::vector<float> cache(static_cast<std::size_t>(P * D), -9.0f);
+  const posenc::TensorView<float, 3> cache_view(cache.data(), 1, P, D);
+  std::vector<float> C(static_cast<std::size_t>(F * F), 0.5f);
+  const posenc::ConstTensorView<float, 3> cv(C.data(), 1, F, F);
+  // A plan the RoPE calls reject (inv_freq inf) filled the cache with NaN.
+  auto bad_plan = plan(D);
+  bad_plan.inv_freq[1] = std::numeric_limits<double>::infinity();
+  REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<float>(bad_plan, cv, cv, cache_view),
+                      Contains("inv_freq[1] = inf must be finite and >= 0"));
+  // Finite double coefficients whose mix passes FLT_MAX: the float conversion was undefined.
+  const std::vector<double> huge(static_cast<std::size_t>(F * F), 1e300);
+  const posenc::ConstTensorView<double, 3> hv(huge.data(), 1, F, F);
+  REQUIRE_THROWS_AS(posenc::fill_fope_cos_sin_cache<double>(plan(D), hv, hv, cache_view),
+                    std::out_of_range);
+  REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<double>(plan(D), hv, hv, cache_view),
+                      Contains("cos_coef[0, :, 0] sums to 2.0000000000000001e+300 in magnitude"));
+  for (const float x : cache) REQUIRE(x == -9.0f);
+
+  // Pair 1's coefficients all 0: cos = sin = 0 at every position, a pair with no inverse.
+  C = {1.0f, 0.0f, 0.0f, 0.0f};  // C[D = 0, d = 0] = 1, the rest 0
+  posenc::fill_fope_cos_sin_cache<float>(plan(D), cv, cv, cache_view);
+  std::vector<float> q(static_cast<std::size_t>(D), 1.0f), k = q;
+  const auto call = [&](const posenc::RopePositions& pos, posenc::RopeDirection dir) {
+    posenc::RopeApplyOptions o;
+    o.direction = dir;
+    posenc::apply_fope_qk_inplace<float>(posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), 1, 1, 1, D)),
+                                         posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), 1, 1, 1, D)),
+                                         pos, posenc::ConstTensorView<float, 3>(cache.data(), 1, P, D), o);
+  };
+  REQUIRE_THROWS_WITH(call(posenc::RopePositions::contiguous(1, 1), posenc::RopeDirection::kInverse),
+                      Contains("cache row (kv head 0, position 0) pair 1 has cos = sin = 0"));
+  // ids + offset of INT64_MAX + 1 wrapped before the range check.
+  const std::vector<std::int64_t> big = {std::numeric_limits<std::int64_t>::max()};
+  REQUIRE_THROWS_WITH(call(posenc::RopePositions::from_ids(posenc::PositionIdsView(big.data(), 1, 1), 1),
+                           posenc::RopeDirection::kForward),
+                      Contains("position_ids[0, 0] = 9223372036854775807 must be in [0, 2^53]"));
+  for (const float x : q) REQUIRE(x == 1.0f);
+  for (const float x : k) REQUIRE(x == 1.0f);
+  // Forward is defined there (the pair maps to 0).
+  call(posenc::RopePositions::contiguous(1, 1), posenc::RopeDirection::kForward);
+  CHECK(q[1] == 0.0f);
+  CHECK(q[1 + D / 2] == 0.0f);
+}

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -55,8 +56,9 @@ inline Eigen::Index fope_num_frequencies(const RopeFrequencies& freqs,
 /// attention_factor is not applied: FoPE's coefficients carry the scale); cos_coef, sin_coef:
 /// [Hc, F, F] with Hc = kv_heads (fope_sep_head) or 1 (one table for every head);
 /// cache: [kv_heads, max_position, head_dim], head_dim even and >= 2 F.
-/// Throws std::invalid_argument (shapes, F above the plan's frequencies, a non-finite
-/// coefficient) before writing anything.
+/// Throws std::invalid_argument (shapes, F above the plan's frequencies, a mixed frequency that
+/// is not finite and >= 0, a non-finite coefficient) and std::out_of_range (coefficients whose
+/// sum of magnitudes in a column exceeds the float cache's range) before writing anything.
 template <typename C>
 void fill_fope_cos_sin_cache(const RopeFrequencies& freqs, ConstTensorView<C, 3> cos_coef,
                              ConstTensorView<C, 3> sin_coef, TensorView<float, 3> cache) {
@@ -78,11 +80,32 @@ void fill_fope_cos_sin_cache(const RopeFrequencies& freqs, ConstTensorView<C, 3>
   detail::require(f <= static_cast<Eigen::Index>(freqs.inv_freq.size()) && f <= half, fn, "F = ",
                   f, " must be <= the plan's ", freqs.inv_freq.size(),
                   " frequencies and <= head_dim / 2 = ", half);
+  for (Eigen::Index k = 0; k < f; ++k) {
+    const double w = freqs.inv_freq[static_cast<std::size_t>(k)];
+    detail::require(std::isfinite(w) && w >= 0.0, fn, "inv_freq[", k, "] = ", w,
+                    " must be finite and >= 0");
+  }
   for (const auto* coef : {&cos_coef, &sin_coef}) {
     for (Eigen::Index i = 0; i < coef->size(); ++i) {
       const double x = detail::to_double(coef->data()[i]);
       detail::require(std::isfinite(x), fn, coef == &cos_coef ? "cos_coef" : "sin_coef", " entry ",
                       i, " = ", x, " must be finite");
+    }
+  }
+  // |cos[h, t, d]| <= sum_D |C[h, D, d]| at every t (likewise sin): a column within float's
+  // range cannot overflow the cache, whose conversion from double is undefined past it.
+  for (const auto* coef : {&cos_coef, &sin_coef}) {
+    for (Eigen::Index h = 0; h < hc; ++h) {
+      for (Eigen::Index d = 0; d < f; ++d) {
+        double bound = 0.0;
+        for (Eigen::Index k = 0; k < f; ++k) bound += std::abs(detail::to_double((*coef)(h, k, d)));
+        if (!(bound <= static_cast<double>(std::numeric_limits<float>::max()))) {
+          detail::throw_out_of_range(fn, coef == &cos_coef ? "cos_coef" : "sin_coef", "[", h,
+                                     ", :, ", d, "] sums to ", bound,
+                                     " in magnitude: its mix can exceed the float cache's range (",
+                                     std::numeric_limits<float>::max(), ")");
+        }
+      }
     }
   }
   std::vector<double> c(static_cast<std::size_t>(f)), s(c.size());
@@ -114,8 +137,10 @@ void fill_fope_cos_sin_cache(const RopeFrequencies& freqs, ConstTensorView<C, 3>
 /// \brief FoPE on Q and K in place from fill_fope_cos_sin_cache's cache: the q heads of kv
 /// group h (heads h * group .. (h + 1) * group - 1) and k head h read the cache rows of h.
 /// q: heads = group * kv_heads, k: kv_heads heads, both of the cache's head_dim; positions in
-/// [0, max_position). options: threads and direction as the cached RoPE calls.
-/// Throws std::invalid_argument (shapes, a position outside the cache) before writing anything.
+/// [0, max_position). options: threads and direction as the cached RoPE calls; kInverse needs
+/// cos^2 + sin^2 > 0 on every pair of the rows it reads (FoPE's mixtures can reach 0 there).
+/// Throws std::invalid_argument (shapes, a position outside the cache, a pair without an
+/// inverse) before writing anything.
 template <typename T>
 void apply_fope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& positions,
                            ConstTensorView<float, 3> cache, const RopeApplyOptions& options = {}) {
@@ -133,13 +158,47 @@ void apply_fope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& 
                   positions.batch, ", ", positions.seq, "] must match the tokens [", q.batch,
                   ", ", q.seq, "]");
   // The kv groups' rows are stacked in one cache: check the positions against one group's
-  // length here, before the per-group calls offset them.
+  // length here, before the per-group calls offset them. Each part first (as
+  // detail::validate_positions does): ids + offset + batch_offsets of INT64_MAX overflowed.
+  detail::require(positions.offset >= 0 && positions.offset <= kMaxRopePosition, fn,
+                  "position offset = ", positions.offset, " must be in [0, 2^53]");
   for (Eigen::Index b = 0; b < positions.batch; ++b) {
+    const std::int64_t bo = positions.batch_offsets != nullptr ? positions.batch_offsets[b] : 0;
+    detail::require(bo >= 0 && bo <= kMaxRopePosition, fn, "batch_offsets[", b, "] = ", bo,
+                    " must be in [0, 2^53]");
     for (Eigen::Index s = 0; s < positions.seq; ++s) {
+      const std::int64_t id = positions.ids != nullptr ? positions.ids[b * positions.seq + s] : 0;
+      detail::require(id >= 0 && id <= kMaxRopePosition, fn, "position_ids[", b, ", ", s,
+                      "] = ", id, " must be in [0, 2^53]");
       const std::int64_t p = positions.at(b, s);
       detail::require(p >= 0 && p < max_pos, fn, "position[", b, ", ", s, "] = ", p,
                       " must be in [0, max_position = ", max_pos, ")");
     }
+  }
+  // kInverse divides by c^2 + s^2, which FoPE's learned mixtures (unlike a RoPE plan's a^2)
+  // can make 0: such a pair maps every input to 0 and has no inverse.
+  if (options.direction == RopeDirection::kInverse) {
+    const Eigen::Index half = head_dim / 2;
+    for (Eigen::Index h = 0; h < kv_heads; ++h) {
+      for (Eigen::Index b = 0; b < positions.batch; ++b) {
+        for (Eigen::Index s = 0; s < positions.seq; ++s) {
+          const std::int64_t t = positions.at(b, s);
+          const float* row = cache.data() + (h * max_pos + t) * head_dim;
+          for (Eigen::Index d = 0; d < half; ++d) {
+            const double c = row[d], sn = row[half + d];
+            detail::require(c * c + sn * sn > 0.0, fn, "cache row (kv head ", h, ", position ",
+                            t, ") pair ", d, " has cos = sin = 0: direction inverse has no ",
+                            "inverse there");
+          }
+        }
+      }
+    }
+  }
+  // Nothing to turn: only the views' own checks, no group pointers into null data.
+  if (q.batch * q.seq == 0) {
+    detail::validate_heads(fn, "q", detail::as_const(q), head_dim, 0);
+    detail::validate_heads(fn, "k", detail::as_const(k), head_dim, 0);
+    return;
   }
   const Eigen::Index group = q.heads / kv_heads;
   const ConstTensorView<float, 2> rows(cache.data(), kv_heads * max_pos, head_dim);
