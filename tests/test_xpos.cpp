@@ -112,3 +112,22 @@ TEST_CASE("xpos: bad input is rejected before anything is written", "[rope][xpos
   posenc::fill_xpos_cos_sin_caches<float>(f, {512.0, 100001}, q, k, 100000);
   REQUIRE(std::isfinite(kc[0]));
 }
+
+TEST_CASE("xpos: a small attention factor with a far position stays finite in double",
+          "[rope][xpos]") {
+  // a = 1e-30, gamma = 1, position 620: a zeta_0^-620 = 2.1e307 fits a double (the guard lets
+  // it through), but zeta_0^620 itself underflows, so a / zeta^p gave inf (and inf * 0 NaN).
+  posenc::RopeFrequencies f;
+  f.rotary_dim = 2;
+  f.head_dim = 2;
+  f.inv_freq = {0.0};  // cos 1, sin 0: the cache entries are the scales alone
+  f.attention_factor = 1e-30;
+  std::vector<double> qc(2), kc(2);
+  posenc::fill_xpos_cos_sin_caches<double>(f, {1.0, 0}, TensorView<double, 2>(qc.data(), 1, 2),
+                                           TensorView<double, 2>(kc.data(), 1, 2), 620);
+  // zeta_0 = (0 + 0.4 r) / (1.4 r) = 2/7: k = a (2/7)^-620, q = a (2/7)^620 (0 in double).
+  const long double want_k = 1e-30L * std::pow(3.5L, 620.0L);
+  CHECK(std::abs(kc[0] - static_cast<double>(want_k)) <= 1e-12 * static_cast<double>(want_k));
+  CHECK(kc[1] == 0.0);
+  CHECK(qc[0] == 0.0);
+}

@@ -76,7 +76,7 @@ void fill_xpos_cos_sin_caches(const RopeFrequencies& freqs, const XposParams& xp
                                ") overflows the cache type; move the center closer");
   }
   const Eigen::Index half = rd / 2;
-  const double a = freqs.attention_factor;
+  const double log_a = std::log(freqs.attention_factor);
   for (Eigen::Index row = 0; row < rows; ++row) {
     const std::int64_t p = first_position + row;
     const double power = static_cast<double>(p - xpos.center) / xpos.scale_base;
@@ -85,7 +85,10 @@ void fill_xpos_cos_sin_caches(const RopeFrequencies& freqs, const XposParams& xp
     for (Eigen::Index j = 0; j < half; ++j) {
       const double angle = static_cast<double>(p) * freqs.inv_freq[static_cast<std::size_t>(j)];
       const double c = std::cos(angle), s = std::sin(angle);
-      const double scale = std::pow(zeta(j), power), up = a * scale, down = a / scale;
+      // In log space: the guard above bounds log a +- power log zeta, but a / zeta^power
+      // formed zeta^power first, which underflows to 0 for a small a (inf / NaN in k_cache).
+      const double log_scale = power * std::log(zeta(j));
+      const double up = std::exp(log_a + log_scale), down = std::exp(log_a - log_scale);
       qr[j] = detail::from_value<T>(up * c);
       qr[half + j] = detail::from_value<T>(up * s);
       kr[j] = detail::from_value<T>(down * c);
