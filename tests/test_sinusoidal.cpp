@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "support/check.hpp"
@@ -296,6 +297,46 @@ TEST_CASE("sinusoidal: bad input throws, names the parameter and writes nothing"
     REQUIRE_THROWS_WITH(
         posenc::sinusoidal_frequencies(8, with_layout(SinusoidalLayout::kInterleaved, -1.0)),
         Contains("base = -1"));
+  }
+  SECTION("a base, d_model or position whose angles would not be finite") {
+    // sin|cos reaches w = 1 / base: base 1e-310 gave w = inf, so PE(0) had 0 * inf = NaN;
+    // base 1e-300 gives w = 1e300, finite, but 2^53 w is not. Interleaved reaches
+    // base^(-(d-2)/d): 1e299.4 for d = 1000, 2^53 times that overflows too.
+    for (const double base : {1e-310, 1e-300}) {
+      CAPTURE(base);
+      REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(8, with_layout(SinusoidalLayout::kSinCos, base)),
+                          Contains("2^53 times it must be finite"));
+    }
+    REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(1000, with_layout(SinusoidalLayout::kInterleaved, 1e-300)),
+                        Contains("2^53 times it must be finite"));
+    CHECK(posenc::sinusoidal_frequencies(8, with_layout(SinusoidalLayout::kInterleaved, 1e-300)).back() ==
+          Approx(std::pow(1e-300, -0.75)));  // 1e225: every angle up to 2^53 stays finite
+    // A base just below 1 is fine at integer positions; a huge fractional one is not.
+    float row[4] = {9, 9, 9, 9};
+    const auto small_base = with_layout(SinusoidalLayout::kSinCos, 1e-3);  // w up to 1000
+    REQUIRE_THROWS_WITH(posenc::sinusoidal_encoding<float>(1e307, posenc::TensorView<float, 1>(row, 4), small_base),
+                        Contains("position = 9.9999999999999999e+306 times the largest frequency"));
+    CHECK(row[0] == 9.0f);
+    const std::vector<double> t = {1e307};  // cos|sin, d = 4: w up to 1e-3^(-1/2) = 31.6
+    REQUIRE_THROWS_WITH(posenc::timestep_embedding<float>(posenc::ConstTensorView<double, 1>(t.data(), 1),
+                                                          posenc::TensorView<float, 2>(row, 1, 4), 1e-3),
+                        Contains("timestep = 9.9999999999999999e+306 times the largest frequency"));
+    CHECK(row[0] == 9.0f);
+    // d_model past 2^20: the plan's vectors were sized unchecked (length_error, bad_alloc).
+    REQUIRE_THROWS_WITH(posenc::SinusoidalPlan(std::numeric_limits<Eigen::Index>::max() - 1),
+                        Contains("d_model = 9223372036854775806 must be <= 2^20"));
+  }
+  SECTION("the table reaches 2^53 itself, as add_sinusoidal_inplace does") {
+    const std::int64_t top = std::int64_t{1} << 53;
+    float one[8], two[16];
+    posenc::sinusoidal_table<float>(posenc::TensorView<float, 2>(one, 1, 8), {}, top);
+    std::vector<float> added(8, 0.0f);
+    const std::vector<std::int64_t> at_top{top};
+    posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(added.data(), 1, 1, 8),
+                                          posenc::PositionIdsView(at_top.data(), 1, 1));
+    for (int k = 0; k < 8; ++k) CHECK(one[k] == added[static_cast<std::size_t>(k)]);
+    REQUIRE_THROWS_WITH(posenc::sinusoidal_table<float>(posenc::TensorView<float, 2>(two, 2, 8), {}, top),
+                        Contains("first_position = 9007199254740992 must be in [0, 2^53 - num_positions + 1]"));
   }
   SECTION("negative or non-finite single positions") {
     float row[4] = {9, 9, 9, 9};

@@ -16,7 +16,10 @@
 ///
 /// Angles p * w_i are formed and reduced in double (std::sin/cos do the full range reduction);
 /// forming them in float, as `float(p) * w` does, loses every digit of the angle past p ~ 10^7.
-/// The result is rounded once to the caller's storage type.
+/// What remains is the rounding of the product itself, at most 2^-53 p w_i radians (1e-9 at
+/// p = 10^7 and w = 1; 0.06 at p = 2^53 and w = 0.1), where the table's recurrence and the
+/// single-row call may round differently. The result is rounded once to the caller's storage
+/// type.
 
 #include <algorithm>
 #include <cmath>
@@ -51,11 +54,25 @@ constexpr std::string_view to_string(SinusoidalLayout layout) noexcept {
 
 struct SinusoidalParams {
   SinusoidalLayout layout = SinusoidalLayout::kInterleaved;
-  /// The "10000" of every layout (called max_period for the timestep embedding). Must be > 0.
+  /// The "10000" of every layout (called max_period for the timestep embedding). Finite and > 0;
+  /// below 1 the frequencies exceed 1 (up to 1 / base), and 2^53 times the largest must stay
+  /// finite.
   double base = 10000.0;
 };
 
+/// Widest d_model the sinusoidal calls accept (real models: <= 16384); the plan keeps
+/// 2 kSinusoidalGroup + 1 doubles per pair.
+inline constexpr Eigen::Index kMaxSinusoidalDim = Eigen::Index{1} << 20;
+
 namespace detail {
+
+/// w_i for pair i (see the file comment). Unvalidated: callers validate first.
+inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d, const SinusoidalParams& params);
+
+/// The largest w_i: the first pair's (1) for base >= 1, the last pair's below (w is monotone).
+inline double largest_sinusoidal_frequency(Eigen::Index d, const SinusoidalParams& params) {
+  return std::max(sinusoidal_frequency(0, d, params), sinusoidal_frequency(d / 2 - 1, d, params));
+}
 
 inline void validate_sinusoidal(std::string_view function, Eigen::Index d,
                                 const SinusoidalParams& params) {
@@ -63,15 +80,28 @@ inline void validate_sinusoidal(std::string_view function, Eigen::Index d,
   require(d % 2 == 0, function, "d_model = ", d, " must be even (sin/cos come in pairs)");
   require(params.layout != SinusoidalLayout::kSinCos || d >= 4, function, "d_model = ", d,
           " must be >= 4 for the sin|cos layout (its frequency divides by d/2 - 1)");
+  require(d <= kMaxSinusoidalDim, function, "d_model = ", d, " must be <= 2^20");
   require(std::isfinite(params.base) && params.base > 0.0, function, "base = ", params.base,
           " must be finite and > 0");
   require(params.layout == SinusoidalLayout::kInterleaved ||
               params.layout == SinusoidalLayout::kSinCos ||
               params.layout == SinusoidalLayout::kCosSin,
           function, "layout = ", static_cast<int>(params.layout), " is not a SinusoidalLayout");
+  // A tiny base makes w (up to 1 / base) or p w overflow: sin(inf) = NaN, and 0 * inf at p = 0.
+  const double w_max = largest_sinusoidal_frequency(d, params);
+  require(std::isfinite(w_max * 0x1p53), function, "base = ", params.base,
+          " gives a largest frequency of ", w_max, ": 2^53 times it must be finite");
 }
 
-/// w_i for pair i (see the file comment). Unvalidated: callers validate first.
+/// position * w_i finite for every i (a fractional position can pass 2^53).
+inline void require_finite_angles(std::string_view function, const char* what, double position,
+                                  Eigen::Index d, const SinusoidalParams& params) {
+  const double w_max = largest_sinusoidal_frequency(d, params);
+  require(std::isfinite(position * w_max), function, what, " = ", position,
+          " times the largest frequency ", w_max, " (base = ", params.base,
+          ") must be finite");
+}
+
 inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
                                    const SinusoidalParams& params) {
   const double half = static_cast<double>(d / 2);
@@ -346,6 +376,7 @@ void sinusoidal_encoding(double position, TensorView<T, 1> out,
   detail::validate_sinusoidal(fn, d, params);
   detail::require(std::isfinite(position) && position >= 0.0, fn, "position = ", position,
                   " must be finite and >= 0");
+  detail::require_finite_angles(fn, "position", position, d, params);
   for (Eigen::Index i = 0; i < d / 2; ++i) {
     const double angle = position * detail::sinusoidal_frequency(i, d, params);
     const auto cols = detail::sinusoidal_columns(i, d, params.layout);
@@ -358,7 +389,7 @@ void sinusoidal_encoding(double position, TensorView<T, 1> out,
 /// out: [num_positions, d_model]
 /// Throws std::invalid_argument when out's d_model differs from the plan's, for zero rows, a
 /// negative first_position or first_position + num_positions - 1 beyond 2^53 (where double
-/// stops counting exactly).
+/// stops counting exactly; 2^53 itself is a position, as add_sinusoidal_inplace takes it).
 template <typename T>
 void sinusoidal_table(TensorView<T, 2> out, const SinusoidalPlan& plan,
                       std::int64_t first_position = 0) {
@@ -371,8 +402,9 @@ void sinusoidal_table(TensorView<T, 2> out, const SinusoidalPlan& plan,
                   " must equal the plan's d_model (", plan.d_model(), ")");
   detail::require(rows > 0, fn, "num_positions = ", rows, " must be > 0");
   constexpr std::int64_t kMaxExact = std::int64_t{1} << 53;
-  detail::require(first_position >= 0 && first_position <= kMaxExact - rows, fn,
-                  "first_position = ", first_position, " must be in [0, 2^53 - num_positions]");
+  detail::require(first_position >= 0 && first_position <= kMaxExact - (rows - 1), fn,
+                  "first_position = ", first_position,
+                  " must be in [0, 2^53 - num_positions + 1]");
   T* data = out.data();
   detail::sinusoidal_rows<T, false>(rows, plan, [&](Eigen::Index r) {
     return std::pair<std::int64_t, T*>{first_position + r, data + r * d};
@@ -464,6 +496,7 @@ void timestep_embedding(ConstTensorView<double, 1> timesteps, TensorView<T, 2> o
   for (Eigen::Index n = 0; n < timesteps.dimension(0); ++n) {
     detail::require(std::isfinite(timesteps(n)) && timesteps(n) >= 0.0, fn, "timesteps[", n,
                     "] = ", timesteps(n), " must be finite and >= 0");
+    detail::require_finite_angles(fn, "timestep", timesteps(n), out.dimension(1), params);
   }
   for (Eigen::Index n = 0; n < timesteps.dimension(0); ++n) {
     sinusoidal_encoding<T>(timesteps(n),
