@@ -10,6 +10,7 @@
 #include <posenc/reference/attention.hpp>
 #include <posenc/relative_bias.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -114,6 +115,41 @@ TEST_CASE("relative bias: the plan's rows are the table at each distance's bucke
         CAPTURE(b, h, j, bucket);
         REQUIRE(out[static_cast<std::size_t>((b * 3 + h) * 8 + j)] == table[static_cast<std::size_t>(bucket * 3 + h)]);
       }
+}
+
+TEST_CASE("relative bias: past max_distance every distance reads the last bucket HF's float32 "
+          "gives it", "[relative_bias]") {
+  // HF forms x = log(r / e) / log(D / e) (n - e) in float32 (torch.log of a float tensor,
+  // math.log's double rounded to float32 by the tensor op), transcribed here. With D one above
+  // e = 4160 (unidirectional, 8320 buckets) the ratio's rounding moves log(D / e) ~ 2.4e-4 by
+  // 2.5e-4 of itself: x = 4158.96 at D, one bucket short of the last (8318, not 8319), which HF
+  // reaches at D + 1. The plan clamped every distance past D to D's bucket, so far keys read
+  // table[8318] where HF reads table[8319].
+  const auto hf_bucket = [](std::int64_t rel) {
+    const std::int64_t n = 8320, e = 4160, d = 4161;
+    const std::int64_t r = rel < 0 ? -rel : 0;
+    if (r < e) return r;
+    const float x = std::log(static_cast<float>(r) / static_cast<float>(e)) /
+                    static_cast<float>(std::log(static_cast<double>(d) / static_cast<double>(e))) *
+                    static_cast<float>(n - e);
+    return std::min<std::int64_t>(e + static_cast<std::int64_t>(x), n - 1);
+  };
+  REQUIRE(hf_bucket(-4161) == 8318);
+  REQUIRE(hf_bucket(-4162) == 8319);
+  std::vector<float> table;
+  const auto r = plan(8320, 1, 4161, false, table, 503);
+  CHECK(r.saturation_distance == 4162);
+  const std::vector<std::int64_t> q = {5000000};
+  const std::vector<std::int64_t> k = {0, 5000000 - 4162, 5000000 - 4161, 5000000 - 4160, 5000000};
+  std::vector<float> out(k.size());
+  posenc::relative_position_bias_matrix<float>(r, posenc::PositionIdsView(q.data(), 1, 1),
+                                               posenc::PositionIdsView(k.data(), 1, 5),
+                                               posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 5));
+  for (std::size_t j = 0; j < k.size(); ++j) {
+    const std::int64_t bucket = hf_bucket(k[j] - q[0]);
+    CAPTURE(j, bucket);
+    REQUIRE(out[j] == table[static_cast<std::size_t>(bucket)]);
+  }
 }
 
 TEST_CASE("relative bias: an encoder (bidirectional buckets and mask) against long double",

@@ -102,7 +102,7 @@ void set_attention_params(AttentionProblem<Acc, TQ, TKV, TO>& p, const Attention
   p.slopes = p.alibi ? params.alibi_slopes.data() : nullptr;
   p.sinks = params.sink_logits.empty() ? nullptr : params.sink_logits.data();
   p.rel_bias = params.relative_bias ? params.relative_bias->by_distance.data() : nullptr;
-  p.rel_span = params.relative_bias ? params.relative_bias->max_distance : 0;
+  p.rel_span = params.relative_bias ? detail::relative_saturation(*params.relative_bias) : 0;
 }
 
 /// Unscaled storage (every type but a scaled FP8 cache).

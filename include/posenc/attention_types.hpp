@@ -132,10 +132,15 @@ struct RelativePositionBias {
   /// [num_buckets][heads]: the checkpoint's relative_attention_bias weight (HF nn.Embedding
   /// layout), the bias of head h in bucket k at table[k * heads + h].
   std::vector<double> table;
-  /// [heads][2 max_distance + 1]: the table read at the bucket of pos_k - pos_q = r for r in
-  /// [-max_distance, max_distance]; farther distances take the end values (the buckets
-  /// saturate there). What the fused kernel reads. relative_position_bias() checks that every
-  /// entry is finite; attention calls check only the sizes.
+  /// S: the distance from which every bucket is its side's last. max_distance in exact
+  /// arithmetic, but the float32 log can leave bucket(+-max_distance) one short when
+  /// max_distance is just above the exact buckets (num_buckets 8320, max_distance 4161: the
+  /// last bucket from 4162 on); relative_position_bias() finds it. 0 = max_distance.
+  std::int64_t saturation_distance = 0;
+  /// [heads][2 S + 1]: the table read at the bucket of pos_k - pos_q = r for r in [-S, S];
+  /// farther distances take the end values (the buckets saturate there). What the fused kernel
+  /// reads. relative_position_bias() checks that every entry is finite; attention calls check
+  /// only the sizes.
   std::vector<double> by_distance;
 };
 
@@ -310,17 +315,26 @@ inline void validate_relative_buckets(std::string_view fn, std::int64_t num_buck
           "max_distance = ", max_distance, " must be in (", max_exact, " (the exact buckets), 2^20]");
 }
 
+/// S of RelativePositionBias::saturation_distance (0 = max_distance).
+inline std::int64_t relative_saturation(const RelativePositionBias& r) {
+  return r.saturation_distance > 0 ? r.saturation_distance : r.max_distance;
+}
+
 inline void validate_relative_bias(std::string_view fn, const RelativePositionBias& r,
                                    Eigen::Index heads) {
   validate_relative_buckets(fn, r.num_buckets, r.max_distance, r.bidirectional);
+  const std::int64_t sat = relative_saturation(r);
+  require(sat >= r.max_distance && sat <= (std::int64_t{1} << 21), fn,
+          "relative_bias.saturation_distance = ", r.saturation_distance,
+          " must be 0 or in [max_distance = ", r.max_distance, ", 2^21]");
   require(r.heads == heads, fn, "relative_bias has ", r.heads, " heads; q has heads = ", heads);
   require(r.table.size() == static_cast<std::size_t>(r.num_buckets * heads), fn,
           "relative_bias.table has ", r.table.size(), " entries; it must have num_buckets * ",
           "heads = ", r.num_buckets * heads);
-  const auto span = static_cast<std::size_t>(2 * r.max_distance + 1);
+  const auto span = static_cast<std::size_t>(2 * sat + 1);
   require(r.by_distance.size() == static_cast<std::size_t>(heads) * span, fn,
           "relative_bias.by_distance has ", r.by_distance.size(), " entries; it must have heads * ",
-          "(2 max_distance + 1) = ", static_cast<std::size_t>(heads) * span,
+          "(2 saturation_distance + 1) = ", static_cast<std::size_t>(heads) * span,
           " (build it with relative_position_bias)");
   // The entries' finiteness is checked once, by relative_position_bias: a per-call pass over
   // heads x (2 max_distance + 1) values would cost a T5 decode step more than its bias does.
@@ -328,7 +342,7 @@ inline void validate_relative_bias(std::string_view fn, const RelativePositionBi
 
 /// The bias of head h at pos_k - pos_q = rel (validated r).
 inline double relative_bias_at(const RelativePositionBias& r, Eigen::Index h, std::int64_t rel) {
-  const std::int64_t md = r.max_distance;
+  const std::int64_t md = relative_saturation(r);
   const std::int64_t at = std::clamp<std::int64_t>(rel, -md, md) + md;
   return r.by_distance[static_cast<std::size_t>(h * (2 * md + 1) + at)];
 }

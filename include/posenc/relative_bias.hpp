@@ -75,12 +75,21 @@ RelativePositionBias relative_position_bias(ConstTensorView<T, 2> table,
       r.table[static_cast<std::size_t>(k * r.heads + h)] = x;
     }
   }
-  const std::int64_t span = 2 * max_distance + 1;
+  // The buckets grow with |r| and end at each side's last; in float32 they can reach it a few
+  // distances past max_distance (RelativePositionBias::saturation_distance).
+  const auto bucket = [&](std::int64_t rel) {
+    return detail::relative_bucket(rel, r.num_buckets, max_distance, bidirectional);
+  };
+  const std::int64_t far = detail::kMaxAttentionPosition;
+  std::int64_t sat = max_distance;
+  while (bucket(sat) != bucket(far) || bucket(-sat) != bucket(-far)) ++sat;
+  r.saturation_distance = sat;
+  const std::int64_t span = 2 * sat + 1;
   r.by_distance.resize(static_cast<std::size_t>(r.heads * span));
-  for (std::int64_t rel = -max_distance; rel <= max_distance; ++rel) {
-    const std::int64_t k = detail::relative_bucket(rel, r.num_buckets, max_distance, bidirectional);
+  for (std::int64_t rel = -sat; rel <= sat; ++rel) {
+    const std::int64_t k = bucket(rel);
     for (Eigen::Index h = 0; h < r.heads; ++h) {
-      r.by_distance[static_cast<std::size_t>(h * span + rel + max_distance)] =
+      r.by_distance[static_cast<std::size_t>(h * span + rel + sat)] =
           r.table[static_cast<std::size_t>(k * r.heads + h)];
     }
   }
