@@ -2060,17 +2060,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 #ifdef POSENC_FUZZ_MAIN
-// Without libFuzzer: random inputs from a splitmix64 stream, `./fuzz_attention runs [first_seed]`.
+#include "driver.hpp"
+// Without libFuzzer: `./fuzz_attention runs [first_seed]` (driver.hpp).
 int main(int argc, char** argv) {
-  const long runs = argc > 1 ? std::atol(argv[1]) : 1000;
-  const std::uint64_t first = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
-  std::vector<std::uint8_t> bytes(256);
-  for (long run = 0; run < runs; ++run) {
-    fza::Rng gen{first + static_cast<std::uint64_t>(run)};
-    for (auto& x : bytes) x = static_cast<std::uint8_t>(gen.next());
-    fza::g_run_seed = first + static_cast<std::uint64_t>(run);
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-  }
+  const long runs = posenc_fuzz::run_random_inputs(
+      argc, argv, 256, [](std::uint64_t seed) { fza::g_run_seed = seed; });
   std::fprintf(stderr, "%ld runs, no mismatch\n", runs);
   return 0;
 }

@@ -33,7 +33,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "kv_fuzz_support.hpp"
+#include "fuzz_support.hpp"
 
 namespace {
 
@@ -42,10 +42,12 @@ using Index = Eigen::Index;
 using ld = long double;
 
 std::string g_context;
+/// The standalone driver's seed of this input (0 under libFuzzer): `./target 1 SEED` replays it.
+std::uint64_t g_seed = 0;
 
 [[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "fuzz_attention_state: %s\n  context: %s\n", what.c_str(),
-               g_context.c_str());
+  std::fprintf(stderr, "fuzz_attention_state (seed %llu): %s\n  context: %s\n",
+               static_cast<unsigned long long>(g_seed), what.c_str(), g_context.c_str());
   std::fflush(stderr);
   __builtin_trap();
 }
@@ -342,18 +344,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 #ifdef POSENC_FUZZ_MAIN
-#include <cstdlib>
+#include "driver.hpp"
 int main(int argc, char** argv) {
-  const long runs = argc > 1 ? std::atol(argv[1]) : 10000;
-  const std::uint64_t first = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
-  std::vector<std::uint8_t> bytes(512);
-  for (long r = 0; r < runs; ++r) {
-    posenc_test::SplitMix64 gen(first + static_cast<std::uint64_t>(r));
-    for (auto& x : bytes) x = static_cast<std::uint8_t>(gen.next());
-    if (std::getenv("FZS_VERBOSE")) std::fprintf(stderr, "run %ld\n", r);
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-  }
-  std::printf("%ld runs\n", runs);
+  const bool verbose = std::getenv("FZS_VERBOSE") != nullptr;
+  const long runs = posenc_fuzz::run_random_inputs(argc, argv, 512, [&](std::uint64_t seed) {
+    g_seed = seed;
+    if (verbose) std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(seed));
+  });
+  std::printf("%ld runs, no mismatch\n", runs);
   return 0;
 }
 #endif

@@ -37,7 +37,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kv_fuzz_support.hpp"
+#include "fuzz_support.hpp"
 
 namespace {
 
@@ -736,18 +736,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 #ifdef POSENC_FUZZ_MAIN
-#include <cstdlib>
+#include "driver.hpp"
 int main(int argc, char** argv) {
-  const long runs = argc > 1 ? std::atol(argv[1]) : 1000;
-  const std::uint64_t first = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
-  std::vector<std::uint8_t> bytes(512);
-  for (long r = 0; r < runs; ++r) {
-    Values gen(first + static_cast<std::uint64_t>(r));
-    for (auto& x : bytes) x = static_cast<std::uint8_t>(gen.next());
-    if (r % 100 == 0) std::fprintf(stderr, "run %ld\n", r);
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-  }
-  std::fprintf(stderr, "\n%ld runs, no mismatch\n", runs);
+  const long runs = posenc_fuzz::run_random_inputs(argc, argv, 512, [](std::uint64_t seed) {
+    if (seed % 100 == 0) std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(seed));
+  });
+  std::fprintf(stderr, "%ld runs, no mismatch\n", runs);
   return 0;
 }
 #endif

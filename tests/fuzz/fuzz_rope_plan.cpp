@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "kv_fuzz_support.hpp"
+#include "fuzz_support.hpp"
 
 namespace {
 
@@ -47,6 +47,8 @@ constexpr double kEps = std::numeric_limits<double>::epsilon();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string g_context;
+/// The standalone driver's seed of this input (0 under libFuzzer): `./target 1 SEED` replays it.
+std::uint64_t g_seed = 0;
 
 /// What the runs reached (printed by the standalone driver): plans formed per rope_type,
 /// compared pair by pair, and left to the properties only (Bound::skip_inv).
@@ -56,7 +58,8 @@ struct Tally {
 Tally g_tally;
 
 [[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "fuzz_rope_plan: %s\n  params: %s\n", what.c_str(), g_context.c_str());
+  std::fprintf(stderr, "fuzz_rope_plan (seed %llu): %s\n  params: %s\n",
+               static_cast<unsigned long long>(g_seed), what.c_str(), g_context.c_str());
   std::fflush(stderr);
   __builtin_trap();
 }
@@ -589,17 +592,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 #ifdef POSENC_FUZZ_MAIN
-#include <cstdlib>
+#include "driver.hpp"
 int main(int argc, char** argv) {
-  const long runs = argc > 1 ? std::atol(argv[1]) : 10000;
-  const std::uint64_t first = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
-  std::vector<std::uint8_t> bytes(512);
-  for (long r = 0; r < runs; ++r) {
-    posenc_test::SplitMix64 gen(first + static_cast<std::uint64_t>(r));
-    for (auto& x : bytes) x = static_cast<std::uint8_t>(gen.next());
-    if (std::getenv("FZR_VERBOSE")) std::fprintf(stderr, "run %ld\n", r);
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
-  }
+  const bool verbose = std::getenv("FZR_VERBOSE") != nullptr;
+  const long runs = posenc_fuzz::run_random_inputs(argc, argv, 512, [&](std::uint64_t seed) {
+    g_seed = seed;
+    if (verbose) std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(seed));
+  });
   std::printf(
       "%ld runs: %ld rejected, %ld plans compared with the reference, %ld checked for "
       "their properties only, %ld re-plans by update()\n  accepted by rope_type:",

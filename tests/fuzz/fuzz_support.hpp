@@ -1,8 +1,9 @@
 #pragma once
-// What the KV cache fuzz targets share (fuzz_kv_cache.cpp, fuzz_paged_kv_cache.cpp): the input as a
-// stream of choices, the tensor values, storage tolerances, RoPE in long double, the random plans
-// and attention parameters, and one query row of attention checked in long double against the
-// definitions in posenc/attention_types.hpp.
+// What the fuzz targets share: the input as a stream of choices (every target but
+// fuzz_attention.cpp), and for the KV cache targets (fuzz_kv_cache.cpp, fuzz_paged_kv_cache.cpp)
+// the tensor values, storage tolerances, RoPE in long double, the random plans and attention
+// parameters, and one query row of attention checked in long double against the definitions in
+// posenc/attention_types.hpp.
 
 #include <algorithm>
 #include <cmath>
