@@ -86,6 +86,45 @@ TEST_CASE("float8: every E4M3 and E5M2 code decodes to the OCP closed form", "[f
   CHECK(static_cast<float>(posenc::float8_e5m2::from_bits(0x01)) == std::ldexp(1.0f, -16));
 }
 
+namespace {
+
+/// Doubles a hair off every midpoint between neighbouring codes: float cannot tell them from the
+/// midpoint itself, so converting through the nearest float rounds twice.
+template <typename F>
+void check_double_rounding(const Spec& s) {
+  for (int code = 0; code < 127; ++code) {
+    if (spec_is_nan(s, code) || spec_is_inf(s, code) || spec_is_nan(s, code + 1) ||
+        spec_is_inf(s, code + 1)) {
+      continue;
+    }
+    const auto mid = static_cast<double>((spec_value(s, code) + spec_value(s, code + 1)) / 2);
+    for (const double x : {mid * (1 + 0x1p-40), mid * (1 - 0x1p-40), std::nextafter(mid, 1e300),
+                           std::nextafter(mid, 0.0), mid}) {
+      for (const double signed_x : {x, -x}) {
+        INFO("x = " << signed_x);
+        REQUIRE(static_cast<int>(F(signed_x).bits) == spec_nearest(s, signed_x));
+      }
+    }
+  }
+  for (const double x : {1e300, -1e300, std::numeric_limits<double>::infinity(), 1e-300,
+                         -std::numeric_limits<double>::denorm_min()}) {
+    INFO("x = " << x);
+    REQUIRE(static_cast<int>(F(x).bits) == spec_nearest(s, x));
+  }
+  CHECK(std::isnan(static_cast<float>(F(std::numeric_limits<double>::quiet_NaN()))));
+}
+
+}  // namespace
+
+TEST_CASE("float8: a double is rounded once, not through the nearest float", "[float8]") {
+  // 1.0625 is the tie between 1 and 1.125 in E4M3; 1.0625 + 2^-40 is above it (nearest 1.125)
+  // but rounds to exactly 1.0625 in float, and the tie then went to the even code, 1.
+  CHECK(posenc::float8_e4m3(1.0625 + 0x1p-40).bits == 0x39);
+  CHECK(posenc::float8_e5m2(1.125 + 0x1p-40).bits == 0x3D);  // 1.25, not 1
+  check_double_rounding<posenc::float8_e4m3>(kE4M3);
+  check_double_rounding<posenc::float8_e5m2>(kE5M2);
+}
+
 TEST_CASE("float8: quantisation rounds to the nearest code, ties to even, and saturates",
           "[float8]") {
   check_rounding<posenc::float8_e4m3>(kE4M3);

@@ -96,6 +96,24 @@ struct Float8Format {
 using Float8E4M3Format = Float8Format<4, 3, false>;
 using Float8E5M2Format = Float8Format<5, 2, true>;
 
+/// x as a float rounded to odd: the nearest float, stepped one toward x when it is inexact and
+/// even. A tie of FP8 codes in double that float's rounding moved onto a tie would otherwise
+/// round twice (1.0625000000009 -> 1.0625f -> 1 in E4M3, where x's nearest code is 1.125).
+inline float narrow_to_odd(double x) noexcept {
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  if (!(x >= -kFloatMax && x <= kFloatMax)) {  // NaN, or beyond float: the sign decides
+    return x != x ? std::numeric_limits<float>::quiet_NaN() : (x > 0 ? kFloatMax : -kFloatMax);
+  }
+  float f = static_cast<float>(x);
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if (static_cast<double>(f) != x && (u & 1u) == 0) {
+    u = static_cast<double>(f) < x ? (f >= 0.0f ? u + 1 : u - 1) : (f > 0.0f ? u - 1 : u + 1);
+    std::memcpy(&f, &u, sizeof f);
+  }
+  return f;
+}
+
 template <typename Format, typename Tag>
 struct Float8 {
   std::uint8_t bits = 0;
@@ -104,7 +122,10 @@ struct Float8 {
   Float8() = default;
   /// Rounds to nearest even, saturating at +-max (see the file comment).
   explicit Float8(float x) noexcept : bits(Format::encode(x)) {}
-  explicit Float8(double x) noexcept : Float8(static_cast<float>(x)) {}
+  /// One rounding, not two: x goes to float rounded to odd (float keeps more than twice FP8's
+  /// bits plus two, so the FP8 rounding of that float is the FP8 rounding of x), saturated first
+  /// (a double past FLT_MAX has no float).
+  explicit Float8(double x) noexcept : Float8(detail::narrow_to_odd(x)) {}
   explicit operator float() const noexcept { return Format::decode(bits); }
   explicit operator double() const noexcept { return Format::decode(bits); }
 
