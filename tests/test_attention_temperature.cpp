@@ -101,6 +101,29 @@ TEST_CASE("attention temperature: bad input is rejected before anything is writt
                           view, PositionIdsView(good.data(), 2, 3),
                           AttentionTemperature{8192.0, std::numeric_limits<double>::quiet_NaN()}),
                       Contains("attn_scale = nan must be finite"));
+  // A negative slope made t < 1 (t(8191) = -5.9 for -10: a softmax scale below 0); a tiny
+  // floor_scale or a huge slope made t(2^53) inf, or a float inf from a finite double (6.9e299
+  // at 8191 for 1e299), and 0 * inf = NaN queries.
+  const auto rejects = [&](AttentionTemperature t, const char* text) {
+    CAPTURE(text);
+    REQUIRE_THROWS_AS(posenc::apply_attention_temperature_inplace<float>(
+                          view, PositionIdsView(good.data(), 2, 3), t),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::apply_attention_temperature_inplace<float>(
+                            view, PositionIdsView(good.data(), 2, 3), t),
+                        Contains(text));
+  };
+  rejects(AttentionTemperature{8192.0, -10.0}, "attn_scale = -10 must be finite and >= 0");
+  rejects(AttentionTemperature{1e-310, 0.1}, "past float's range");
+  rejects(AttentionTemperature{8192.0, 1e299}, "past float's range");
+  rejects(AttentionTemperature{1e-310, 0.0}, "past float's range");  // 0 * log1p(inf) = NaN
+  // The largest slope that keeps t(2^53) a float passes: t(2^53) = 1 + s ln(1 + 2^40).
+  const double s_max = (static_cast<double>(std::numeric_limits<float>::max()) - 1.0) /
+                       std::log1p(std::floor((0x1p53 + 1.0) / 8192.0)) * (1 - 1e-12);
+  auto scratch = q;
+  posenc::apply_attention_temperature_inplace<float>(
+      TensorView<float, 4>(scratch.data(), 2, 3, 1, 4), PositionIdsView(good.data(), 2, 3),
+      AttentionTemperature{8192.0, s_max});
   REQUIRE(std::all_of(q.begin(), q.end(), [](float e) { return e == 1.5f; }));
   REQUIRE_THROWS_AS(posenc::attention_temperature(-1), std::invalid_argument);
 }

@@ -1411,6 +1411,14 @@ TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its que
       "attn_temperature_len": 1024, "rope_parameters": {"rope_type": "default",
       "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 4096}})"),
                       Contains("one query temperature per model"));
+  // A negative slope takes t below 1 and the softmax scale below 0 at long positions.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": -0.1,
+      "original_max_position_embeddings": 4096}})"),
+                      Contains("llama_4_scaling_beta") && Contains("= -0.10000000000000001 must be >= 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "attn_temperature_tuning": true, "floor_scale": 8192, "attn_scale": -0.5})"),
+                      Contains("attn_scale\" = -0.5 must be >= 0"));
 }
 
 TEST_CASE("hf_config: InternS1-Pro's FoPE keys are read and named, not reported as unread",

@@ -60,6 +60,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -274,7 +275,16 @@ inline void validate_temperature(std::string_view fn, const AttentionTemperature
   }
   require(std::isfinite(t.floor_scale) && t.floor_scale > 0.0, fn, "floor_scale = ",
           t.floor_scale, " must be finite and > 0");
-  require(std::isfinite(t.attn_scale), fn, "attn_scale = ", t.attn_scale, " must be finite");
+  // t >= 1 for attn_scale >= 0; a negative slope drove t, and so the softmax scale, to 0 and
+  // below. The largest t (at 2^53) must also be a float, the kernels' compute type: a tiny
+  // floor_scale or a huge slope gave inf (and 0 * inf = NaN scores).
+  require(std::isfinite(t.attn_scale) && t.attn_scale >= 0.0, fn, "attn_scale = ", t.attn_scale,
+          " must be finite and >= 0");
+  const double t_max = 1.0 + t.attn_scale * std::log1p(std::floor(
+                                                 (0x1p53 + 1.0) / t.floor_scale));
+  require(t_max <= static_cast<double>(std::numeric_limits<float>::max()), fn,
+          "attn_scale = ", t.attn_scale, " and floor_scale = ", t.floor_scale,
+          " give t(2^53) = ", t_max, ", past float's range");
 }
 
 /// T5's bucket of relative position rel = pos_k - pos_q (HF T5Attention._relative_position_bucket,

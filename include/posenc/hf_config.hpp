@@ -929,6 +929,7 @@ inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann:
     auto l0 = r.integer(dict, "original_max_position_embeddings", lkey);
     if (!l0) r.fail(bkey, "needs ", lkey, " (the temperature steps every L0 positions)");
     if (*l0 <= 0) r.fail(lkey, "= ", *l0, " must be > 0");
+    if (*beta < 0.0) r.fail(bkey, "= ", *beta, " must be >= 0 (t = 1 + beta ln(...) below 1)");
     if (*beta != 0.0) {  // GGUF conversions write 0 for "none"
       AttentionTemperature t;
       t.form = TemperatureForm::kMistral3;
@@ -2219,6 +2220,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (auto fs = r.number(c, "floor_scale", path("floor_scale"))) t.floor_scale = *fs;
     if (auto as = r.number(c, "attn_scale", path("attn_scale"))) t.attn_scale = *as;
     if (!(t.floor_scale > 0.0)) r.fail(path("floor_scale"), "= ", t.floor_scale, " must be > 0");
+    // A negative slope takes t below 1, then the softmax scale below 0 (attention rejects it).
+    if (!(t.attn_scale >= 0.0)) r.fail(path("attn_scale"), "= ", t.attn_scale, " must be >= 0");
     out.attention_temperature = t;
     std::ostringstream note;
     note << "attention temperature tuning on the NoPE layers' queries: floor_scale "

@@ -433,7 +433,7 @@ Case decode(Reader& r, Rng& rng) {
     posenc::AttentionTemperature t;
     t.form = static_cast<posenc::TemperatureForm>(r.pick(3));
     static const double fs[] = {1.0, 2.0, 3.0, 5.0, 8.0, 16.0, 8192.0, 0.5};
-    static const double as[] = {0.1, 0.5, 1.0, -0.3, 0.0, 2.0};
+    static const double as[] = {0.1, 0.5, 1.0, 0.3, 0.0, 2.0};  // >= 0: t >= 1
     static const I64 tl[] = {2, 3, 4, 10, 16, 1024};
     t.floor_scale = fs[r.pick(8)];
     t.attn_scale = as[r.pick(6)];
