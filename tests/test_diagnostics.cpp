@@ -328,6 +328,16 @@ TEST_CASE("diagnostics: prefill and token-by-token decode agree", "[diagnostics]
     REQUIRE_THROWS_WITH(posenc::check_prefill_vs_decode<float>(qv, kv, vv, ap, freqs),
                         Contains("causal"));
   }
+  SECTION("a v of the wrong shape is a shape error, not an allocation of its extents") {
+    // v [batch, 0, kv_heads, 2^40]: the output buffer sized from it asked for 8 TiB (or
+    // overflowed at 2^62) before the shapes were checked.
+    const posenc::ConstTensorView<float, 4> bad_v(v.data(), batch, 0, kv_heads,
+                                                  Eigen::Index{1} << 40);
+    REQUIRE_THROWS_AS(posenc::check_prefill_vs_decode<float>(qv, kv, bad_v, {}, freqs),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::check_prefill_vs_decode<float>(qv, kv, bad_v, {}, freqs),
+                        Contains("v shape [2, 0, 2, 1099511627776]"));
+  }
 }
 
 TEST_CASE("diagnostics: a sliding window caps the judged distance", "[diagnostics][length]") {

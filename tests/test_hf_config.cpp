@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -122,6 +123,12 @@ TEST_CASE("hf_config: DeepSeek-V3 MLA rope head, interleaved, yarn with mscale p
   REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(load("Llama-3.1-8B.json"),
                                                  posenc::HfMlaHead::kLatent),
                       Contains("kv_lora_rank = 0: "));
+  // A config built by hand: prefix + head_dim overflowed (INT64_MAX + 64).
+  auto wide_prefix = c;
+  wide_prefix.kv_lora_rank = std::numeric_limits<Eigen::Index>::max();
+  REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(wide_prefix, posenc::HfMlaHead::kLatent),
+                      Contains("kv_lora_rank = 9223372036854775807, rope.head_dim = 64") &&
+                          Contains("must be in [0, 2^20]"));
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
                                                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
                                                    "v_head_dim": -3})"),
@@ -573,6 +580,11 @@ TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf
   CHECK(posenc::hf_attention_params(by_layer, 0).scale == 0.125);
   CHECK(posenc::hf_attention_params(by_layer, 3).scale == 0.125 / 4.0);
   CHECK(posenc::hf_attention_params(posenc::parse_hf_config(gpt2 + "}"), 3).scale == 0.125);
+  // Without a layer count any layer is accepted: layer + 1 overflowed at INT64_MAX.
+  auto no_count = by_layer;
+  no_count.num_hidden_layers = 0;
+  CHECK(posenc::hf_attention_params(no_count, std::numeric_limits<Eigen::Index>::max()).scale ==
+        0.125 / 0x1p63);
   CHECK(scale(R"({"model_type": "gpt_bigcode", "n_embd": 768, "n_head": 12, "n_positions": 1024,
       "scale_attn_weights": false})") == 1.0);
   // GPT-Neo never divides q.k.

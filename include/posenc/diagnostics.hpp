@@ -431,8 +431,10 @@ PrefillDecodeReport check_prefill_vs_decode(
                   "params.mask must be causal: decode only ever sees the past");
   detail::require(k.dimension(1) == seq, fn, "k seq = ", k.dimension(1), " must equal q seq = ",
                   seq, " (prefill of the same tokens)");
-  Tensor<T, 4> dummy_out(batch, seq, heads, dv);
-  detail::validate_attention(fn, q, k, v, dummy_out, params, {});
+  // The out shape alone (no memory): allocating it from unvalidated extents was a huge
+  // allocation, or an overflowing one, where a shape error was due.
+  const TensorView<T, 4> out_shape(static_cast<T*>(nullptr), batch, seq, heads, dv);
+  detail::validate_attention(fn, q, k, v, out_shape, params, {});
   std::vector<std::int64_t> pos_store;
   if (!positions) {
     pos_store.resize(static_cast<std::size_t>(batch * seq));

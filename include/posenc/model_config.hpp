@@ -361,7 +361,7 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
   }
   if (c.softmax_scale > 0.0) {
     p.scale = c.softmax_scale /
-              (c.scale_attn_by_inverse_layer_idx ? static_cast<double>(layer + 1) : 1.0);
+              (c.scale_attn_by_inverse_layer_idx ? static_cast<double>(layer) + 1.0 : 1.0);
   }
   if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
   p.logit_softcap = c.attn_logit_softcapping;
@@ -382,7 +382,7 @@ enum class HfMlaHead : std::uint8_t {
 /// plan's frequencies, attention factor and softmax multiplier are c.rope's: the exponent runs
 /// over rotary_dim = qk_rope_head_dim either way.
 /// Throws std::invalid_argument when c has no qk_nope_head_dim (kConcatenated), no
-/// kv_lora_rank (kLatent) or no index_head_dim (kIndexer).
+/// kv_lora_rank (kLatent) or no index_head_dim (kIndexer), or a width past 2^20.
 inline RopeParams hf_mla_rope_params(const HfModelConfig& c, HfMlaHead head) {
   constexpr std::string_view fn = "hf_mla_rope_params";
   RopeParams p = c.rope;
@@ -399,6 +399,14 @@ inline RopeParams hf_mla_rope_params(const HfModelConfig& c, HfMlaHead head) {
   const Eigen::Index prefix = latent ? c.kv_lora_rank : c.qk_nope_head_dim;
   detail::require(prefix > 0, fn, latent ? "kv_lora_rank" : "qk_nope_head_dim", " = ", prefix,
                   ": ", c.source, " is not a DeepSeek MLA config with that head");
+  // Bounded before the sums below (the loaders cap widths far lower; a config built by hand
+  // is not).
+  constexpr Eigen::Index kWidest = Eigen::Index{1} << 20;
+  detail::require(prefix <= kWidest && c.rope.head_dim >= 0 && c.rope.head_dim <= kWidest &&
+                      c.rope.rotary_offset >= 0 && c.rope.rotary_offset <= kWidest,
+                  fn, latent ? "kv_lora_rank" : "qk_nope_head_dim", " = ", prefix,
+                  ", rope.head_dim = ", c.rope.head_dim, " and rope.rotary_offset = ",
+                  c.rope.rotary_offset, " must be in [0, 2^20]");
   p.rotary_offset = prefix + c.rope.rotary_offset;
   p.head_dim = prefix + c.rope.head_dim;
   return p;
