@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -597,6 +598,21 @@ TEST_CASE("gguf config: M-RoPE sections, contiguous (Qwen2-VL) and interleaved (
                                     : posenc::MRopeSectionLayout::kContiguous));
     CHECK(c.rope.layout == RopeLayout::kHalfSplit);
   }
+  // llama.cpp reads the sections for its M-RoPE rope types only: on llama (NORM) they were
+  // applied anyway, an M-RoPE the model's graph never runs.
+  GgufWriter w;
+  w.str("general.architecture", "llama")
+      .u32("llama.context_length", 4096)
+      .u32("llama.embedding_length", 4096)
+      .u32("llama.block_count", 4)
+      .u32("llama.attention.head_count", 32)
+      .i32_array("llama.rope.dimension_sections", {16, 24, 24, 0});
+  const auto c = parse(w);
+  CHECK_FALSE(c.mrope.has_value());
+  CHECK(c.rope.layout == RopeLayout::kInterleaved);
+  bool noted = false;
+  for (const auto& n : c.notes) noted |= n.find("rope.dimension_sections: not read") != std::string::npos;
+  CHECK(noted);
 }
 
 TEST_CASE("gguf config: ALiBi from max_alibi_bias and llama.cpp's fixed bias of 8", "[gguf]") {
@@ -874,6 +890,14 @@ TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
   }
   refuse(base("qwen2vl").i32_array("qwen2vl.rope.dimension_sections", {16, 24, 20, 0}),
          "key \"qwen2vl.rope.dimension_sections\" sums to 60; rope.dimension_count / 2 = 64 expected");
+  // INT64_MAX entries wrapped the sum back to 64 and were loaded.
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  refuse(base("qwen2vl").i64_array("qwen2vl.rope.dimension_sections", {big, big, 66, 0}),
+         "key \"qwen2vl.rope.dimension_sections\" [0] = 9223372036854775807 must be in [0, "
+         "rope.dimension_count / 2 = 64]");
+  // A negative scale was stored, then ignored by hf_attention_params (1 / sqrt(d) instead).
+  refuse(base("granite").f32("granite.attention.scale", -0.0078125f),
+         "key \"granite.attention.scale\" = -0.0078125 must be > 0 (0 = the default)");
   refuse(base("mamba"), "architecture \"mamba\" applies no RoPE in llama.cpp");
   // Sliding heads narrower than the rotation the full layers default to.
   refuse(base("gemma2")

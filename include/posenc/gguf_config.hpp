@@ -655,12 +655,22 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
                          : rope_type == GgmlRopeType::kMrope ? "MROPE"
                                                              : "IMROPE");
   }
-  if (has_sections) {
+  const bool mrope = rope_type == GgmlRopeType::kMrope || rope_type == GgmlRopeType::kImrope;
+  if (has_sections && !mrope) {
+    // llama.cpp reads the sections for its M-RoPE rope types only.
+    out.notes.push_back(std::string("rope.dimension_sections: not read (the ggml rope type of ") +
+                        arch + " is not M-RoPE, as in llama.cpp)");
+  }
+  if (has_sections && mrope) {
     const auto s = m.get_int_array(k.key("rope.dimension_sections"));
     if (!s || s->size() != 4) k.fail("rope.dimension_sections", "must hold 4 integers");
     MRopeSections sec;
     for (std::size_t i = 0; i < 4; ++i) {
-      if ((*s)[i] < 0) k.fail("rope.dimension_sections", "[", i, "] = ", (*s)[i], " must be >= 0");
+      // Bounded before the sum below: INT64_MAX entries wrapped it back to n_rot / 2.
+      if ((*s)[i] < 0 || (*s)[i] > n_rot / 2) {
+        k.fail("rope.dimension_sections", "[", i, "] = ", (*s)[i], " must be in [0, ",
+               "rope.dimension_count / 2 = ", n_rot / 2, "]");
+      }
       sec.section[i] = (*s)[i];
     }
     sec.layout = rope_type == GgmlRopeType::kImrope ? MRopeSectionLayout::kInterleaved
@@ -709,6 +719,8 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
   // Softmax scale: Granite's attention.scale, Gemma's query_pre_attn_scalar rule, else
   // 1 / sqrt(key width) times the plan's multiplier (DeepSeek YaRN).
   if (auto s = k.number("attention.scale"); s && *s != 0.0) {
+    // hf_attention_params reads a scale > 0 only: a negative one would fall back silently.
+    if (!(*s > 0.0)) k.fail("attention.scale", "= ", *s, " must be > 0 (0 = the default)");
     out.softmax_scale = *s;
   } else if ((arch == "gemma2" && n_layer == 46) || (arch == "gemma3" && n_layer == 62)) {
     out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(n_embd / n_head));

@@ -75,6 +75,11 @@ class GgufWriter {
     for (auto x : v) put(kv_, static_cast<std::uint32_t>(x), 4);
     return *this;
   }
+  GgufWriter& i64_array(const std::string& key, const std::vector<std::int64_t>& v) {
+    array_head(key, kI64, v.size());
+    for (auto x : v) put(kv_, static_cast<std::uint64_t>(x), 8);
+    return *this;
+  }
   GgufWriter& f32_array(const std::string& key, const std::vector<float>& v) {
     array_head(key, kF32, v.size());
     for (auto x : v) put_f32(kv_, x);
