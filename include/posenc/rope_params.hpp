@@ -192,7 +192,7 @@ inline Eigen::Index resolve_rotary_dim(std::string_view function, const RopePara
   if (rd == 0) {
     // Converting a product past the Index range would be undefined; it is too wide anyway.
     const double product = static_cast<double>(params.head_dim) * f;
-    require(product < static_cast<double>(kMaxRotaryDim + 2), function,
+    require(product < 0x1p62, function,
             "rotary_dim = int(head_dim * partial_rotary_factor) = int(", params.head_dim, " * ",
             f, ") must be <= ", kMaxRotaryDim);
     rd = static_cast<Eigen::Index>(product);
