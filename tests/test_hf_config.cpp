@@ -1998,3 +1998,83 @@ TEST_CASE("hf_config: Gemma-3n's KV sharing layers read an earlier layer's cache
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(two),
                       Contains("layer 2 (full_attention) has no earlier layer of its type"));
 }
+
+// Configs that loaded without an error but with values transformers (or posenc's own rules)
+// would not give, found by a review; each case is what loaded before.
+TEST_CASE("hf_config: degenerate geometries and per-layer lists are refused, not loaded wrong",
+          "[hf_config][errors]") {
+  const auto refuses = [](const std::string& text, const std::string& what) {
+    CAPTURE(text);
+    REQUIRE_THROWS_AS(posenc::parse_hf_config(text), std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::parse_hf_config(text), Contains(what));
+  };
+  // Absolute families: heads 0 wide gave softmax_scale = 1 / sqrt(0) = inf.
+  refuses(R"({"model_type": "gpt2", "n_embd": 4, "n_head": 8, "n_layer": 2, "n_positions": 1024})",
+          "is smaller than num_attention_heads = 8: heads of width 0");
+  // Falcon-H1's key_multiplier: -1 gave a negative scale, 0 the "no scale" sentinel.
+  refuses(R"({"model_type": "falcon_h1", "hidden_size": 1024, "num_attention_heads": 8,
+              "key_multiplier": -1.0})", "key_multiplier\" = -1 must be > 0");
+  refuses(R"({"model_type": "falcon_h1", "hidden_size": 1024, "num_attention_heads": 8,
+              "key_multiplier": 0})", "key_multiplier\" = 0 must be > 0");
+  // kv heads that do not divide the query heads (the per-layer lists already refused them).
+  refuses(R"({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": 5})", "num_key_value_heads\" = 5 must divide num_attention_heads = 32");
+  // Per-layer lists of another length than num_hidden_layers: layers past a short list ran as
+  // full attention with RoPE; a long no_rope_layers counted NoPE layers that do not exist.
+  refuses(R"({"model_type": "minimax", "hidden_size": 1024, "num_attention_heads": 8,
+              "num_hidden_layers": 8, "attn_type_list": [0, 1]})",
+          "attn_type_list\" has 2 entries; one per layer (num_hidden_layers = 8) expected");
+  refuses(R"({"model_type": "smollm3", "hidden_size": 1024, "num_attention_heads": 8,
+              "num_hidden_layers": 2, "no_rope_layers": [1, 1, 0, 0, 0, 0]})",
+          "no_rope_layers\" has 6 entries; one per layer (num_hidden_layers = 2) expected");
+  refuses(R"({"model_type": "smollm3", "hidden_size": 1024, "num_attention_heads": 8,
+              "num_hidden_layers": 4, "no_rope_layers": [0]})",
+          "no_rope_layers\" has 1 entries; one per layer (num_hidden_layers = 4) expected");
+  // Llama-4's vision tower: a patch larger than the image gave grid_side 0.
+  refuses(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+              "hidden_size": 1024, "num_attention_heads": 8, "num_hidden_layers": 4},
+              "vision_config": {"image_size": 14, "patch_size": 28}})",
+          "patch_size\" = 28 is larger than image_size = 14");
+}
+
+TEST_CASE("hf_config: vision heads 0 wide leave the vision RoPE unread", "[hf_config][vision]") {
+  // embed_dim 2 over 4 heads: head_dim 0 passed the "multiple of 4" test (0 % 4 == 0).
+  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1024,
+      "num_attention_heads": 8, "vision_config": {"embed_dim": 2, "num_heads": 4,
+      "spatial_merge_size": 2}})");
+  CHECK_FALSE(qwen.vision_rope);
+  const auto llama4 = posenc::parse_hf_config(R"({"model_type": "llama4", "text_config": {
+      "model_type": "llama4_text", "hidden_size": 1024, "num_attention_heads": 8,
+      "num_hidden_layers": 4}, "vision_config": {"hidden_size": 8, "num_attention_heads": 16}})");
+  CHECK_FALSE(llama4.vision_rope);
+}
+
+TEST_CASE("hf_config: transformers' readings of an explicit null kv head count and of "
+          "rope_scaling beside rope_parameters", "[hf_config]") {
+  // MistralConfig: "if num_key_value_heads is None: num_key_value_heads = num_attention_heads";
+  // the family default (8) is for an absent key only.
+  const auto null_kv = posenc::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_key_value_heads": null})");
+  CHECK(null_kv.num_key_value_heads == 32);
+  const auto absent_kv = posenc::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
+      "num_attention_heads": 32})");
+  CHECK(absent_kv.num_key_value_heads == 8);
+  // transformers 5 convert_rope_params_to_dict: rope_parameters = rope_scaling or
+  // rope_parameters. A YaRN rope_scaling added to a config saved by transformers 5 wins, theta
+  // from the top-level key.
+  const auto both = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
+      "num_attention_heads": 32, "max_position_embeddings": 131072, "rope_theta": 1000000,
+      "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 32768}})");
+  CHECK(both.rope.scaling.type == RopeScalingType::kYarn);
+  CHECK(both.rope.scaling.factor == 4.0);
+  CHECK(both.rope.theta == 1000000.0);
+  CHECK(has_note(both, "rope_parameters ignored"));
+  // An empty rope_scaling is falsy in Python: rope_parameters stays.
+  const auto empty = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
+      "num_attention_heads": 32, "rope_parameters": {"rope_type": "linear", "factor": 2.0,
+      "rope_theta": 1000000}, "rope_scaling": {}})");
+  CHECK(empty.rope.scaling.type == RopeScalingType::kLinear);
+  CHECK(empty.rope.theta == 1000000.0);
+}

@@ -29,7 +29,9 @@
 ///   width      rope_parameters.partial_rotary_factor, partial_rotary_factor, rotary_pct
 ///              (GPT-NeoX), rotary_dim (GPT-J / CodeGen, absolute), else the family's default
 ///              (Phi / GLM / Nemotron 0.5, StableLM / GPT-NeoX / Qwen3-Next 0.25), else 1.
-///   scaling    rope_parameters (>= 5) or rope_scaling; rope_type, else the legacy key `type`;
+///   scaling    rope_scaling when non-empty, else rope_parameters (transformers 5's
+///              `rope_scaling or rope_parameters`: the whole dict, theta included, is replaced);
+///              rope_type, else the legacy key `type`;
 ///              legacy names "su" -> longrope, "mrope" -> default (Qwen2-VL's text RoPE),
 ///              "ernie_3d" -> default (ERNIE-4.5-VL before transformers 5), "telechat3-yarn" ->
 ///              yarn with g's slope 0.07 (TeleChat3), "xdrope" -> dynamic (HunYuan-VL, with
@@ -699,7 +701,7 @@ inline void hf_read_llama4_vision_rope(const HfConfigReader& r, const nlohmann::
   const double theta = r.number(vc, "rope_theta", "vision_config.rope_theta").value_or(10000.0);
   if (!(theta > 1.0)) r.fail("vision_config.rope_theta", "= ", theta, " must be > 1");
   const std::int64_t head_dim = width / heads;
-  if (head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
+  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
     out.notes.push_back("vision_config: heads of " + std::to_string(head_dim) +
                         " are not a multiple of 4 up to " + std::to_string(kMaxRotaryDim) +
                         "; the vision RoPE is not read");
@@ -709,6 +711,10 @@ inline void hf_read_llama4_vision_rope(const HfConfigReader& r, const nlohmann::
   v.head_dim = static_cast<Eigen::Index>(head_dim);
   v.theta = theta;
   v.llama4 = true;
+  if (patch > image) {
+    r.fail("vision_config.patch_size", "= ", patch, " is larger than image_size = ", image,
+           ": no patch fits");
+  }
   v.grid_side = static_cast<Eigen::Index>(image / patch);
   out.vision_rope = v;
   out.notes.push_back("vision_config: Llama-4 2-D RoPE on heads of " + std::to_string(head_dim) +
@@ -755,7 +761,7 @@ inline void hf_read_vision_rope(const HfConfigReader& r, const nlohmann::json& r
     r.fail("vision_config.spatial_merge_size", "= ", merge, " must be in [1, ", kHfMaxDim, "]");
   }
   const std::int64_t head_dim = *width / *heads;
-  if (head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
+  if (head_dim <= 0 || head_dim % 4 != 0 || head_dim > kMaxRotaryDim) {
     out.notes.push_back("vision_config: heads of " + std::to_string(head_dim) +
                         " are not a multiple of 4 up to " + std::to_string(kMaxRotaryDim) +
                         "; the vision RoPE is not read");
@@ -1172,6 +1178,12 @@ inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json
       if (!bit) r.fail(key, "[", i, "] must be 0 (", zero, ") or 1 (", one, "), got ", e.dump());
       out.layer_types.push_back(e.get<std::int64_t>() == 1 ? one : zero);
     }
+    // One entry per layer: layers past a short list would run as full attention with RoPE.
+    if (out.num_hidden_layers > 0 &&
+        static_cast<Eigen::Index>(list->size()) != out.num_hidden_layers) {
+      r.fail(key, "has ", list->size(), " entries; one per layer (num_hidden_layers = ",
+             out.num_hidden_layers, ") expected");
+    }
     out.notes.push_back(std::string("layer_types from ") + name + " (1 = " + one + ")");
     return;
   }
@@ -1511,6 +1523,7 @@ inline double hf_family_softmax_scale(const HfConfigReader& r, const nlohmann::j
   }
   if (fam == "falconh1") {
     if (auto km = r.number(c, "key_multiplier", path("key_multiplier"))) {
+      if (!(*km > 0.0)) r.fail(path("key_multiplier"), "= ", *km, " must be > 0");
       return noted(standard * *km, "head_dim^-1/2 times key_multiplier (Falcon-H1 scales keys)");
     }
     return standard;
@@ -1553,6 +1566,19 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
         break;
       }
     }
+  }
+  // transformers 5 (convert_rope_params_to_dict): rope_parameters = rope_scaling or
+  // rope_parameters. A non-empty rope_scaling replaces the whole dict, its rope_theta included
+  // (the theta then comes from the top-level key or the class default), as when a YaRN
+  // rope_scaling is added to a config saved by transformers 5.
+  json replaced;
+  if (const json* rs = HfConfigReader::find(*cfg, "rope_scaling");
+      rs && !(rs->is_object() && rs->empty()) && HfConfigReader::find(*cfg, "rope_parameters")) {
+    replaced = *cfg;
+    replaced.erase("rope_parameters");
+    cfg = &replaced;
+    out.notes.push_back(prefix + "rope_parameters ignored: a non-empty " + prefix +
+                        "rope_scaling replaces it (transformers 5, convert_rope_params_to_dict)");
   }
   const json& c = *cfg;
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
@@ -1607,12 +1633,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else if (sizes.hidden_size > 0) {
     size_default("hidden_size", sizes.hidden_size, out.hidden_size);
   }
+  bool kv_given = false;  // by the config itself, not a family default
   if (auto kv = r.integer_alias(c, {"num_key_value_heads", "multi_query_group_num", "n_head_kv"},
                                 prefix, &used)) {
     if (*kv <= 0 || *kv > detail::kHfMaxHeads) {
       r.fail(path(used), "= ", *kv, " must be in [1, ", detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv;
+    kv_given = true;
   } else if (attn_config && attn_config->is_object() &&
              HfConfigReader::find(*attn_config, "kv_n_heads")) {
     // DBRX keeps its kv head count (and its rope_theta, below) in attn_config.
@@ -1622,10 +1650,23 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
              detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv_heads;
+  } else if (c.is_object() && c.contains("num_key_value_heads") &&
+             c["num_key_value_heads"].is_null()) {
+    // An explicit null is None in transformers' configs, which then use num_attention_heads
+    // (LlamaConfig / MistralConfig: "if num_key_value_heads is None"), not the class default.
+    out.num_key_value_heads = out.num_attention_heads;
+    out.notes.push_back(path("num_key_value_heads") + " = null: num_attention_heads (MHA), as " +
+                        "transformers reads None");
   } else if (sizes.num_key_value_heads > 0) {
     size_default("num_key_value_heads", sizes.num_key_value_heads, out.num_key_value_heads);
   } else {
     out.num_key_value_heads = out.num_attention_heads;
+  }
+  // GQA shares each kv head among heads / kv_heads query heads (transformers' repeat_kv).
+  if (kv_given && out.num_attention_heads > 0 &&
+      out.num_attention_heads % out.num_key_value_heads != 0) {
+    r.fail(path(used), "= ", out.num_key_value_heads, " must divide num_attention_heads = ",
+           out.num_attention_heads);
   }
   if (auto layers = r.integer_alias(
           c, {"num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_transformer_layers"},
@@ -1760,6 +1801,11 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   // GPT-2's flags); left 0 when the config gives no head width.
   const auto absolute_scale = [&] {
     if (out.hidden_size > 0 && out.num_attention_heads > 0) {
+      // As the RoPE path: heads 0 wide would make the scale 1 / sqrt(0) = inf.
+      if (out.hidden_size < out.num_attention_heads) {
+        r.fail(path("hidden_size"), "= ", out.hidden_size, " is smaller than num_attention_heads = ",
+               out.num_attention_heads, ": heads of width 0");
+      }
       const double d = static_cast<double>(out.hidden_size / out.num_attention_heads);
       out.softmax_scale = detail::hf_family_softmax_scale(r, c, prefix, out, 1.0 / std::sqrt(d));
     }
@@ -2121,6 +2167,13 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (static_cast<std::int64_t>(nr->size()) > detail::kHfMaxLayers) {
       r.fail(path("no_rope_layers"), "has ", nr->size(), " entries, more than ",
              detail::kHfMaxLayers);
+    }
+    // transformers indexes no_rope_layers[layer_idx]: a short list fails there, a long one
+    // would count NoPE layers the model does not have.
+    if (out.num_hidden_layers > 0 &&
+        static_cast<Eigen::Index>(nr->size()) != out.num_hidden_layers) {
+      r.fail(path("no_rope_layers"), "has ", nr->size(), " entries; one per layer ",
+             "(num_hidden_layers = ", out.num_hidden_layers, ") expected");
     }
     Eigen::Index nope = 0;
     for (std::size_t i = 0; i < nr->size(); ++i) {
