@@ -47,6 +47,9 @@ inline void validate_attention_rope(std::string_view fn, const RopeFrequencies& 
   require(std::isfinite(freqs.softmax_scale_multiplier) && freqs.softmax_scale_multiplier > 0.0,
           fn, "freqs.softmax_scale_multiplier = ", freqs.softmax_scale_multiplier,
           " must be finite and > 0");
+  // The values too (inv_freq, attention_factor), as every RoPE call checks them: a cache took
+  // a NaN plan at set_rope and its append evicted slots / took pages before the rotation threw.
+  validate_freqs(fn, freqs);
 }
 
 /// A cache's update_rope(freqs): a plan is set (`current`), and the new one fits head_dim d and

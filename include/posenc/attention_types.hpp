@@ -245,16 +245,22 @@ namespace detail {
 /// v_head_dim of each key row) has one scale for both.
 inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::Index stored,
                                bool latent, Eigen::Index kv_heads) {
-  require(std::isfinite(s.k) && s.k > 0.0, fn, "k_scale = ", s.k, " must be finite and > 0");
-  require(std::isfinite(s.v) && s.v > 0.0, fn, "v_scale = ", s.v, " must be finite and > 0");
+  // Stores divide by the scale in float: it must be a normal float (1e-50 became 0, and a zero
+  // key was stored as 0 / 0 = NaN).
+  const auto normal_float = [](double x) {
+    return x >= static_cast<double>(std::numeric_limits<float>::min()) &&
+           x <= static_cast<double>(std::numeric_limits<float>::max());
+  };
+  constexpr std::string_view range = " must be in [FLT_MIN, FLT_MAX] (stores divide by it in float)";
+  require(normal_float(s.k), fn, "k_scale = ", s.k, range);
+  require(normal_float(s.v), fn, "v_scale = ", s.v, range);
   for (const auto* heads : {&s.k_heads, &s.v_heads}) {
     const char* name = heads == &s.k_heads ? "k_heads" : "v_heads";
     require(heads->empty() || static_cast<Eigen::Index>(heads->size()) == kv_heads, fn, name,
             " has ", heads->size(), " scales; it must be empty or hold one per kv head (",
             kv_heads, ")");
     for (std::size_t g = 0; g < heads->size(); ++g) {
-      require(std::isfinite((*heads)[g]) && (*heads)[g] > 0.0, fn, name, "[", g, "] = ",
-              (*heads)[g], " must be finite and > 0");
+      require(normal_float((*heads)[g]), fn, name, "[", g, "] = ", (*heads)[g], range);
     }
   }
   require(!latent || (s.k == s.v && s.k_heads == s.v_heads), fn, "k_scale = ", s.k,
@@ -398,6 +404,7 @@ inline void validate_positions(std::string_view function, std::string_view name,
   require(positions.dimension(0) == batch && positions.dimension(1) == len, function, name,
           " shape [", positions.dimension(0), ", ", positions.dimension(1), "] must be [batch, ",
           len_name, "] = [", batch, ", ", len, "]");
+  require(positions.data() != nullptr || batch * len == 0, function, name, " data is null");
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < len; ++s) {
       const std::int64_t p = positions(b, s);

@@ -6,6 +6,8 @@
 /// std::invalid_argument for shapes and parameters, std::out_of_range for positions outside a
 /// table or a cache. Every public function validates all of its input before the first write.
 
+#include <cstddef>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -45,6 +47,30 @@ template <typename... Parts>
 template <typename... Parts>
 void require(bool condition, std::string_view function, const Parts&... parts) {
   if (!condition) throw_invalid_argument(function, parts...);
+}
+
+/// The element count of a buffer with these extents (each >= 0), its size in bytes checked
+/// against PTRDIFF_MAX first: a product of caller sizes in Index wraps silently (a cache of
+/// 2^32 x 2^32 slots came out with no storage at all).
+inline std::size_t checked_elements(std::string_view function, std::string_view what,
+                                    std::initializer_list<Eigen::Index> extents,
+                                    std::size_t element_bytes) {
+  const auto limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) /
+                     element_bytes;
+  std::size_t n = 1;
+  bool fits = true;
+  for (const Eigen::Index e : extents) {
+    const auto u = static_cast<std::size_t>(e);
+    if (e < 0 || (u != 0 && n > limit / u)) fits = false;
+    if (fits) n *= u;
+  }
+  if (!fits) {
+    std::string dims;
+    for (const Eigen::Index e : extents) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
+    throw_invalid_argument(function, what, " of ", dims, " elements of ", element_bytes,
+                           " bytes exceeds the addressable size (PTRDIFF_MAX bytes)");
+  }
+  return n;
 }
 
 }  // namespace posenc::detail

@@ -95,9 +95,16 @@ class KvCache {
     detail::require(sliding_window >= 0 && sliding_window <= max_len, "KvCache",
                     "sliding_window = ", sliding_window, " must be in [0, max_len = ", max_len,
                     "] (0: keep every token)");
-    const auto slots = static_cast<std::size_t>(batch * max_len);
-    k_.assign(slots * static_cast<std::size_t>(kv_heads * head_dim), T(0.0f));
-    if (!latent) v_.assign(slots * static_cast<std::size_t>(kv_heads * dv_), T(0.0f));
+    const std::size_t slots = detail::checked_elements("KvCache", "slots", {batch, max_len},
+                                                       sizeof(std::int64_t));
+    k_.assign(detail::checked_elements("KvCache", "keys", {batch, max_len, kv_heads, head_dim},
+                                       sizeof(T)),
+              T(0.0f));
+    if (!latent) {
+      v_.assign(detail::checked_elements("KvCache", "values", {batch, max_len, kv_heads, dv_},
+                                         sizeof(T)),
+                T(0.0f));
+    }
     pos_.assign(slots, 0);
     valid_.assign(slots, 0);
   }
@@ -191,9 +198,11 @@ class KvCache {
   /// attention sinks), drop the next n_discard, then shift the rest back by n_discard.
   /// Throws std::invalid_argument, changing nothing, unless 0 <= first <= first + count <= size().
   void erase(Eigen::Index first, Eigen::Index count) {
+    // first and count apart in the message: the arguments are formed before the check, and
+    // first + count overflows for a count near INT64_MAX.
     detail::require(first >= 0 && count >= 0 && count <= size_ - first, "KvCache::erase",
-                    "slots [first, first + count) = [", first, ", ", first + count,
-                    ") must lie within [0, size = ", size_, "]");
+                    "slots [first, first + count) with first = ", first, ", count = ", count,
+                    " must lie within [0, size = ", size_, "]");
     remove_slots(first, count);
   }
 

@@ -107,10 +107,13 @@ class PagedKvCache {
     detail::require(sliding_window >= 0, "PagedKvCache", "sliding_window = ", sliding_window,
                     " must be >= 0 (0: keep every token)");
     // One page more than the pool: page num_pages stays zero, the stand-in for dropped pages.
-    k_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * head_dim),
+    k_.assign(detail::checked_elements("PagedKvCache", "keys",
+                                       {num_pages + 1, page_size, kv_heads, head_dim}, sizeof(T)),
               T(0.0f));
     if (!latent) {
-      v_.assign(static_cast<std::size_t>((num_pages + 1) * page_size * kv_heads * dv_), T(0.0f));
+      v_.assign(detail::checked_elements("PagedKvCache", "values",
+                                         {num_pages + 1, page_size, kv_heads, dv_}, sizeof(T)),
+                T(0.0f));
     }
     refs_.assign(static_cast<std::size_t>(num_pages), 0);
     // Lowest ids first out of the stack.
@@ -305,6 +308,11 @@ class PagedKvCache {
                       ", ", kv_heads_, ", ", dv_, "]");
     }
     detail::require(n > 0, fn, "n = 0 tokens: nothing to append");
+    // Positions count to 2^53 (and seq.length + n must not overflow on the way).
+    if (n > kMaxRopePosition - seq.length) {
+      detail::throw_out_of_range(fn, "appending n = ", n, " tokens to sequence ", s, " (",
+                                 seq.length, " tokens) passes position 2^53");
+    }
     const Eigen::Index need =
         pages_for(seq.length + n) - static_cast<Eigen::Index>(seq.pages.size());
     // A sliding-window pool's pages wholly before slot L - W + 1 (the chunk's first query's
@@ -456,8 +464,9 @@ class PagedKvCache {
     if (p != zero_page() && --refs_[static_cast<std::size_t>(p)] == 0) free_.push_back(p);
   }
 
+  /// ceil(tokens / page_size) without forming tokens + page_size - 1 (tokens >= 0).
   Eigen::Index pages_for(Eigen::Index tokens) const {
-    return (tokens + page_size_ - 1) / page_size_;
+    return tokens / page_size_ + (tokens % page_size_ != 0);
   }
 
   const Sequence& find(std::string_view fn, SequenceId s) const {

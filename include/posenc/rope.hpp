@@ -54,6 +54,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -274,7 +275,11 @@ struct RopePositions {
   std::int64_t offset = 0;  ///< added to every position (decode: number of cached tokens)
 
   /// position_ids: [batch, seq] (HF / vLLM int64), plus an optional common offset.
+  /// Throws std::invalid_argument for a non-empty view over null data (null ids mean
+  /// "contiguous" here, so it would rotate at 0, 1, 2, ... without a word).
   static RopePositions from_ids(PositionIdsView position_ids, std::int64_t offset = 0) {
+    detail::require(position_ids.data() != nullptr || position_ids.size() == 0,
+                    "RopePositions::from_ids", "position_ids data is null");
     RopePositions p;
     p.ids = position_ids.data();
     p.batch = position_ids.dimension(0);
@@ -285,6 +290,8 @@ struct RopePositions {
   /// Per-token positions of a packed batch: [tokens] -> batch = 1, seq = tokens.
   static RopePositions from_token_ids(ConstTensorView<std::int64_t, 1> positions,
                                       std::int64_t offset = 0) {
+    detail::require(positions.data() != nullptr || positions.size() == 0,
+                    "RopePositions::from_token_ids", "positions data is null");
     RopePositions p;
     p.ids = positions.data();
     p.batch = 1;
@@ -302,6 +309,8 @@ struct RopePositions {
   }
   /// starts[b], starts[b] + 1, ...: a batch of sequences with different cache lengths.
   static RopePositions contiguous_from(ConstTensorView<std::int64_t, 1> starts, Eigen::Index seq) {
+    detail::require(starts.data() != nullptr || starts.size() == 0,
+                    "RopePositions::contiguous_from", "starts data is null");
     RopePositions p;
     p.batch_offsets = starts.data();
     p.batch = starts.dimension(0);
@@ -348,7 +357,8 @@ template <typename T>
   require(v.batch_stride >= 0 && v.seq_stride >= 0 && v.head_stride >= 0, fn, name,
           " strides (", v.batch_stride, ", ", v.seq_stride, ", ", v.head_stride,
           ") must be >= 0");
-  require(v.data != nullptr || v.batch * v.seq * v.heads == 0, fn, name, " data is null");
+  require(v.data != nullptr || v.batch == 0 || v.seq == 0 || v.heads == 0, fn, name,
+          " data is null");
   require(rotary_offset <= v.head_dim - rotary_dim, fn, "rotary_offset + rotary_dim = ",
           rotary_offset, " + ", rotary_dim, " must be <= ", name, " head_dim (", v.head_dim, ")");
 }
@@ -361,7 +371,9 @@ inline void validate_heads(std::string_view fn, std::string_view name, const Rop
                            Eigen::Index rotary_dim, Eigen::Index rotary_offset) {
   const bool non_negative =
       (v.batch | v.seq | v.heads | v.batch_stride | v.seq_stride | v.head_stride) >= 0;
-  if (!(non_negative & (v.head_dim > 0) & (v.data != nullptr || v.batch * v.seq * v.heads == 0) &
+  // No product of the extents: 2^32 x 2^32 overflowed. Null data only for an empty view.
+  const bool empty = (v.batch == 0) | (v.seq == 0) | (v.heads == 0);
+  if (!(non_negative & (v.head_dim > 0) & ((v.data != nullptr) | empty) &
         (rotary_offset <= v.head_dim - rotary_dim))) {
     report_heads(fn, name, v, rotary_dim, rotary_offset);
   }
@@ -459,14 +471,21 @@ inline Eigen::Index validate_freqs(std::string_view fn, const RopeFrequencies& f
   require(f.rotary_offset >= 0, fn, "rotary_offset = ", f.rotary_offset, " must be >= 0");
   // Every call checks the plan: one vectorised pass on the bits, and the loop that names the
   // entry only on failure. A compare-and-branch per entry cost ~15% of a one-token call.
+  // Also at most DBL_MAX / 2^53: position (<= 2^53) times inv_freq must stay finite, or
+  // sin / cos of the angle is NaN. Compared on the bits: +-0 through that bound.
+  constexpr double kMaxInvFreq = std::numeric_limits<double>::max() / 0x1p53;
+  const std::uint64_t max_bits = double_bits(kMaxInvFreq);
   std::int64_t valid = 0;  // a sum: GCC vectorises it, not an && of bools
   for (Eigen::Index j = 0; j < n; ++j) {
-    valid += finite_non_negative(f.inv_freq[static_cast<std::size_t>(j)]);
+    const std::uint64_t u = double_bits(f.inv_freq[static_cast<std::size_t>(j)]);
+    valid += (u <= max_bits) | (u == 0x8000000000000000ull);
   }
   for (Eigen::Index j = 0; valid != n && j < n; ++j) {
     const double w = f.inv_freq[static_cast<std::size_t>(j)];
     require(std::isfinite(w) && w >= 0.0, fn, "inv_freq[", j, "] = ", w,
             " must be finite and >= 0");
+    require(w <= kMaxInvFreq, fn, "inv_freq[", j, "] = ", w, " must be <= DBL_MAX / 2^53 = ",
+            kMaxInvFreq, " (its angle at position 2^53 would overflow)");
   }
   require(std::isfinite(f.attention_factor) && f.attention_factor > 0.0, fn,
           "attention_factor = ", f.attention_factor, " must be finite and > 0");
@@ -857,8 +876,14 @@ Eigen::Index validate_targets(std::string_view fn, const RopeTarget<T>* targets,
                        targets[t].dst.seq == targets[0].dst.seq),
             fn, "q [batch, seq] = [", targets[0].dst.batch, ", ", targets[0].dst.seq,
             "] must equal k's [", targets[t].dst.batch, ", ", targets[t].dst.seq, "]");
-    units = targets[t].dst.batch * targets[t].dst.seq;
-    *bytes_per_token += 2.0 * static_cast<double>(targets[t].dst.heads * rd * sizeof(T));
+    // A view with zero strides can claim any extents: the token count must still be an Index
+    // (extents are >= 0 here, validate_heads checked them).
+    const Eigen::Index batch = targets[t].dst.batch, seq = targets[t].dst.seq;
+    require(seq == 0 || batch <= std::numeric_limits<Eigen::Index>::max() / seq, fn, name,
+            " has batch * seq = ", batch, " * ", seq, " tokens, more than an Index counts");
+    units = batch * seq;
+    *bytes_per_token += 2.0 * static_cast<double>(targets[t].dst.heads) *
+                        static_cast<double>(rd) * static_cast<double>(sizeof(T));
   }
   return units;
 }
@@ -1111,6 +1136,7 @@ void fill_rope_cos_sin_cache(const RopeFrequencies& freqs, TensorView<T, 2> cach
   detail::require(cache.dimension(1) == rd, fn, "cache width = ", cache.dimension(1),
                   " must equal rotary_dim = ", rd);
   detail::require(rows > 0, fn, "cache rows = ", rows, " must be > 0");
+  detail::require(cache.data() != nullptr, fn, "cache data is null");
   detail::require(first_position >= 0 && first_position <= kMaxRopePosition - rows, fn,
                   "first_position = ", first_position, " must be in [0, 2^53 - rows]");
   const Eigen::Index half = rd / 2;
@@ -1149,6 +1175,9 @@ inline Tensor<float, 2> make_rope_cos_sin_cache(const RopeFrequencies& freqs,
   const Eigen::Index rd = detail::validate_freqs(fn, freqs);
   detail::require(max_position > 0 && max_position <= kMaxRopePosition, fn, "max_position = ",
                   max_position, " must be in [1, 2^53]");
+  // Eigen multiplies the dimensions unchecked (2^53 x 1024 wrapped).
+  detail::checked_elements(fn, "cache", {static_cast<Eigen::Index>(max_position), rd},
+                           sizeof(float));
   Tensor<float, 2> cache(static_cast<Eigen::Index>(max_position), rd);
   fill_rope_cos_sin_cache<float>(freqs, TensorView<float, 2>(cache.data(), cache.dimension(0), rd));
   return cache;

@@ -159,12 +159,6 @@ bool store_cache_rows(const Src* src, T* dst, std::ptrdiff_t n, std::ptrdiff_t k
   return nan;
 }
 
-/// x is finite and >= 0 (-0 included), on the bits.
-inline bool finite_non_negative(double x) noexcept {
-  const std::uint64_t u = double_bits(x);
-  return (u < 0x7ff0000000000000ull) | (u == 0x8000000000000000ull);
-}
-
 /// Float and double buffers reused across calls (they grow to the largest use, then stay): an
 /// input is converted into its compute type's buffer, rotated there and rounded once on the way
 /// out (KvCache, PagedKvCache).
