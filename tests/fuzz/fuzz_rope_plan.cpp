@@ -416,20 +416,16 @@ void check_plan(const posenc::RopeParams& p, const posenc::RopeFrequencies& f, s
       fail(at + buf);
     }
   }
-  if (!close(f.attention_factor, want.attention_factor,
-             b.attention_factor * std::fabs(static_cast<double>(want.attention_factor)))) {
+  const auto multiplier = [&](const char* name, double got, ld ref, double rel) {
+    if (close(got, ref, rel * std::fabs(static_cast<double>(ref)))) return;
     char buf[160];
-    std::snprintf(buf, sizeof buf, ": attention_factor = %.17g, reference %.17g",
-                  f.attention_factor, static_cast<double>(want.attention_factor));
+    std::snprintf(buf, sizeof buf, ": %s = %.17g, reference %.17g", name, got,
+                  static_cast<double>(ref));
     fail(at + buf);
-  }
-  if (!close(f.softmax_scale_multiplier, want.softmax_scale_multiplier,
-             b.softmax * std::fabs(static_cast<double>(want.softmax_scale_multiplier)))) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, ": softmax_scale_multiplier = %.17g, reference %.17g",
-                  f.softmax_scale_multiplier, static_cast<double>(want.softmax_scale_multiplier));
-    fail(at + buf);
-  }
+  };
+  multiplier("attention_factor", f.attention_factor, want.attention_factor, b.attention_factor);
+  multiplier("softmax_scale_multiplier", f.softmax_scale_multiplier,
+             want.softmax_scale_multiplier, b.softmax);
 }
 
 /// Runs f; returns true if it returned, false if it threw std::invalid_argument whose message
