@@ -354,7 +354,7 @@ TEST_CASE("attention paged varlen: bad cu_seqlens_q throws before anything is wr
         TensorView<float, 3>(out.data(), 5, 8, d));
   };
   REQUIRE_THROWS_AS(call({0, 3}), std::invalid_argument);
-  REQUIRE_THROWS_WITH(call({0, 3}), Contains("cu_seqlens_q has 2 entries; it must have num_seqs + 1 = 3"));
+  REQUIRE_THROWS_WITH(call({0, 3}), Contains("cu_seqlens_q has 2 entries; it must have num_seqs + 1 with num_seqs = 2"));
   REQUIRE_THROWS_WITH(call({0, 3, 4}), Contains("cu_seqlens_q must run from 0 to 5"));
   REQUIRE_THROWS_WITH(call({0, 6, 5}), Contains("cu_seqlens_q[2] = 5 is below cu_seqlens_q[1] = 6"));
   // Sequence 1 has 3 keys: 2 queries are fine, and so are more queries than keys (rows

@@ -402,9 +402,9 @@ TEST_CASE("kv_cache: erase and shift_positions reject bad ranges and shifts, cha
   const std::vector<float> keys(cache.keys().data(), cache.keys().data() + cache.keys().size());
   const std::vector<std::int64_t> pos(cache.positions().data(), cache.positions().data() + B * 8);
   REQUIRE_THROWS_AS(cache.erase(4, 3), std::invalid_argument);
-  REQUIRE_THROWS_WITH(cache.erase(4, 3), Contains("slots [first, first + count) = [4, 7) must lie "
-                                                  "within [0, size = 6]"));
-  REQUIRE_THROWS_WITH(cache.erase(-1, 1), Contains("[-1, 0)"));
+  REQUIRE_THROWS_WITH(cache.erase(4, 3), Contains("slots [first, first + count) with first = 4, "
+                                                  "count = 3 must lie within [0, size = 6]"));
+  REQUIRE_THROWS_WITH(cache.erase(-1, 1), Contains("first = -1, count = 1"));
   REQUIRE_THROWS_WITH(cache.shift_positions(2, 7, 1), Contains("slots [first, last) = [2, 7)"));
   // Sequence 0 is left-padded by 3: slot 4 holds position 1, which a shift by -2 makes -1.
   REQUIRE_THROWS_WITH(cache.shift_positions(4, 6, -2),

@@ -5,12 +5,18 @@
 // nothing written, and for the accepted edge the value the formula gives.
 
 #include <catch2/catch.hpp>
+
+#include <posenc/attention.hpp>
+#include <posenc/attention_paged.hpp>
+#include <posenc/attention_varlen.hpp>
+#include <posenc/kv_cache.hpp>
+#include <posenc/paged_kv_cache.hpp>
+#include <posenc/relative_bias.hpp>
+#include <posenc/rope.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <posenc/kv_cache.hpp>
-#include <posenc/paged_kv_cache.hpp>
-#include <posenc/rope.hpp>
 #include <stdexcept>
 #include <vector>
 
@@ -170,4 +176,81 @@ TEST_CASE("limits: FP8 scales must be normal floats, the stores divide by them i
   cache.attend<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, 1, 1, 4),
                       posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 4));
   for (const float o : out) CHECK(o == 0.0f);
+}
+
+TEST_CASE("limits: attention views over no memory or past the address space are refused",
+          "[limits][attention]") {
+  std::vector<float> buf(16, 0.5f), out(16, -3.0f);
+  const auto view4 = [&](Eigen::Index b, Eigen::Index s, Eigen::Index h, Eigen::Index d) {
+    return posenc::ConstTensorView<float, 4>(buf.data(), b, s, h, d);
+  };
+  const posenc::TensorView<float, 4> o(out.data(), 1, 2, 2, 4);
+  // Null q with extents: the kernel loaded through it.
+  REQUIRE_THROWS_WITH(posenc::attention<float>(posenc::ConstTensorView<float, 4>(nullptr, 1, 2, 2, 4),
+                                               view4(1, 2, 2, 4), view4(1, 2, 2, 4), o),
+                      Contains("q data is null"));
+  // k claiming [1, 2^32, 2^32, 1] over 16 floats: k_len * kv_heads * d overflowed Index.
+  REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, kBig32, kBig32, 4),
+                                               view4(1, kBig32, kBig32, 4), o),
+                      Contains("k shape [1, 4294967296, 4294967296, 4] exceeds the addressable size"));
+  // Null metadata: key_lengths was read through null during validation, a null lse meant
+  // "no lse" and the log-sum-exps were dropped without a word.
+  posenc::AttentionMetadata meta;
+  meta.key_lengths = posenc::ConstTensorView<std::int64_t, 1>(nullptr, 1);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, 2, 2, 4),
+                                               view4(1, 2, 2, 4), o, {}, meta),
+                      Contains("key_lengths data is null"));
+  REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, 2, 2, 4),
+                                               view4(1, 2, 2, 4), o,
+                                               posenc::TensorView<float, 3>(nullptr, 1, 2, 2)),
+                      Contains("lse data is null"));
+  for (const float x : out) REQUIRE(x == -3.0f);
+}
+
+TEST_CASE("limits: packed and paged attention size arithmetic does not overflow",
+          "[limits][attention]") {
+  std::vector<float> buf(16, 0.5f);
+  std::vector<float> out(16, -3.0f);
+  // Varlen: q_len 2^32 makes q_len^2 = 2^64 tree-mask entries; the sum wrapped to 1 and a
+  // one-byte mask passed its length check.
+  const Eigen::Index total = kBig32 + 1;
+  const posenc::ConstTensorView<float, 3> q(buf.data(), total, 1, 1);
+  const posenc::TensorView<float, 3> o(out.data(), total, 1, 1);
+  const std::vector<std::int64_t> cu = {0, kBig32, total};
+  const posenc::ConstTensorView<std::int64_t, 1> cuv(cu.data(), 3);
+  const std::vector<std::uint8_t> one_byte = {1};
+  posenc::VarlenMetadata vm;
+  vm.tree_masks = posenc::ConstTensorView<std::uint8_t, 1>(one_byte.data(), 1);
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(q, q, q, o, cuv, cuv, {}, vm),
+                      Contains("tree_masks: sequence 0's 4294967296 queries need"));
+  // Paged: seq_lens 2^62 with pages of 2^60 tokens: len + page_size - 1 overflowed, the page
+  // bound came out negative and no page id was checked (id 7 of a 1-page pool reached the
+  // kernel).
+  const posenc::ConstTensorView<float, 4> pages(buf.data(), 1, Eigen::Index{1} << 60, 1, 1);
+  const std::vector<std::int32_t> table = {0, 0, 0, 7, 0, 0, 0, 0};
+  const std::vector<std::int64_t> lens = {std::int64_t{1} << 62};
+  REQUIRE_THROWS_WITH(
+      posenc::attention_paged<float>(posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, 1, 1),
+                                     pages, pages,
+                                     posenc::ConstTensorView<std::int32_t, 2>(table.data(), 1, 8),
+                                     posenc::ConstTensorView<std::int64_t, 1>(lens.data(), 1),
+                                     posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 1)),
+      Contains("page_table[0, 3] = 7 must be in [0, num_pages = 1)"));
+  // A relative bias built for 2^43 heads of 2^20 buckets: num_buckets * heads overflowed.
+  posenc::RelativePositionBias r;
+  r.num_buckets = Eigen::Index{1} << 20;
+  r.max_distance = Eigen::Index{1} << 20;
+  r.bidirectional = false;
+  r.heads = Eigen::Index{1} << 43;
+  posenc::AttentionParams p;
+  p.relative_bias = r;
+  REQUIRE_THROWS_WITH(
+      posenc::attention<float>(
+          posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, Eigen::Index{1} << 43, 1),
+          posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, 1, 1),
+          posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, 1, 1),
+          posenc::TensorView<float, 4>(out.data(), 1, 1, Eigen::Index{1} << 43, 1), p),
+      Contains("relative_bias.table has 0 entries; it must have num_buckets * heads = 1048576 * "
+               "8796093022208"));
+  for (const float x : out) REQUIRE(x == -3.0f);
 }

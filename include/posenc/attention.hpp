@@ -227,9 +227,21 @@ inline AttentionMetaRows meta_rows(const AttentionMetadata& m, Eigen::Index k_le
           m.tree_mask ? m.tree_mask->data() : nullptr};
 }
 
-/// lse must have q's shape without head_dim: [batch, q_len, heads].
+/// The caller's q, k, v and out (require_view): addressable extents, data unless empty.
+template <typename Q, typename K, typename V, typename O>
+void require_attention_views(std::string_view fn, const Q& q, const K& k, const V& v,
+                             const O& out) {
+  require_view(fn, "q", q);
+  require_view(fn, "k", k);
+  require_view(fn, "v", v);
+  require_view(fn, "out", out);
+}
+
+/// lse must have q's shape without head_dim: [batch, q_len, heads], over memory (a null view
+/// was read as "no lse": the output silently dropped).
 template <typename Q, typename L>
 void validate_lse(std::string_view fn, const Q& q, const L& lse) {
+  require_view(fn, "lse", lse);
   require(lse.dimension(0) == q.dimension(0) && lse.dimension(1) == q.dimension(1) &&
               lse.dimension(2) == q.dimension(2),
           fn, "lse shape [", lse.dimension(0), ", ", lse.dimension(1), ", ", lse.dimension(2),
@@ -280,6 +292,7 @@ template <typename T>
 void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
                TensorView<T, 4> out, const AttentionParams& params = {},
                const AttentionMetadata& metadata = {}, AttentionWorkspace* workspace = nullptr) {
+  detail::require_attention_views("attention", q, k, v, out);
   detail::validate_attention("attention", q, k, v, out, params, metadata);
   detail::run_attention_views(q, k, v, out, params, metadata, workspace);
 }
@@ -300,6 +313,7 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
                const AttentionParams& params = {}, const AttentionMetadata& metadata = {},
                AttentionWorkspace* workspace = nullptr) {
   constexpr std::string_view fn = "attention";
+  detail::require_attention_views(fn, q, k, v, out);
   detail::validate_attention(fn, q, k, v, out, params, metadata);
   detail::validate_lse(fn, q, lse);
   detail::run_attention_views(q, k, v, out, params, metadata, workspace, lse.data());

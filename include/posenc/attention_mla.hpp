@@ -43,6 +43,9 @@ void attention_latent(ConstTensorView<T, 4> q, ConstTensorView<T, 4> kv, TensorV
   constexpr std::string_view fn = "attention_latent";
   const Eigen::Index batch = kv.dimension(0), k_len = kv.dimension(1),
                      kv_heads = kv.dimension(2), d = kv.dimension(3), dv = out.dimension(3);
+  detail::require_view(fn, "q", q);
+  detail::require_view(fn, "kv", kv);
+  detail::require_view(fn, "out", out);
   detail::require_latent_width(fn, d, dv);
   detail::require_latent_scale(fn, params);
   // The values as a shape only: [batch, k_len, kv_heads, v_head_dim] inside the kv rows.

@@ -53,6 +53,10 @@ void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<
                        ConstTensorView<std::int32_t, 2> page_table,
                        ConstTensorView<std::int64_t, 1> seq_lens) {
   const Eigen::Index num_pages = k_pages.dimension(0), page_size = k_pages.dimension(1);
+  require_view(fn, "k_pages", k_pages);
+  require_view(fn, "v_pages", v_pages);
+  require_view(fn, "page_table", page_table);
+  require_view(fn, "seq_lens", seq_lens);
   require(num_pages > 0 && page_size > 0 && k_pages.dimension(2) > 0 && k_pages.dimension(3) > 0,
           fn, "k_pages shape [", num_pages, ", ", page_size, ", ", k_pages.dimension(2), ", ",
           k_pages.dimension(3), "] must have no zero dimension");
@@ -68,10 +72,13 @@ void validate_paged_kv(std::string_view fn, Eigen::Index batch, ConstTensorView<
   const Eigen::Index max_pages = page_table.dimension(1);
   for (Eigen::Index b = 0; b < batch; ++b) {
     const std::int64_t len = seq_lens(b);
-    require(len >= 0 && len <= max_pages * page_size, fn, "seq_lens[", b, "] = ", len,
+    // ceil(len / page_size) pages, formed without len + page_size - 1 or max_pages *
+    // page_size (both overflowed for addressable views: a negative bound checked no page).
+    const std::int64_t pages = len / page_size + (len % page_size != 0);
+    require(len >= 0 && pages <= max_pages, fn, "seq_lens[", b, "] = ", len,
             " must be in [0, page_table columns * page_size = ", max_pages, " * ", page_size,
             "]");
-    for (Eigen::Index i = 0; i < (len + page_size - 1) / page_size; ++i) {
+    for (Eigen::Index i = 0; i < pages; ++i) {
       const std::int32_t page = page_table(b, i);
       require(page >= 0 && page < num_pages, fn, "page_table[", b, ", ", i, "] = ", page,
               " must be in [0, num_pages = ", num_pages, ")");
@@ -161,6 +168,9 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
                 "posenc: q must be float, double, Eigen::half or Eigen::bfloat16, the pages "
                 "one of those or FP8");
   const Eigen::Index batch = q.dimension(0);
+  require_view(fn, "q", q);
+  require_view(fn, "out", out);
+  if (lse) require_view(fn, "lse", *lse);
   validate_kv_scales(fn, scales, 0, false, k_pages.dimension(2));
   validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
   // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
@@ -263,6 +273,9 @@ void attention_paged_latent(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> kv
                 "posenc: storage types must be float, double, Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "attention_paged_latent";
   const Eigen::Index batch = q.dimension(0), d = kv_pages.dimension(3), dv = out.dimension(3);
+  detail::require_view(fn, "q", q);
+  detail::require_view(fn, "out", out);
+  if (lse) detail::require_view(fn, "lse", *lse);
   detail::require_latent_width(fn, d, dv);
   detail::require_latent_scale(fn, params);
   const ConstTensorView<TKV, 4> v_pages(kv_pages.data(), kv_pages.dimension(0),
@@ -304,10 +317,16 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
   const Eigen::Index seqs = seq_lens.dimension(0), max_pages = page_table.dimension(1);
   const Eigen::Index dv = v_pages.dimension(3);
+  detail::require_view(fn, "q", q);
+  detail::require_view(fn, "out", out);
+  if (lse) detail::require_view(fn, "lse", *lse);
+  detail::require_view(fn, "cu_seqlens_q", cu_seqlens_q);
+  detail::require_view(fn, "seq_lens", seq_lens);
   detail::validate_packed_out(fn, q, out, lse, dv);
-  detail::require(cu_seqlens_q.dimension(0) == seqs + 1, fn, "cu_seqlens_q has ",
-                  cu_seqlens_q.dimension(0), " entries; it must have num_seqs + 1 = ", seqs + 1,
-                  " (num_seqs = seq_lens entries)");
+  // Not seqs + 1 (a seq_lens view of INT64_MAX entries overflowed it, in the message too).
+  detail::require(cu_seqlens_q.dimension(0) - 1 == seqs, fn, "cu_seqlens_q has ",
+                  cu_seqlens_q.dimension(0), " entries; it must have num_seqs + 1 with num_seqs ",
+                  "= ", seqs, " (seq_lens entries)");
   detail::validate_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q, total_q);
   detail::validate_paged_kv(fn, seqs, k_pages, v_pages, page_table, seq_lens);
   detail::validate_packed_heads(fn, heads, d, k_pages.dimension(2), k_pages.dimension(3), params);

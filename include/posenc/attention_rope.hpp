@@ -4,8 +4,8 @@
 /// (RoFormer, Su et al. 2021; posenc/rope.hpp) into the workspace, then the fused kernel runs
 /// on the rotated copies. The caller's tensors are not modified.
 ///
-/// Memory: the rotated Q and K (and V, when stored in a 16-bit type) are staged in float
-/// (double for double storage) in the workspace: O(input), reused across calls. Engines that
+/// Memory: the rotated Q and K, and V, are staged in float (double for double storage) in the
+/// workspace: O(input), reused across calls. Engines that
 /// keep a KV cache rotate each key once on append instead (KvCache::set_rope), so a decode step
 /// only rotates its query.
 ///
@@ -128,6 +128,7 @@ void attention_with_rope(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, Const
   static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
                                               "Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "attention_with_rope";
+  detail::require_attention_views(fn, q, k, v, out);
   detail::validate_attention(fn, q, k, v, out, params, metadata);
   const Eigen::Index batch = q.dimension(0), q_len = q.dimension(1), heads = q.dimension(2),
                      d = q.dimension(3), k_len = k.dimension(1), kv_heads = k.dimension(2);

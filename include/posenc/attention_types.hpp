@@ -62,7 +62,9 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -344,13 +346,17 @@ inline void validate_relative_bias(std::string_view fn, const RelativePositionBi
           "relative_bias.saturation_distance = ", r.saturation_distance,
           " must be 0 or in [max_distance = ", r.max_distance, ", 2^21]");
   require(r.heads == heads, fn, "relative_bias has ", r.heads, " heads; q has heads = ", heads);
-  require(r.table.size() == static_cast<std::size_t>(r.num_buckets * heads), fn,
-          "relative_bias.table has ", r.table.size(), " entries; it must have num_buckets * ",
-          "heads = ", r.num_buckets * heads);
+  // Sizes compared by division: num_buckets * heads (and heads * span) overflowed for a q
+  // whose head count an address space still holds.
+  const auto nb = static_cast<std::size_t>(r.num_buckets);
   const auto span = static_cast<std::size_t>(2 * sat + 1);
-  require(r.by_distance.size() == static_cast<std::size_t>(heads) * span, fn,
+  const auto h = static_cast<std::size_t>(heads);
+  require(r.table.size() % nb == 0 && r.table.size() / nb == h, fn, "relative_bias.table has ",
+          r.table.size(), " entries; it must have num_buckets * heads = ", r.num_buckets, " * ",
+          heads);
+  require(r.by_distance.size() % span == 0 && r.by_distance.size() / span == h, fn,
           "relative_bias.by_distance has ", r.by_distance.size(), " entries; it must have heads * ",
-          "(2 saturation_distance + 1) = ", static_cast<std::size_t>(heads) * span,
+          "(2 saturation_distance + 1) = ", heads, " * ", span,
           " (build it with relative_position_bias)");
   // The entries' finiteness is checked once, by relative_position_bias: a per-call pass over
   // heads x (2 max_distance + 1) values would cost a T5 decode step more than its bias does.
@@ -443,6 +449,7 @@ inline void validate_tree_mask(std::string_view fn, ConstTensorView<std::uint8_t
           fn, "tree_mask shape [", tree.dimension(0), ", ", tree.dimension(1), ", ",
           tree.dimension(2), "] must be [batch, q_len, q_len] = [", batch, ", ", q_len, ", ",
           q_len, "]");
+  require(tree.data() != nullptr, fn, "tree_mask data is null");
   require(params.mask == MaskMode::kCausal, fn, "tree_mask needs the causal mask, not ",
           to_string(params.mask));
   require(q_len <= k_len, fn, "tree_mask: q_len = ", q_len, " must be <= k_len = ", k_len,
@@ -496,6 +503,35 @@ inline void validate_attention_params(std::string_view fn, const AttentionParams
   }
 }
 
+/// A tensor the caller passed: extents an address space can hold (a view over a small buffer
+/// may claim any, and products of them overflowed Index in the kernels), and data unless it
+/// is empty.
+template <typename View>
+void require_view(std::string_view fn, std::string_view name, const View& v) {
+  using Scalar = std::remove_const_t<typename View::Scalar>;
+  constexpr int rank = View::NumDimensions;
+  bool empty = false;
+  for (int a = 0; a < rank; ++a) empty = empty || v.dimension(a) == 0;
+  if (!empty) {
+    const auto limit =
+        static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(Scalar);
+    std::size_t n = 1;
+    for (int a = 0; a < rank; ++a) {
+      const auto e = static_cast<std::size_t>(v.dimension(a));
+      if (v.dimension(a) < 0 || n > limit / e) {
+        std::string dims;
+        for (int b = 0; b < rank; ++b) {
+          dims += (b ? ", " : "") + std::to_string(v.dimension(b));
+        }
+        throw_invalid_argument(fn, name, " shape [", dims,
+                               "] exceeds the addressable size (PTRDIFF_MAX bytes)");
+      }
+      n *= e;
+    }
+  }
+  require(v.data() != nullptr || empty, fn, name, " data is null");
+}
+
 /// Checks every shape, parameter and metadata entry of an attention call; throws
 /// std::invalid_argument naming the first bad one. q: [batch, q_len, heads, d];
 /// k: [batch, k_len, kv_heads, d]; v: [batch, k_len, kv_heads, dv]; out: [batch, q_len, heads, dv].
@@ -541,6 +577,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
   if (meta.key_lengths) {
     require(meta.key_lengths->dimension(0) == batch, fn, "key_lengths has ",
             meta.key_lengths->dimension(0), " entries; it must have batch = ", batch);
+    require(meta.key_lengths->data() != nullptr, fn, "key_lengths data is null");
     for (Eigen::Index b = 0; b < batch; ++b) {
       const std::int64_t len = (*meta.key_lengths)(b);
       require(len >= 0 && len <= k_len, fn, "key_lengths[", b, "] = ", len, " must be in [0, ",
@@ -551,6 +588,7 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
     require(meta.key_mask->dimension(0) == batch && meta.key_mask->dimension(1) == k_len, fn,
             "key_mask shape [", meta.key_mask->dimension(0), ", ", meta.key_mask->dimension(1),
             "] must be [batch, k_len] = [", batch, ", ", k_len, "]");
+    require(meta.key_mask->data() != nullptr, fn, "key_mask data is null");
   }
   if (meta.tree_mask) validate_tree_mask(fn, *meta.tree_mask, batch, q_len, k_len, params);
 }

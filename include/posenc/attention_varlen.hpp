@@ -109,6 +109,10 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
                           std::optional<TensorView<lse_t<T>, 2>> lse) {
   const Eigen::Index total_q = q.dimension(0), heads = q.dimension(1), d = q.dimension(2);
   const Eigen::Index total_k = k.dimension(0), kv_heads = k.dimension(1), dv = v.dimension(2);
+  require_attention_views(fn, q, k, v, out);
+  require_view(fn, "cu_seqlens_q", cu_seqlens_q);
+  require_view(fn, "cu_seqlens_k", cu_seqlens_k);
+  if (lse) require_view(fn, "lse", *lse);
   validate_packed_out(fn, q, out, lse, dv);
   require(v.dimension(0) == total_k && v.dimension(1) == kv_heads && dv > 0, fn, "v shape [",
           v.dimension(0), ", ", v.dimension(1), ", ", dv,
@@ -132,9 +136,15 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
   struct Seq {
     Eigen::Index q0, q_len, k0, k_len, mask0;
   };
-  std::int64_t mask_total = 0;  // sum of q_len_s^2 (each <= total_q^2 <= 2^62 for real tensors)
-  for (Eigen::Index s = 0; s + 1 < n; ++s) {
+  // sum of q_len_s^2; with tree masks it counts bytes of one, so it fits an Index (a 2^32-row
+  // q made 2^64, wrapped to a length a short mask passed).
+  std::int64_t mask_total = 0;
+  constexpr std::int64_t kMaxIndex = std::numeric_limits<std::int64_t>::max();
+  for (Eigen::Index s = 0; meta.tree_masks && s + 1 < n; ++s) {
     const std::int64_t ql = cu_seqlens_q(s + 1) - cu_seqlens_q(s);
+    require(ql <= kMaxIndex / std::max<std::int64_t>(ql, 1) && ql * ql <= kMaxIndex - mask_total,
+            fn, "tree_masks: sequence ", s, "'s ", ql, " queries need ", ql, "^2 mask entries, ",
+            "more than an Index counts");
     mask_total += ql * ql;
   }
   if (meta.tree_masks) {
@@ -167,7 +177,7 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
   };
   for (Eigen::Index s = 0, mask0 = 0; s + 1 < n; ++s) {
     const Seq x = seq(s, mask0);
-    mask0 += x.q_len * x.q_len;
+    if (meta.tree_masks) mask0 += x.q_len * x.q_len;  // bounded by mask_total
     if (x.q_len == 0) continue;
     require(!meta.tree_masks || x.k_len >= x.q_len, fn, "sequence ", s, " has ", x.q_len,
             " queries and ", x.k_len, " keys: with tree_masks its queries are its last keys");
@@ -182,7 +192,7 @@ void run_attention_varlen(std::string_view fn, ConstTensorView<T, 3> q, ConstTen
   AttentionWorkspace& ws = workspace ? *workspace : local;
   for (Eigen::Index s = 0, mask0 = 0; s + 1 < n; ++s) {
     const Seq x = seq(s, mask0);
-    mask0 += x.q_len * x.q_len;
+    if (meta.tree_masks) mask0 += x.q_len * x.q_len;  // bounded by mask_total
     if (x.q_len == 0) continue;
     lse_t<T>* row_lse = lse ? lse->data() + x.q0 * heads : nullptr;
     const auto [qs, ks, vs, os] = views(x);

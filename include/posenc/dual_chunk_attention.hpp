@@ -391,6 +391,7 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
   static_assert(detail::is_storage_type_v<T>, "posenc: storage type must be float, double, "
                                               "Eigen::half or Eigen::bfloat16");
   constexpr std::string_view fn = "dual_chunk_attention";
+  detail::require_attention_views(fn, q, k, v, out);
   detail::validate_attention(fn, q, k, v, out, params, metadata);
   detail::validate_dual_chunk_attention(fn, plan, params, q.dimension(3));
   const Eigen::Index q_len = q.dimension(1), d = q.dimension(3), k_len = k.dimension(1),
@@ -441,6 +442,8 @@ void dual_chunk_attend(const KvCache<T>& cache, ConstTensorView<T, 4> q, TensorV
                   size, "]: append the new tokens' keys and values first");
   const ConstTensorView<T, 4> k_shape(cache.keys().data(), batch, size, kv_heads, d);
   const ConstTensorView<T, 4> v_shape(cache.values().data(), batch, size, kv_heads, dv);
+  detail::require_view(fn, "q", q);
+  detail::require_view(fn, "out", out);
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
   detail::validate_dual_chunk_attention(fn, plan, params, d);
 
@@ -495,6 +498,8 @@ void dual_chunk_attend(const PagedKvCache<T>& cache,
   }
   const ConstTensorView<T, 4> k_shape(cache.key_pages().data(), batch, longest, kv_heads, d);
   const ConstTensorView<T, 4> v_shape(cache.value_pages().data(), batch, longest, kv_heads, dv);
+  detail::require_view(fn, "q", q);
+  detail::require_view(fn, "out", out);
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
   detail::validate_dual_chunk_attention(fn, plan, params, d);
 

@@ -425,6 +425,8 @@ class KvCache {
     const ConstTensorView<T, 4> v_shape(k_.data(), batch_, size_, kv_heads_, dv_);
     AttentionMetadata checked;
     if (tree_mask) checked.tree_mask = *tree_mask;
+    detail::require_view(fn, "q", q);
+    detail::require_view(fn, "out", out);
     detail::validate_attention(fn, q, k_shape, v_shape, out, params, checked);
     if (lse) detail::validate_lse(fn, q, *lse);
     lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;

@@ -394,6 +394,8 @@ class PagedKvCache {
     }
     const ConstTensorView<T, 4> k_shape(k_.data(), batch, longest, kv_heads_, d_);
     const ConstTensorView<T, 4> v_shape(k_.data(), batch, longest, kv_heads_, dv_);
+    detail::require_view(fn, "q", q);
+    detail::require_view(fn, "out", out);
     detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
     if (lse) detail::validate_lse(fn, q, *lse);
     lse_t<TQ>* lse_rows = lse ? lse->data() : nullptr;

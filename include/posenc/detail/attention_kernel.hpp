@@ -31,6 +31,7 @@
 #include <limits>
 #include <numeric>
 #include <utility>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -1654,9 +1655,19 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
     worker(0);
     return;
   }
+  // A thread the system refuses (std::system_error: limits on threads or memory) is not an
+  // error here: the items are handed out from one counter, so the threads that did start and
+  // the caller's drain them all, with the same bits (the schedule was fixed above). Unwinding
+  // past joinable threads would std::terminate instead.
   std::vector<std::thread> pool;
   pool.reserve(static_cast<std::size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker, t);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   worker(0);
   for (auto& th : pool) th.join();
 }
