@@ -186,13 +186,15 @@ TEST_CASE("limits: attention views over no memory or past the address space are 
   };
   const posenc::TensorView<float, 4> o(out.data(), 1, 2, 2, 4);
   // Null q with extents: the kernel loaded through it.
-  REQUIRE_THROWS_WITH(posenc::attention<float>(posenc::ConstTensorView<float, 4>(nullptr, 1, 2, 2, 4),
-                                               view4(1, 2, 2, 4), view4(1, 2, 2, 4), o),
-                      Contains("q data is null"));
+  REQUIRE_THROWS_WITH(
+      posenc::attention<float>(posenc::ConstTensorView<float, 4>(nullptr, 1, 2, 2, 4),
+                               view4(1, 2, 2, 4), view4(1, 2, 2, 4), o),
+      Contains("q data is null"));
   // k claiming [1, 2^32, 2^32, 1] over 16 floats: k_len * kv_heads * d overflowed Index.
-  REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, kBig32, kBig32, 4),
-                                               view4(1, kBig32, kBig32, 4), o),
-                      Contains("k shape [1, 4294967296, 4294967296, 4] exceeds the addressable size"));
+  REQUIRE_THROWS_WITH(
+      posenc::attention<float>(view4(1, 2, 2, 4), view4(1, kBig32, kBig32, 4),
+                               view4(1, kBig32, kBig32, 4), o),
+      Contains("k shape [1, 4294967296, 4294967296, 4] exceeds the addressable size"));
   // Null metadata: key_lengths was read through null during validation, a null lse meant
   // "no lse" and the log-sum-exps were dropped without a word.
   posenc::AttentionMetadata meta;
@@ -200,10 +202,10 @@ TEST_CASE("limits: attention views over no memory or past the address space are 
   REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, 2, 2, 4),
                                                view4(1, 2, 2, 4), o, {}, meta),
                       Contains("key_lengths data is null"));
-  REQUIRE_THROWS_WITH(posenc::attention<float>(view4(1, 2, 2, 4), view4(1, 2, 2, 4),
-                                               view4(1, 2, 2, 4), o,
-                                               posenc::TensorView<float, 3>(nullptr, 1, 2, 2)),
-                      Contains("lse data is null"));
+  REQUIRE_THROWS_WITH(
+      posenc::attention<float>(view4(1, 2, 2, 4), view4(1, 2, 2, 4), view4(1, 2, 2, 4), o,
+                               posenc::TensorView<float, 3>(nullptr, 1, 2, 2)),
+      Contains("lse data is null"));
   for (const float x : out) REQUIRE(x == -3.0f);
 }
 
@@ -229,13 +231,12 @@ TEST_CASE("limits: packed and paged attention size arithmetic does not overflow"
   const posenc::ConstTensorView<float, 4> pages(buf.data(), 1, Eigen::Index{1} << 60, 1, 1);
   const std::vector<std::int32_t> table = {0, 0, 0, 7, 0, 0, 0, 0};
   const std::vector<std::int64_t> lens = {std::int64_t{1} << 62};
-  REQUIRE_THROWS_WITH(
-      posenc::attention_paged<float>(posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, 1, 1),
-                                     pages, pages,
-                                     posenc::ConstTensorView<std::int32_t, 2>(table.data(), 1, 8),
-                                     posenc::ConstTensorView<std::int64_t, 1>(lens.data(), 1),
-                                     posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 1)),
-      Contains("page_table[0, 3] = 7 must be in [0, num_pages = 1)"));
+  REQUIRE_THROWS_WITH(posenc::attention_paged<float>(
+                          posenc::ConstTensorView<float, 4>(buf.data(), 1, 1, 1, 1), pages, pages,
+                          posenc::ConstTensorView<std::int32_t, 2>(table.data(), 1, 8),
+                          posenc::ConstTensorView<std::int64_t, 1>(lens.data(), 1),
+                          posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 1)),
+                      Contains("page_table[0, 3] = 7 must be in [0, num_pages = 1)"));
   // A relative bias built for 2^43 heads of 2^20 buckets: num_buckets * heads overflowed.
   posenc::RelativePositionBias r;
   r.num_buckets = Eigen::Index{1} << 20;

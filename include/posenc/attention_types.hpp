@@ -253,7 +253,8 @@ inline void validate_kv_scales(std::string_view fn, const KvScales& s, Eigen::In
     return x >= static_cast<double>(std::numeric_limits<float>::min()) &&
            x <= static_cast<double>(std::numeric_limits<float>::max());
   };
-  constexpr std::string_view range = " must be in [FLT_MIN, FLT_MAX] (stores divide by it in float)";
+  constexpr std::string_view range =
+      " must be in [FLT_MIN, FLT_MAX] (stores divide by it in float)";
   require(normal_float(s.k), fn, "k_scale = ", s.k, range);
   require(normal_float(s.v), fn, "v_scale = ", s.v, range);
   for (const auto* heads : {&s.k_heads, &s.v_heads}) {

@@ -1803,8 +1803,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (out.hidden_size > 0 && out.num_attention_heads > 0) {
       // As the RoPE path: heads 0 wide would make the scale 1 / sqrt(0) = inf.
       if (out.hidden_size < out.num_attention_heads) {
-        r.fail(path("hidden_size"), "= ", out.hidden_size, " is smaller than num_attention_heads = ",
-               out.num_attention_heads, ": heads of width 0");
+        r.fail(path("hidden_size"), "= ", out.hidden_size,
+               " is smaller than num_attention_heads = ", out.num_attention_heads,
+               ": heads of width 0");
       }
       const double d = static_cast<double>(out.hidden_size / out.num_attention_heads);
       out.softmax_scale = detail::hf_family_softmax_scale(r, c, prefix, out, 1.0 / std::sqrt(d));
