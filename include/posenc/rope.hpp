@@ -878,9 +878,13 @@ Eigen::Index validate_targets(std::string_view fn, const RopeTarget<T>* targets,
             "] must equal k's [", targets[t].dst.batch, ", ", targets[t].dst.seq, "]");
     // A view with zero strides can claim any extents: the token count must still be an Index
     // (extents are >= 0 here, validate_heads checked them).
+    // Below 2^31 each (every real call) the product fits: no integer division on the path of
+    // a one-token call.
     const Eigen::Index batch = targets[t].dst.batch, seq = targets[t].dst.seq;
-    require(seq == 0 || batch <= std::numeric_limits<Eigen::Index>::max() / seq, fn, name,
-            " has batch * seq = ", batch, " * ", seq, " tokens, more than an Index counts");
+    require(((batch | seq) >> 31) == 0 || seq == 0 ||
+                batch <= std::numeric_limits<Eigen::Index>::max() / seq,
+            fn, name, " has batch * seq = ", batch, " * ", seq,
+            " tokens, more than an Index counts");
     units = batch * seq;
     *bytes_per_token += 2.0 * static_cast<double>(targets[t].dst.heads) *
                         static_cast<double>(rd) * static_cast<double>(sizeof(T));
