@@ -58,13 +58,13 @@
 /// (one query at position t against cached keys) and under left padding.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -509,28 +509,17 @@ inline void validate_attention_params(std::string_view fn, const AttentionParams
 /// is empty.
 template <typename View>
 void require_view(std::string_view fn, std::string_view name, const View& v) {
-  using Scalar = std::remove_const_t<typename View::Scalar>;
   constexpr int rank = View::NumDimensions;
-  bool empty = false;
-  for (int a = 0; a < rank; ++a) empty = empty || v.dimension(a) == 0;
-  if (!empty) {
-    const auto limit =
-        static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(Scalar);
-    std::size_t n = 1;
-    for (int a = 0; a < rank; ++a) {
-      const auto e = static_cast<std::size_t>(v.dimension(a));
-      if (v.dimension(a) < 0 || n > limit / e) {
-        std::string dims;
-        for (int b = 0; b < rank; ++b) {
-          dims += (b ? ", " : "") + std::to_string(v.dimension(b));
-        }
-        throw_invalid_argument(fn, name, " shape [", dims,
-                               "] exceeds the addressable size (PTRDIFF_MAX bytes)");
-      }
-      n *= e;
-    }
+  std::array<Eigen::Index, rank> dims{};
+  for (int a = 0; a < rank; ++a) dims[static_cast<std::size_t>(a)] = v.dimension(a);
+  std::size_t elements = 0;
+  if (!addressable(dims.data(), dims.size(), sizeof(typename View::Scalar), &elements)) {
+    std::string shape;
+    for (const Eigen::Index e : dims) shape += (shape.empty() ? "" : ", ") + std::to_string(e);
+    throw_invalid_argument(fn, name, " shape [", shape,
+                           "] exceeds the addressable size (PTRDIFF_MAX bytes)");
   }
-  require(v.data() != nullptr || empty, fn, name, " data is null");
+  require(v.data() != nullptr || elements == 0, fn, name, " data is null");
 }
 
 /// Checks every shape, parameter and metadata entry of an attention call; throws

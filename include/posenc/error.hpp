@@ -49,22 +49,29 @@ void require(bool condition, std::string_view function, const Parts&... parts) {
   if (!condition) throw_invalid_argument(function, parts...);
 }
 
-/// The element count of a buffer with these extents (each >= 0), its size in bytes checked
-/// against PTRDIFF_MAX first: a product of caller sizes in Index wraps silently (a cache of
-/// 2^32 x 2^32 slots came out with no storage at all).
-inline std::size_t checked_elements(std::string_view function, std::string_view what,
-                                    std::initializer_list<Eigen::Index> extents,
-                                    std::size_t element_bytes) {
+/// Whether a buffer of these extents (each >= 0) of element_bytes-byte elements fits PTRDIFF_MAX
+/// bytes; its element count in *elements when it does. A product of caller sizes in Index
+/// wraps silently (a cache of 2^32 x 2^32 slots came out with no storage at all).
+inline bool addressable(const Eigen::Index* extents, std::size_t rank, std::size_t element_bytes,
+                        std::size_t* elements) {
   const auto limit = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) /
                      element_bytes;
   std::size_t n = 1;
-  bool fits = true;
-  for (const Eigen::Index e : extents) {
-    const auto u = static_cast<std::size_t>(e);
-    if (e < 0 || (u != 0 && n > limit / u)) fits = false;
-    if (fits) n *= u;
+  for (std::size_t a = 0; a < rank; ++a) {
+    const auto u = static_cast<std::size_t>(extents[a]);
+    if (extents[a] < 0 || (u != 0 && n > limit / u)) return false;
+    n *= u;
   }
-  if (!fits) {
+  *elements = n;
+  return true;
+}
+
+/// The element count of a buffer with these extents, checked by addressable() first.
+inline std::size_t checked_elements(std::string_view function, std::string_view what,
+                                    std::initializer_list<Eigen::Index> extents,
+                                    std::size_t element_bytes) {
+  std::size_t n = 0;
+  if (!addressable(extents.begin(), extents.size(), element_bytes, &n)) {
     std::string dims;
     for (const Eigen::Index e : extents) dims += (dims.empty() ? "" : " x ") + std::to_string(e);
     throw_invalid_argument(function, what, " of ", dims, " elements of ", element_bytes,

@@ -158,18 +158,11 @@ void apply_fope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& 
                   positions.batch, ", ", positions.seq, "] must match the tokens [", q.batch,
                   ", ", q.seq, "]");
   // The kv groups' rows are stacked in one cache: check the positions against one group's
-  // length here, before the per-group calls offset them. Each part first (as
-  // detail::validate_positions does): ids + offset + batch_offsets of INT64_MAX overflowed.
-  detail::require(positions.offset >= 0 && positions.offset <= kMaxRopePosition, fn,
-                  "position offset = ", positions.offset, " must be in [0, 2^53]");
+  // length here, before the per-group calls offset them. The parts first, in [0, 2^53] (their
+  // sum overflowed for ids of INT64_MAX), as every RoPE call checks them.
+  detail::validate_positions(fn, positions, q.batch, q.seq, kMaxRopePosition + 1, false);
   for (Eigen::Index b = 0; b < positions.batch; ++b) {
-    const std::int64_t bo = positions.batch_offsets != nullptr ? positions.batch_offsets[b] : 0;
-    detail::require(bo >= 0 && bo <= kMaxRopePosition, fn, "batch_offsets[", b, "] = ", bo,
-                    " must be in [0, 2^53]");
     for (Eigen::Index s = 0; s < positions.seq; ++s) {
-      const std::int64_t id = positions.ids != nullptr ? positions.ids[b * positions.seq + s] : 0;
-      detail::require(id >= 0 && id <= kMaxRopePosition, fn, "position_ids[", b, ", ", s,
-                      "] = ", id, " must be in [0, 2^53]");
       const std::int64_t p = positions.at(b, s);
       detail::require(p >= 0 && p < max_pos, fn, "position[", b, ", ", s, "] = ", p,
                       " must be in [0, max_position = ", max_pos, ")");

@@ -67,7 +67,20 @@ inline constexpr Eigen::Index kMaxSinusoidalDim = Eigen::Index{1} << 20;
 namespace detail {
 
 /// w_i for pair i (see the file comment). Unvalidated: callers validate first.
-inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d, const SinusoidalParams& params);
+inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
+                                   const SinusoidalParams& params) {
+  const double half = static_cast<double>(d / 2);
+  const double ln_base = std::log(params.base);
+  switch (params.layout) {
+    case SinusoidalLayout::kInterleaved:
+      return std::pow(params.base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+    case SinusoidalLayout::kSinCos:
+      return std::exp(-ln_base * static_cast<double>(i) / (half - 1.0));
+    case SinusoidalLayout::kCosSin:
+      return std::exp(-ln_base * static_cast<double>(i) / half);
+  }
+  return 0.0;
+}
 
 /// The largest w_i: the first pair's (1) for base >= 1, the last pair's below (w is monotone).
 inline double largest_sinusoidal_frequency(Eigen::Index d, const SinusoidalParams& params) {
@@ -100,21 +113,6 @@ inline void require_finite_angles(std::string_view function, const char* what, d
   require(std::isfinite(position * w_max), function, what, " = ", position,
           " times the largest frequency ", w_max, " (base = ", params.base,
           ") must be finite");
-}
-
-inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
-                                   const SinusoidalParams& params) {
-  const double half = static_cast<double>(d / 2);
-  const double ln_base = std::log(params.base);
-  switch (params.layout) {
-    case SinusoidalLayout::kInterleaved:
-      return std::pow(params.base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-    case SinusoidalLayout::kSinCos:
-      return std::exp(-ln_base * static_cast<double>(i) / (half - 1.0));
-    case SinusoidalLayout::kCosSin:
-      return std::exp(-ln_base * static_cast<double>(i) / half);
-  }
-  return 0.0;
 }
 
 /// Column of sin(p w_i) and of cos(p w_i) in a row of width d.
