@@ -4,6 +4,18 @@
 //   slopes:   n = largest power of two <= H;  m_h = 2^(-8 (h+1) / n) for h < n,
 //             then every other slope of the 2n-head sequence
 //   bias:     -m (pos_q - pos_k)  (causal),  -m |pos_q - pos_k|  (bidirectional)
+//
+// 8 heads: 2^-1 .. 2^-8. 12 heads: those 8, then slopes 1, 3, 5, 7 (1-based) of the 16-head
+// sequence 2^(-h/2): 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+// expect: alibi_slopes(8): 0.500000 0.250000 0.125000 0.062500 0.031250 0.015625 0.007812 0.003906
+// expect: alibi_slopes(12): 0.500000 0.250000 0.125000 0.062500 0.031250 0.015625 0.007812
+// expect: 0.007812 0.003906 0.707107 0.353553 0.176777 0.088388
+// The decode row: -0.25 (5 - j) for keys j = 0..5.
+// expect: decode bias row (m = 0.25, query at 5): -1.25 -1.00 -0.75 -0.50 -0.25 0.00
+// softmax([1.0, 0.9, 0.8]) = e^{-0.1 k} / (1 + e^-0.1 + e^-0.2); with the bias -0.2 (2 - j) the
+// scores become [0.6, 0.7, 0.8], the same weights reversed.
+// expect: without ALiBi weights: [0.367, 0.332, 0.301]
+// expect: with ALiBi    weights: [0.301, 0.332, 0.367]
 
 #include <posenc/alibi.hpp>
 #include <posenc/attention.hpp>

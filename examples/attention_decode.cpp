@@ -3,10 +3,19 @@
 //
 //   batch 2, heads 4 over kv_heads 2 (GQA), head_dim 8; sequence 0 has 2 padding slots.
 //   prefill 5 slots, then 3 decode steps of one token; compare with attention over all 8.
+//
+// The causal mask aligns slots (key slot j visible to query slot i iff j <= i), so the padding
+// query slots 0 and 1 of sequence 0 see only padding keys: their rows are zeros, not NaN.
+// A ninth token does not fit the 8 slots: std::out_of_range, the cache unchanged.
+// expect: padding query rows of sequence 0 (slots 0, 1) are all zeros: yes
+// expect: full cache (std::out_of_range): posenc::KvCache::append: appending n = 1 tokens
+// expect: to a cache holding 8 of max_len = 8 slots would overflow it
+// expect: cache still holds 8 tokens
 
 #include <posenc/attention_rope.hpp>
 #include <posenc/kv_cache.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -77,14 +86,21 @@ int main() {
   step(0, prefill);
   for (Eigen::Index t = prefill; t < N; ++t) step(t, 1);
   std::printf("max |cache - full forward| = %.2e (float rounding only)\n", max_diff);
-  std::printf("padding query rows of sequence 0 are zeros: out[0][0][0][0] = %.1f\n",
-              static_cast<double>(full[0]));
+  bool padding_zero = true;
+  for (Eigen::Index c = 0; c < 2 * H * D; ++c) {
+    padding_zero = padding_zero && full[static_cast<std::size_t>(c)] == 0.0f;
+  }
+  std::printf("padding query rows of sequence 0 (slots 0, 1) are all zeros: %s\n",
+              padding_zero ? "yes" : "no");
+  bool threw = false;
   try {
     cache.append(posenc::ConstTensorView<float, 4>(k.data(), B, 1, KH, D),
                  posenc::ConstTensorView<float, 4>(v.data(), B, 1, KH, D),
                  posenc::PositionIdsView(pos.data(), B, 1));
   } catch (const std::out_of_range& e) {
-    std::printf("full cache: %s\n", e.what());
+    threw = true;
+    std::printf("full cache (std::out_of_range): %s\n", e.what());
   }
-  return max_diff < 1e-5 ? 0 : 1;
+  std::printf("cache still holds %ld tokens\n", static_cast<long>(cache.size()));
+  return max_diff < 1e-5 && padding_zero && threw ? 0 : 1;
 }

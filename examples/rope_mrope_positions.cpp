@@ -21,15 +21,16 @@
 //    in every stream) rotated with mrope_section = (2, 3, 3) equals plain RoPE at position 6.
 // expect: text token 9 under M-RoPE == plain RoPE at position 6: yes
 //
-// 4. XD-RoPE (HunYuan-VL / HunyuanOCR, four streams p, w, h, i): "<2 text> <image_begin> <a
-//    2 x 2 grid, each row ending in a newline token> <image_end> <1 text>". Every stream starts
-//    at the token index; the grid tokens (3 .. 8, rows of 2 + 1 columns) then take their column,
-//    row and image number 0 in w, h, i, while p keeps the token index, so decode continues at
-//    i itself (delta 0).
-// expect: xd p: 0 1 2 3 4 5 6 7 8 9 10
-// expect: xd w: 0 1 2 0 1 2 0 1 2 9 10
-// expect: xd h: 0 1 2 0 0 0 1 1 1 9 10
-// expect: xd i: 0 1 2 0 0 0 0 0 0 9 10
+// 4. XD-RoPE (HunYuan-VL / HunyuanOCR, four streams p, w, h, i): "<2 text> <image_start>
+//    <image token> <a 2 x 2 grid, each row ending in a newline token> <image_end> <1 text>".
+//    Every stream starts at the token index; the grid starts at image_start + 2 = 4 (Tencent's
+//    and vLLM's get_xdrope_input_positions: the image token after image_start keeps its index),
+//    and its tokens (4 .. 9, rows of 2 + 1 columns) take their column, row and image number 0
+//    in w, h, i, while p keeps the token index, so decode continues at i itself (delta 0).
+// expect: xd p: 0 1 2 3 4 5 6 7 8 9 10 11
+// expect: xd w: 0 1 2 3 0 1 2 0 1 2 10 11
+// expect: xd h: 0 1 2 3 0 0 0 1 1 1 10 11
+// expect: xd i: 0 1 2 3 0 0 0 0 0 0 10 11
 // expect: xdrope delta = 0
 
 #include <cmath>
@@ -95,10 +96,10 @@ int main() {
   std::printf("text token 9 under M-RoPE == plain RoPE at position 6: %s\n", same ? "yes" : "no");
 
   // --- 4. XD-RoPE positions (rotate with sections of four entries, e.g. {16, 16, 16, 16}) -----
-  constexpr int xn = 11;
-  std::vector<std::int64_t> xd(4 * xn);  // [4, batch 1, seq 11]: p, w, h, i
+  constexpr int xn = 12;
+  std::vector<std::int64_t> xd(4 * xn);  // [4, batch 1, seq 12]: p, w, h, i
   const std::int64_t xdelta = posenc::xdrope_position_ids(
-      {posenc::XdRopeImage{/*first=*/3, /*rows=*/2, /*columns=*/2 + 1}}, xn,
+      {posenc::XdRopeImage{/*first=*/2 + 2, /*rows=*/2, /*columns=*/2 + 1}}, xn,
       posenc::TensorView<std::int64_t, 3>(xd.data(), 4, 1, xn));
   print_stream("xd p", xd, 0, xn);
   print_stream("xd w", xd, 1, xn);

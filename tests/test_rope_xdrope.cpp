@@ -81,7 +81,8 @@ posenc::RopeHeads<T> heads(std::vector<T>& v, Eigen::Index batch, Eigen::Index s
 }  // namespace
 
 TEST_CASE("xdrope: position ids follow HunYuan-VL's rule, worked by hand", "[rope][mrope][xdrope]") {
-  // text 2 | image_begin | grid 2 rows x (2 + newline) | image_end | text 1 | grid 1 x 2 | text 1
+  // text 2 | 1 token before the grid | grid 2 rows x (2 + newline) | image_end | text 1 |
+  // grid 1 x 2 | text 1 (the grid starts where `first` says; the layout is the caller's)
   const Eigen::Index n = 14;
   std::vector<std::int64_t> pos(static_cast<std::size_t>(4 * n), -7);
   const std::int64_t delta = posenc::xdrope_position_ids({{3, 2, 3}, {11, 1, 2}}, n,
@@ -317,7 +318,7 @@ TEST_CASE("xdrope: four sections need four position streams and the contiguous l
 
 TEST_CASE("xdrope: a HunYuan-VL prompt in the KV cache, then decode by the cache's 1-D RoPE at i, "
           "equals causal attention over the four streams", "[rope][mrope][xdrope][kv_cache]") {
-  // Prompt: text 2 | image_begin | grid 2 x (3 + newline) | image_end (12 tokens), then 3 decode
+  // Prompt: text 2 | 1 token | grid 2 x (3 + newline) | image_end (12 tokens), then 3 decode
   // tokens at 12, 13, 14 in every stream (delta 0). The prompt's Q / K are turned by XD-RoPE
   // outside the cache (no plan set); the plan is set for decode. Expected: Tencent's XD-RoPE
   // of every token and a causal softmax by token index, in long double.

@@ -568,7 +568,10 @@ inline std::int64_t mrope_position_ids(const std::vector<MRopeSegment>& segments
 
 /// One image of an XD-RoPE prompt (HunYuan-VL): its grid tokens, row after row.
 struct XdRopeImage {
-  Eigen::Index first = 0;    ///< token index of its first grid token (past an image_begin token)
+  /// Token index of its first grid token. HunYuan-VL prompts put two tokens before the grid,
+  /// image_start and one image token, which keep their token index: first = image_start + 2
+  /// (Tencent's and vLLM's get_xdrope_input_positions).
+  Eigen::Index first = 0;
   Eigen::Index rows = 0;     ///< LLM grid rows: grid_h / spatial_merge_size
   /// Tokens per row, a row-end token included where the model has one: HunyuanOCR's merger
   /// appends a newline token to each row, so grid_w / spatial_merge_size + 1.
