@@ -7,7 +7,8 @@
 //   1.0    -> 64                 -> 1.0       (exact)
 //   1.5625 -> 100, a tie of 96 and 104 -> 96 -> 1.5
 //   0.5    -> 32                 -> 0.5
-//   10     -> 640, past 448: saturates -> 448 -> 7.0
+//   10     -> 640, past 448: saturates -> 448 -> 7.0  (posenc clamps to the largest finite
+//             code, as vLLM's quantisation does; a plain cast to float8_e4m3fn gives NaN)
 // One query q = [1, 0] (head_dim 2, scale 1/sqrt 2) against keys [1.5625, 0], [0.5, 0], [10, 0]
 // and values [1, 0], [0, 1], [-1, -1]:
 //   float cache: logits [1.5625, 0.5, 10] / sqrt 2 -> weights [0.0026, 0.0012, 0.9962],

@@ -2,7 +2,8 @@
 //
 // A head small enough to check by hand: rotary_dim d = 8 (4 pairs), theta b = 10000, so the
 // unscaled frequencies are th_j = b^(-2j/d) = 10000^(-j/4) = 1, 0.1, 0.01, 0.001.
-// Extension factor s = 4, pre-training length L0 = 2048. Each recipe (HF modeling_rope_utils):
+// Extension factor s = 4, pre-training length L0 = 2048. Each recipe (HF modeling_rope_utils;
+// static ntk is bloc97's rule and vllm_ntk vLLM's, neither in transformers):
 //
 //   linear    th_j / s                                 -> 0.25, 0.025, 0.0025, 0.00025
 //   ntk       (b s^(d/(d-2)))^(-2j/d) = th_j 4^(-j/3)  -> 1, 0.06299605, 0.00396850, 0.00025

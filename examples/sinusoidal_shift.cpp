@@ -11,6 +11,11 @@
 // expect: PE(1) = [0.8415, 0.5403, 0.0100, 0.99995]
 // sin 2 = 0.9093, cos 2 = -0.4161, sin 0.02 = 0.0200, cos 0.02 = 0.9998:
 // expect: row 2 = [0.9093, -0.4161, 0.0200, 0.9998]
+// At p = 3, d = 8, each layout on its own grid (below): interleaved 10000^(-2i/8) = 1, 0.1,
+// 0.01, 0.001; sin|cos 10000^(-i/3) = 1, 0.0464, 0.00215, 0.0001; cos|sin 10000^(-i/4).
+// expect: interleaved  [0.1411, -0.9900, 0.2955, 0.9553, 0.0300, 0.9996, 0.0030, 1.0000]
+// expect: sin|cos      [0.1411, 0.1388, 0.0065, 0.0003, -0.9900, 0.9903, 1.0000, 1.0000]
+// expect: cos|sin      [-0.9900, 0.9553, 0.9996, 1.0000, 0.1411, 0.2955, 0.0300, 0.0030]
 
 #include <cmath>
 #include <cstdio>
@@ -42,7 +47,10 @@ int main() {
                 static_cast<long>(i), w[i], sin_shifted, cos_shifted, at_pk[2 * i], at_pk[2 * i + 1]);
   }
 
-  // The three layouts real checkpoints use, for d = 8 at position 3.
+  // The three layouts real checkpoints use, for d = 8 at position 3. Each keeps its source's
+  // frequency grid: interleaved w_i = 10000^(-2i/d) (Vaswani et al.); sin|cos w_i =
+  // 10000^(-i/(d/2 - 1)) (tensor2tensor's get_timing_signal_1d: 1, 0.0464, 0.00215, 0.0001, so
+  // sin(3 * 0.0464) = 0.1388); cos|sin w_i = 10000^(-i/(d/2)) (timestep embeddings).
   std::printf("\nlayouts at p = 3, d = 8:\n");
   for (const auto layout : {posenc::SinusoidalLayout::kInterleaved, posenc::SinusoidalLayout::kSinCos,
                             posenc::SinusoidalLayout::kCosSin}) {

@@ -138,6 +138,55 @@ TEST_CASE("diagnostics: at the training length nothing is unseen", "[diagnostics
   REQUIRE(rep.warnings.empty());
 }
 
+TEST_CASE("diagnostics: YaRN pairs are within training up to exactly L0 x factor",
+          "[diagnostics][length][yarn]") {
+  // Qwen2.5-7B with Qwen's YaRN block: d = 128, theta 1e6, factor 4, L0 = 32768, covered 131072.
+  // The fully interpolated pairs are j >= ceil(dim(beta_slow = 1)), dim(b) = d ln(L0 / (2 pi b))
+  // / (2 ln theta) (YaRN's correction range): one turn or less over L0, so once n / 4 > L0 their
+  // angles were never produced; at n = 131072 the judged n w / 4 = L0 w is the trained phase.
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.theta = 1e6;
+  p.max_position_embeddings = 32768;
+  p.scaling.type = posenc::RopeScalingType::kYarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position_embeddings = 32768;
+  const double pi = 3.14159265358979323846;
+  const double dim1 = 128.0 * std::log(32768.0 / (2.0 * pi)) / (2.0 * std::log(1e6));  // 39.65
+  const auto interpolated = 64 - static_cast<Eigen::Index>(std::ceil(dim1));           // 24
+  REQUIRE(interpolated == 24);
+
+  const auto at_covered = posenc::analyze_rope_length(p, 131072);
+  REQUIRE(at_covered.covered_length == 131072.0);
+  CHECK(at_covered.unseen_pairs == 0);
+  for (const auto& pr : at_covered.pairs) {
+    CAPTURE(pr.pair);
+    CHECK(pr.range != RopePairRange::kExtrapolatedUnseen);
+    if (pr.scaling == RopePairScaling::kInterpolated) {
+      CHECK(pr.range == RopePairRange::kWithinTraining);
+    }
+  }
+  CHECK_FALSE(any_contains(at_covered.warnings, "exceeds the length covered by training"));
+
+  const auto past = posenc::analyze_rope_length(p, 131073);
+  CHECK(past.unseen_pairs == interpolated);
+  CHECK(any_contains(past.warnings, "exceeds the length covered by training"));
+  // A sliding window of 131072 judges the same distances as the covered length.
+  CHECK(posenc::analyze_rope_length(p, 200000, 131072).unseen_pairs == 0);
+}
+
+TEST_CASE("diagnostics: without a training length no pair is judged", "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 16;
+  p.max_position_embeddings = 0;
+  const auto rep = posenc::analyze_rope_length(p, 4096);
+  CHECK(rep.unseen_pairs == 0);
+  for (const auto& pr : rep.pairs) CHECK(pr.range == RopePairRange::kNotJudged);
+  CHECK(posenc::to_string(RopePairRange::kNotJudged) == "not judged (no L0)");
+  CHECK(any_contains(rep.warnings, "max_position_embeddings = 0, "
+                                   "original_max_position_embeddings = 0; 0 = absent"));
+}
+
 TEST_CASE("diagnostics: unscaled Llama-2 at twice its length", "[diagnostics][length]") {
   posenc::RopeParams p;
   p.head_dim = 128;

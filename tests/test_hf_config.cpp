@@ -184,6 +184,14 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
   const auto qwen3 = posenc::parse_hf_config(head + "}}", "qwen3.json");
   REQUIRE(qwen3.rope.scaling.factor == 4.0);
   REQUIRE(has_note(qwen3, "the explicit factor is used"));
+  // Qwen2.5's documented YaRN block added to a config that keeps max_position_embeddings at
+  // L0: a ratio of 1, which the older revisions planned as no interpolation at all.
+  const auto doc_block = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
+      "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+      "rope_theta": 1000000, "rope_scaling": {"type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 32768}})");
+  REQUIRE(doc_block.rope.scaling.factor == 4.0);
+  REQUIRE(has_note(doc_block, "original_max_position_embeddings = 1; the explicit factor is used"));
   const auto f = posenc::compute_rope_frequencies(qwen3.rope);
   REQUIRE_THAT(f.attention_factor, WithinRel(0.1 * std::log(4.0) + 1.0, 1e-14));
   // The lowest frequency is interpolated by the factor: base^(-126/128) / 4.

@@ -96,6 +96,9 @@ posenc_rope_inspect_test("DeepSeek-V3 yarn, interleaved, softmax multiplier"
   ARGS "${_posenc_configs}/DeepSeek-V3.json" --length 131072
   EXPECT "layout               interleaved" "rotary_dim           64 (32 pairs)"
          "softmax multiplier   1.87385" "163840" "0 of 32 pairs reach angles never seen")
+posenc_rope_inspect_test("DeepSeek-V3 at exactly its covered length"
+  ARGS "${_posenc_configs}/DeepSeek-V3.json" --length 163840
+  EXPECT "0 of 32 pairs reach angles never seen")
 
 # Phi-3.5: longrope, attention factor sqrt(1 + ln 32 / ln 4096) = 1.19024, table switch.
 posenc_rope_inspect_test("Phi-3.5 longrope switch warning"
@@ -104,11 +107,15 @@ posenc_rope_inspect_test("Phi-3.5 longrope switch warning"
          "attention factor     1.19024" "short_factor to long_factor"
          "sliding window       262144 on 32 of 32 layers")
 
-# Qwen2.5 + yarn 4: attention factor 0.1 ln 4 + 1 = 1.13863; covered 32768 x 4 = 131072.
+# Qwen2.5 + yarn 4: attention factor 0.1 ln 4 + 1 = 1.13863; covered 32768 x 4 = 131072, so
+# at 131072 the interpolated pairs (n w / 4 = L0 w) are within training, one token more not.
 posenc_rope_inspect_test("Qwen2.5 yarn from the legacy type key"
   ARGS "${_posenc_configs}/Qwen2.5-7B+qwen-doc-yarn.json" --length 131072
   EXPECT "yarn (factor 4, original 32768" "attention factor     1.13863"
-         "legacy key for rope_type")
+         "legacy key for rope_type" "0 of 64 pairs reach angles never seen")
+posenc_rope_inspect_test("Qwen2.5 yarn one token past the covered length"
+  ARGS "${_posenc_configs}/Qwen2.5-7B+qwen-doc-yarn.json" --length 131073
+  EXPECT "24 of 64 pairs reach angles never seen" "exceeds the length covered by training")
 
 # GPT-J: interleaved family, overridden by the caller; rotary_dim 64 of head 256; unscaled
 # at 4096 > n_positions 2048.
@@ -165,6 +172,9 @@ posenc_rope_inspect_test("malformed JSON is rejected"
 posenc_rope_inspect_test("usage error"
   ARGS --length RC 2
   EXPECT "usage: rope-inspect")
+posenc_rope_inspect_test("a --length past int64 is refused, not clamped"
+  ARGS "${_posenc_configs}/Llama-3.1-8B.json" --length 99999999999999999999 RC 2
+  EXPECT "--length must be an integer in [1, 9223372036854775807], not 99999999999999999999")
 
 # Llama-4 Scout (tests/fuzz/corpus/llama4-scout.json: its text_config's position keys): every
 # RoPE layer attends within chunks of 8192 = L0, so at 2^20 tokens no pair sees an angle beyond

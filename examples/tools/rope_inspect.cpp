@@ -23,6 +23,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -61,8 +63,11 @@ Args parse_args(int argc, char** argv) {
     if (s == "--length") {
       const std::string v = value();
       char* end = nullptr;
+      errno = 0;
       const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (end == v.c_str() || *end != '\0' || n < 1) usage("--length must be an integer >= 1");
+      if (end == v.c_str() || *end != '\0' || errno == ERANGE || n < 1) {
+        usage("--length must be an integer in [1, " + std::to_string(LLONG_MAX) + "], not " + v);
+      }
       a.length = n;
     } else if (s == "--json") {
       a.json = true;
@@ -386,6 +391,7 @@ std::string make_svg(const posenc::HfModelConfig& c, const posenc::HfLayerRope& 
   for (const auto& p : rep.pairs) {
     const char* col = p.range == posenc::RopePairRange::kWithinTraining            ? "#2ca02c"
                       : p.range == posenc::RopePairRange::kExtrapolatedSeenPhases ? "#f2c300"
+                      : p.range == posenc::RopePairRange::kNotJudged             ? "#999999"
                                                                                    : "#d62728";
     s << "<rect x=\"" << X(static_cast<double>(p.pair)) - cell / 2 << "\" y=\"" << strip_y
       << "\" width=\"" << cell << "\" height=\"10\" fill=\"" << col << "\"/>\n";

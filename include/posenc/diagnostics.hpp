@@ -58,9 +58,10 @@ constexpr std::string_view to_string(RopePairScaling s) noexcept {
 
 /// Where a pair's largest angle at the target length falls relative to pre-training.
 enum class RopePairRange : std::uint8_t {
-  kWithinTraining = 0,  ///< (target - 1) w_after <= (L0 - 1) w_before: every angle was seen
+  kWithinTraining = 0,  ///< n w_after <= L0 w_before (n positions judged): angles seen
   kExtrapolatedSeenPhases = 1,  ///< larger angles, but L0 covered >= 1 full period: phases seen
   kExtrapolatedUnseen = 2,      ///< larger angles and < 1 period in training: never seen
+  kNotJudged = 3,               ///< no training length L0 to judge against
 };
 
 constexpr std::string_view to_string(RopePairRange r) noexcept {
@@ -68,6 +69,7 @@ constexpr std::string_view to_string(RopePairRange r) noexcept {
     case RopePairRange::kWithinTraining: return "within training";
     case RopePairRange::kExtrapolatedSeenPhases: return "extrapolated (phases seen)";
     case RopePairRange::kExtrapolatedUnseen: return "extrapolated (UNSEEN angles)";
+    case RopePairRange::kNotJudged: return "not judged (no L0)";
   }
   return "unknown";
 }
@@ -105,10 +107,13 @@ struct RopeLengthReport {
 };
 
 /// \brief Analyses params at target_length (a sequence length, >= 1).
-/// RoPE scores depend on q-k distances only, so a pair's angles at the target are
-/// (target - 1) w_after, compared with (L0 - 1) w_before seen in pre-training; a sliding-window
-/// layer (window > 0: distances < window) caps the distance at window - 1, and so does a
-/// chunked-attention layer (Llama-4) with window = attention_chunk_size.
+/// RoPE scores depend on q-k distances only, so a pair's angles over the n = target positions
+/// (distances 0 .. n - 1) are judged against the L0 positions of pre-training: within training
+/// while n w_after <= L0 w_before. That is the convention of covered_length = L0 x factor: an
+/// interpolated pair (w_after = w_before / factor) is within training exactly up to the covered
+/// length, although its largest angle (n - 1) w_after then passes (L0 - 1) w_before by less than
+/// one trained step. A sliding-window layer (window > 0: distances < window) judges n = window,
+/// and so does a chunked-attention layer (Llama-4) with window = attention_chunk_size.
 /// Throws std::invalid_argument for invalid params, target_length < 1 or window < 0.
 inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64_t target_length,
                                             std::int64_t window = 0) {
@@ -163,9 +168,11 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
     } else {
       p.scaling = RopePairScaling::kBlended;
     }
-    if (l0 > 0.0) {
-      const double seen = (l0 - 1.0) * p.inv_freq_before;
-      const double reached = static_cast<double>(max_distance) * p.inv_freq_after;
+    if (l0 <= 0.0) {
+      p.range = RopePairRange::kNotJudged;
+    } else {
+      const double seen = l0 * p.inv_freq_before;
+      const double reached = (static_cast<double>(max_distance) + 1.0) * p.inv_freq_after;
       if (reached <= seen * (1.0 + 1e-12)) {
         p.range = RopePairRange::kWithinTraining;
       } else if (l0 * p.inv_freq_before >= two_pi) {
@@ -208,8 +215,9 @@ inline RopeLengthReport analyze_rope_length(const RopeParams& params, std::int64
     warn("target length ", target_length, " exceeds 2^53: positions are no longer exact doubles");
   }
   if (rep.trained_length <= 0) {
-    warn("no training length in the config (max_position_embeddings and "
-         "original_max_position_embeddings absent): ranges cannot be judged");
+    warn("no training length in the config (max_position_embeddings = ",
+         params.max_position_embeddings, ", original_max_position_embeddings = ",
+         sc.original_max_position_embeddings, "; 0 = absent): ranges cannot be judged");
   }
   if (rep.unseen_pairs > 0) {
     warn(rep.unseen_pairs, " of ", rep.pairs.size(),

@@ -535,11 +535,16 @@ inline RopeParams hf_rope_params(const HfConfigReader& r, const nlohmann::json* 
     if (ctx.max_position_embeddings > 0 && sc.original_max_position_embeddings > 0) {
       const double implicit = static_cast<double>(ctx.max_position_embeddings) /
                               static_cast<double>(sc.original_max_position_embeddings);
-      if (implicit != 1.0 && std::abs(implicit - sc.factor) > 1e-9 * sc.factor) {
+      // A ratio of 1 too (Qwen's documented YaRN block added to a config whose
+      // max_position_embeddings stays the pre-training length): the older code then planned
+      // factor 1, no interpolation at all.
+      if (std::abs(implicit - sc.factor) > 1e-9 * sc.factor) {
         std::ostringstream s;
         s << key("factor") << " = " << sc.factor << " differs from max_position_embeddings / "
           << "original_max_position_embeddings = " << implicit
-          << "; the explicit factor is used (transformers >= 4.53 warns the same way)";
+          << "; the explicit factor is used (transformers since PR #40320 warns the same way; "
+             "revisions before it replaced factor by that ratio whenever rope_scaling gave "
+             "original_max_position_embeddings)";
         notes.push_back(s.str());
       }
     }
