@@ -28,6 +28,21 @@ inline void stream_rmw_keep(float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) x[i] = x[i] + 0.0f;
 }
 
+/// stream_rmw (or stream_rmw_keep) over `rows` runs of `width` floats whose starts are `stride`
+/// floats apart: the traffic of an in-place kernel that rewrites only part of each row (RoPE
+/// with rotary_dim < head_dim rotates the first rotary_dim values of every head).
+inline void stream_rmw_rows(float* x, std::size_t rows, std::size_t width, std::size_t stride,
+                            bool keep_values) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* row = x + r * stride;
+    if (keep_values) {
+      for (std::size_t i = 0; i < width; ++i) row[i] = row[i] + 0.0f;
+    } else {
+      for (std::size_t i = 0; i < width; ++i) row[i] = row[i] * 0.999f + 0.001f;
+    }
+  }
+}
+
 /// Runs the in-place stream over `bytes` bytes (rounded down to floats) and labels it as the
 /// baseline "stream_rmw/<bytes>".
 inline void run_stream_rmw_baseline(benchmark::State& state, std::size_t bytes) {

@@ -16,15 +16,21 @@
 #if defined(__AVX512BW__)
 #include <immintrin.h>
 #endif
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -91,9 +97,41 @@ std::string stream_id(std::size_t bytes, int threads) {
          std::to_string(bytes);
 }
 
+/// A partial-rotary cell's label baseline: the in-place stream over the same rows and slices
+/// (`rows` runs of `width` floats, `stride` floats apart), in a buffer of the kernel's size.
+struct RowStream {
+  std::size_t rows, width, stride;
+  bool operator<(const RowStream& o) const {
+    return std::tie(rows, width, stride) < std::tie(o.rows, o.width, o.stride);
+  }
+  bool operator==(const RowStream& o) const {
+    return rows == o.rows && width == o.width && stride == o.stride;
+  }
+  std::string id() const {
+    return "stream_rmw_rows/" + std::to_string(rows) + "x" + std::to_string(width) + "of" +
+           std::to_string(stride);
+  }
+};
+
+template <typename T>
+RowStream row_stream(const Eigen::Index tokens, const Eigen::Index heads, const Eigen::Index rd) {
+  const std::size_t per_float = sizeof(float) / sizeof(T);
+  return RowStream{static_cast<std::size_t>(tokens * heads),
+                   static_cast<std::size_t>(rd) / per_float,
+                   static_cast<std::size_t>(kHeadDim) / per_float};
+}
+
 template <typename T>
 std::size_t activation_bytes(const Config& c) {
   return static_cast<std::size_t>(c.tokens * (c.q_heads + c.kv_heads) * kHeadDim) * sizeof(T);
+}
+
+/// The bytes an in-place call reads and writes once each: the first rotary_dim values of every
+/// head (all of them at rotary_dim = head_dim). Partial-rotary cells are credited and compared
+/// with these, not with the whole tensor, whose other values the kernel never touches.
+template <typename T>
+std::size_t rotated_bytes(const Config& c) {
+  return static_cast<std::size_t>(c.tokens * (c.q_heads + c.kv_heads) * c.rotary_dim) * sizeof(T);
 }
 
 /// Calls timed together on the same (cache-resident) buffer: decode-sized calls (16 KiB at
@@ -158,8 +196,8 @@ void run_rope(benchmark::State& state, Config c) {
   const auto hk = posenc::rope_heads<T>(posenc::TensorView<T, 4>(k.data(), 1, c.tokens, c.kv_heads, kHeadDim));
   posenc::RopeApplyOptions options;
   if (c.threads == 2) options.set_device(device2());
-  const std::size_t bytes = activation_bytes<T>(c);
-  const int batch = calls_per_timing(bytes);
+  const std::size_t bytes = rotated_bytes<T>(c);
+  const int batch = calls_per_timing(activation_bytes<T>(c));
   const auto call = [&] {
     if (c.path == Path::kRerotate) {
       posenc::rerotate_rope_inplace<T>(hq, positions, freqs, freqs_to, c.layout, options);
@@ -195,11 +233,24 @@ void run_rope(benchmark::State& state, Config c) {
   // kernel took its integer rounding path and mispredicted branches (Zen 5, half-split T = 16:
   // 2.1 us a call on those words, 1.9 us on the activations as they were; the benchmark's
   // bf16 cells got 20-30 % faster with this reference).
+  // Partial rotary: the stream rewrites the rotated part of each head only (rotary_dim values
+  // every head_dim), the kernel's own traffic.
   const bool keep_values = !std::is_same_v<T, float>;
+  const bool partial = c.rotary_dim < kHeadDim;
+  const auto stream_buffer = [&](T* data, std::size_t n) {
+    auto* x = reinterpret_cast<float*>(data);
+    if (partial) {
+      const std::size_t per_float = sizeof(float) / sizeof(T);
+      posenc_bench::stream_rmw_rows(x, n / kHeadDim, static_cast<std::size_t>(c.rotary_dim) / per_float,
+                                    kHeadDim / per_float, keep_values);
+    } else {
+      stream_pass(x, n * sizeof(T) / sizeof(float), c.threads, keep_values);
+    }
+  };
   const auto reference = [&] {
     for (int i = 0; i < batch; ++i) {
-      stream_pass(reinterpret_cast<float*>(q.data()), q.size() * sizeof(T) / sizeof(float), c.threads, keep_values);
-      stream_pass(reinterpret_cast<float*>(k.data()), k.size() * sizeof(T) / sizeof(float), c.threads, keep_values);
+      stream_buffer(q.data(), q.size());
+      stream_buffer(k.data(), k.size());
       benchmark::DoNotOptimize(q.data());
       benchmark::DoNotOptimize(k.data());
       benchmark::ClobberMemory();
@@ -216,7 +267,10 @@ void run_rope(benchmark::State& state, Config c) {
   if (c.path == Path::kRerotate || c.path == Path::kMRope || c.path == Path::kMRopeCache) {
     floor = 0.0;
   }
-  state.SetLabel(posenc_bench::ratio_label(stream_id(bytes, c.threads), floor));
+  const std::string baseline =
+      partial ? row_stream<T>(c.tokens, c.q_heads + c.kv_heads, c.rotary_dim).id()
+              : stream_id(bytes, c.threads);
+  state.SetLabel(posenc_bench::ratio_label(baseline, floor));
 }
 
 /// The seed's PyTorch apply_rope transcribed to Eigen tensor expressions: float angles, cos/sin
@@ -259,7 +313,33 @@ std::string naive_id(posenc::RopeLayout layout, Eigen::Index tokens) {
   return "naive_eigen/" + std::string(posenc::to_string(layout)) + "/" + std::to_string(tokens);
 }
 
+/// The naive version allocates its temporaries (x1, x2, angles, cos, sin: 4 MiB each at
+/// T = 512) in every call, as the PyTorch code it transcribes does. PyTorch's caching allocator
+/// hands the same blocks back; glibc returns blocks past its mmap threshold to the kernel at
+/// free(), and the next call page-faults them in again (measured on this VM: ~70 % of the naive
+/// call, which inflated the 5x ratio 4-6 fold). While alive, this keeps freed blocks in the heap,
+/// as a caching allocator would.
+class CachingHeap {
+ public:
+  CachingHeap() {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+  }
+  ~CachingHeap() {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_MAX, 65536);  // glibc's defaults
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    malloc_trim(0);
+#endif
+  }
+  CachingHeap(const CachingHeap&) = delete;
+  CachingHeap& operator=(const CachingHeap&) = delete;
+};
+
 void run_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index tokens) {
+  const CachingHeap heap;
   const Eigen::Index heads = 32;
   std::vector<float> q(static_cast<std::size_t>(tokens * heads * kHeadDim));
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
@@ -281,6 +361,7 @@ void run_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index 
 
 /// The on-the-fly kernel paired with the naive version on a copy of the same tensor (floor 5x).
 void run_vs_naive(benchmark::State& state, posenc::RopeLayout layout, Eigen::Index tokens) {
+  const CachingHeap heap;
   const Eigen::Index heads = 32;
   std::vector<float> q(static_cast<std::size_t>(tokens * heads * kHeadDim));
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
@@ -340,10 +421,12 @@ void run_proportional(benchmark::State& state, posenc::RopeLayout layout, Eigen:
       state,
       [&] {
         posenc::apply_rope_inplace_cached<T>(hq, positions, view_p, layout, 0);
+        benchmark::DoNotOptimize(q.data());
         benchmark::ClobberMemory();
       },
       [&] {
         posenc::apply_rope_inplace_cached<T>(hf, positions, view_f, layout, 0);
+        benchmark::DoNotOptimize(q_full.data());
         benchmark::ClobberMemory();
       });
 }
@@ -444,9 +527,18 @@ std::string config_name(const Config& c) {
          std::to_string(c.tokens) + (c.misaligned ? "/misaligned16" : "");
 }
 
-void register_config(const Config& c, std::vector<std::pair<std::size_t, int>>& streams) {
-  const std::size_t bytes = c.bf16 ? activation_bytes<Eigen::bfloat16>(c) : activation_bytes<float>(c);
-  streams.emplace_back(bytes, c.threads);
+void register_config(const Config& c, std::vector<std::pair<std::size_t, int>>& streams,
+                     std::vector<RowStream>& row_streams) {
+  if (c.rotary_dim < kHeadDim) {
+    // Partial rotary runs on one thread (the strided reference stream is single-threaded).
+    if (c.threads != 1) std::abort();
+    const Eigen::Index heads = c.q_heads + c.kv_heads;
+    row_streams.push_back(c.bf16 ? row_stream<Eigen::bfloat16>(c.tokens, heads, c.rotary_dim)
+                                 : row_stream<float>(c.tokens, heads, c.rotary_dim));
+  } else {
+    streams.emplace_back(c.bf16 ? rotated_bytes<Eigen::bfloat16>(c) : rotated_bytes<float>(c),
+                         c.threads);
+  }
   if (c.bf16) {
     benchmark::RegisterBenchmark(config_name(c).c_str(), run_rope<Eigen::bfloat16>, c)->UseManualTime();
   } else {
@@ -458,6 +550,7 @@ void register_config(const Config& c, std::vector<std::pair<std::size_t, int>>& 
 
 const bool registered = [] {
   std::vector<std::pair<std::size_t, int>> streams;
+  std::vector<RowStream> row_streams;
   for (const bool bf16 : {false, true}) {
     for (const Path path : {Path::kCache, Path::kOnTheFly}) {
       for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
@@ -469,7 +562,7 @@ const bool registered = [] {
             c.layout = layout;
             c.kv_heads = kv;
             c.tokens = tokens;
-            register_config(c, streams);
+            register_config(c, streams, row_streams);
           }
         }
         for (const Eigen::Index tokens : {16, 512, 4096}) {  // a quarter of each head rotated
@@ -479,7 +572,7 @@ const bool registered = [] {
           c.layout = layout;
           c.rotary_dim = 32;
           c.tokens = tokens;
-          register_config(c, streams);
+          register_config(c, streams, row_streams);
         }
       }
     }
@@ -491,7 +584,7 @@ const bool registered = [] {
       c.kv_heads = 8;
       c.tokens = tokens;
       c.threads = 2;
-      register_config(c, streams);
+      register_config(c, streams, row_streams);
     }
   }
 #if defined(__AVX512BW__)
@@ -510,7 +603,7 @@ const bool registered = [] {
       c.path = Path::kRerotate;
       c.q_heads = 8;
       c.tokens = tokens;
-      register_config(c, streams);
+      register_config(c, streams, row_streams);
     }
   }
   // M-RoPE (Qwen2-VL) on Q 32 + K 8 heads: text | an image of 32 columns and T / 64 rows |
@@ -523,7 +616,7 @@ const bool registered = [] {
         c.path = path;
         c.kv_heads = 8;
         c.tokens = tokens;
-        register_config(c, streams);
+        register_config(c, streams, row_streams);
       }
     }
   }
@@ -534,7 +627,7 @@ const bool registered = [] {
       c.layout = layout;
       c.tokens = tokens;
       c.misaligned = true;
-      register_config(c, streams);
+      register_config(c, streams, row_streams);
     }
   }
   for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
@@ -555,6 +648,24 @@ const bool registered = [] {
                                  run_proportional<Eigen::bfloat16>, posenc::RopeLayout::kHalfSplit,
                                  tokens)
         ->UseManualTime();
+  }
+  std::sort(row_streams.begin(), row_streams.end());
+  row_streams.erase(std::unique(row_streams.begin(), row_streams.end()), row_streams.end());
+  for (const RowStream& rs : row_streams) {
+    const std::string name = "BM_Rope_Baseline_StreamRows/rows:" + std::to_string(rs.rows) +
+                             "/width:" + std::to_string(rs.width) + "/stride:" +
+                             std::to_string(rs.stride);
+    benchmark::RegisterBenchmark(name.c_str(), [rs](benchmark::State& state) {
+      std::vector<float> x(rs.rows * rs.stride, 1.0f);
+      for (auto _ : state) {
+        posenc_bench::stream_rmw_rows(x.data(), rs.rows, rs.width, rs.stride, false);
+        benchmark::DoNotOptimize(x.data());
+        benchmark::ClobberMemory();
+      }
+      state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
+                              static_cast<std::int64_t>(rs.rows * rs.width * sizeof(float)));
+      state.SetLabel(posenc_bench::baseline_label(rs.id()));
+    })->UseRealTime();
   }
   std::sort(streams.begin(), streams.end());
   streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
