@@ -238,7 +238,10 @@ TEST_CASE("rope scaling: YaRN defaults (Qwen2.5 doc config) and explicit attenti
   // mscale alone (no mscale_all_dim) falls back to g(s, 1).
   p.scaling.attention_factor.reset();
   p.scaling.mscale = 0.707;
-  CHECK_THAT(posenc::compute_rope_frequencies(p).attention_factor, WithinRel(static_cast<double>(0.1L * std::log(4.0L) + 1.0L), 1e-15));
+  const auto mscale_alone = posenc::compute_rope_frequencies(p);
+  CHECK_THAT(mscale_alone.attention_factor, WithinRel(static_cast<double>(0.1L * std::log(4.0L) + 1.0L), 1e-15));
+  // ... and the softmax keeps its scale: g(s, mscale_all_dim = 0)^2 = 1 (llama.cpp #17945).
+  CHECK(mscale_alone.softmax_scale_multiplier == 1.0);
   // DeepSeek-V2: mscale = mscale_all_dim = 0.707 -> factor 1, softmax (0.0707 ln s + 1)^2.
   p.scaling.mscale_all_dim = 0.707;
   const auto v2 = posenc::compute_rope_frequencies(p);
