@@ -7,12 +7,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <posenc/attention.hpp>
 #include <posenc/kv_cache.hpp>
 #include <posenc/paged_kv_cache.hpp>
 #include <posenc/reference/attention.hpp>
 #include <posenc/reference/rope.hpp>
 #include <posenc/rope.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -320,4 +322,50 @@ TEST_CASE("field transformers#29285 / candle#3520: bfloat16 storage at positions
   // Most outputs are the correctly rounded value; the rest are one ulp off (a float rotation
   // near a rounding boundary).
   REQUIRE(exact >= x.size() * 9 / 10);
+}
+
+TEST_CASE("field vllm#1009: Baichuan's key-only ALiBi form m * j weighs keys as -m (i - j) does",
+          "[field][alibi][attention]") {
+  // Baichuan-13B adds slope_h * j (the key's position alone, one row for every query) to the
+  // causal scores; vLLM#1009 asked whether an engine's -m (i - j) is the same model. Per query
+  // row the two differ by the constant m i, which softmax removes: the weights, and so the
+  // output, are equal. Expected: the key-only form evaluated by hand in long double.
+  constexpr Eigen::Index n = 6, heads = 2, d = 4;
+  const auto q = posenc_test::random_vector<float>(n * heads * d, 71);
+  const auto k = posenc_test::random_vector<float>(n * heads * d, 72);
+  const auto v = posenc_test::random_vector<float>(n * heads * d, 73);
+  posenc::AttentionParams params;
+  params.alibi_slopes = {0.5, 0.0625};
+  std::vector<float> out(q.size());
+  posenc::attention<float>(posenc::ConstTensorView<float, 4>(q.data(), 1, n, heads, d),
+                           posenc::ConstTensorView<float, 4>(k.data(), 1, n, heads, d),
+                           posenc::ConstTensorView<float, 4>(v.data(), 1, n, heads, d),
+                           posenc::TensorView<float, 4>(out.data(), 1, n, heads, d), params);
+  const auto at = [&](const std::vector<float>& x, Eigen::Index i, Eigen::Index h,
+                      Eigen::Index c) {
+    return static_cast<long double>(x[static_cast<std::size_t>((i * heads + h) * d + c)]);
+  };
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const long double m = params.alibi_slopes[static_cast<std::size_t>(h)];
+    for (Eigen::Index i = 0; i < n; ++i) {
+      std::vector<long double> s(static_cast<std::size_t>(i + 1));
+      long double top = -1e300L;
+      for (Eigen::Index j = 0; j <= i; ++j) {
+        long double dot = 0.0L;
+        for (Eigen::Index c = 0; c < d; ++c) dot += at(q, i, h, c) * at(k, j, h, c);
+        s[static_cast<std::size_t>(j)] = dot / 2.0L + m * static_cast<long double>(j);
+        top = std::max(top, s[static_cast<std::size_t>(j)]);
+      }
+      long double sum = 0.0L;
+      for (auto& x : s) sum += (x = std::exp(x - top));
+      for (Eigen::Index c = 0; c < d; ++c) {
+        long double want = 0.0L;
+        for (Eigen::Index j = 0; j <= i; ++j) {
+          want += s[static_cast<std::size_t>(j)] / sum * at(v, j, h, c);
+        }
+        CAPTURE(h, i, c);
+        CHECK(std::abs(at(out, i, h, c) - want) <= 1e-6L);
+      }
+    }
+  }
 }
