@@ -152,9 +152,6 @@ TEST_CASE("attention: the seed's ALiBi example, scores [1.0, 0.9, 0.8], slope 0.
     // [0.6, 0.7, 0.8] give the values below (the no-ALiBi weights reversed, by shift invariance).
     const double z = std::exp(0.6) + std::exp(0.7) + std::exp(0.8);
     const double expected[3] = {std::exp(0.6) / z, std::exp(0.7) / z, std::exp(0.8) / z};
-    CHECK_THAT(expected[0], WithinAbs(0.3006, 1e-4));
-    CHECK_THAT(expected[2], WithinAbs(0.3672, 1e-4));
-    CHECK_THAT(0.269 + 0.299 + 0.332, WithinAbs(0.900, 1e-12));  // the seed's erratum
     for (int j = 0; j < 3; ++j) {
       CHECK_THAT(w[static_cast<std::size_t>(j)], WithinAbs(expected[j], 1e-6));
       CHECK_THAT(out[static_cast<std::size_t>(j)], WithinAbs(expected[j], 1e-6));

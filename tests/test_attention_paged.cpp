@@ -357,9 +357,16 @@ TEST_CASE("attention paged varlen: bad cu_seqlens_q throws before anything is wr
   REQUIRE_THROWS_WITH(call({0, 3}), Contains("cu_seqlens_q has 2 entries; it must have num_seqs + 1 with num_seqs = 2"));
   REQUIRE_THROWS_WITH(call({0, 3, 4}), Contains("cu_seqlens_q must run from 0 to 5"));
   REQUIRE_THROWS_WITH(call({0, 6, 5}), Contains("cu_seqlens_q[2] = 5 is below cu_seqlens_q[1] = 6"));
-  // Sequence 1 has 3 keys: 2 queries are fine, and so are more queries than keys (rows
-  // without keys are zero), but a parameter error of any sequence stops the call.
-  REQUIRE_NOTHROW(call({0, 3, 5}));
-  std::fill(out.begin(), out.end(), 5.0f);
   CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  // Sequence 1 has 3 keys: 2 queries are fine, and so are more queries than keys. With 4
+  // (cu {0, 1, 5}) the causal mask aligns bottom-right, so its first query (token 1) sees no
+  // key: a row of zeros; its last sees all three.
+  REQUIRE_NOTHROW(call({0, 3, 5}));
+  REQUIRE_NOTHROW(call({0, 1, 5}));
+  const auto row = [&](Eigen::Index token) {
+    return std::vector<float>(out.begin() + token * 8 * d, out.begin() + (token + 1) * 8 * d);
+  };
+  CHECK(row(1) == std::vector<float>(static_cast<std::size_t>(8 * d), 0.0f));
+  const auto last = row(4);
+  CHECK(std::any_of(last.begin(), last.end(), [](float o) { return o != 0.0f; }));
 }

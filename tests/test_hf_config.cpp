@@ -197,6 +197,17 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
   // The lowest frequency is interpolated by the factor: base^(-126/128) / 4.
   REQUIRE_THAT(f.inv_freq.back(), WithinRel(std::pow(1e6, -126.0 / 128.0) / 4.0, 1e-12));
 
+  // beta_fast / beta_slow other than the defaults 32 / 1 reach the plan (every checkpoint
+  // config here uses the defaults, which a loader ignoring the keys would also produce).
+  const auto betas = posenc::parse_hf_config(head + R"(, "beta_fast": 16, "beta_slow": 2}})");
+  REQUIRE(betas.rope.scaling.beta_fast == 16.0);
+  REQUIRE(betas.rope.scaling.beta_slow == 2.0);
+  posenc::RopeParams by_hand = qwen3.rope;
+  by_hand.scaling.beta_fast = 16.0;
+  by_hand.scaling.beta_slow = 2.0;
+  const auto fb = posenc::compute_rope_frequencies(betas.rope);
+  REQUIRE(fb.inv_freq == posenc::compute_rope_frequencies(by_hand).inv_freq);
+  REQUIRE(fb.inv_freq != f.inv_freq);
   // An explicit attention_factor wins over g(s) (vLLM dropped it: Laguna's 1.4159 became 1.0).
   const auto laguna = posenc::parse_hf_config(head + R"(, "attention_factor": 1.4159}})");
   REQUIRE(laguna.rope.scaling.attention_factor == 1.4159);
