@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -289,6 +290,7 @@ TEST_CASE("diagnostics: position_ids from a left-padded mask", "[diagnostics][po
   REQUIRE(hf(0, 1) == 1);
   REQUIRE(hf(0, 2) == 0);
   std::vector<std::int64_t> small(4);
+  REQUIRE_THROWS_WITH(posenc::position_ids_from_mask(m, -1), Contains("pad_value = -1 must be >= 0"));
   REQUIRE_THROWS_WITH(posenc::position_ids_from_mask(
                           m, posenc::TensorView<std::int64_t, 2>(small.data(), 2, 2)),
                       Contains("out shape"));
@@ -327,6 +329,39 @@ TEST_CASE("diagnostics: validate_position_ids finds the seed's mistakes",
     posenc::PositionCheckOptions o;
     o.allow_restart_at_zero = true;
     REQUIRE(posenc::validate_position_ids(v, o).ok());
+  }
+  SECTION("each rule at its boundary") {
+    // Negative: -1 is, 0 is not. Beyond length: p == max_length is (positions 0 .. L - 1).
+    // A restart is allowed to 0 only, not to any smaller position.
+    const std::vector<std::int64_t> ids = {-1, 0, 1, 2, 3};
+    posenc::PositionCheckOptions o;
+    o.max_length = 3;
+    const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(ids.data(), 1, 5), o);
+    REQUIRE(rep.issues.size() == 2);
+    CHECK(rep.issues[0].kind == posenc::PositionIssueKind::kNegative);
+    CHECK(rep.issues[0].index == 0);
+    CHECK(rep.issues[0].value == -1);
+    CHECK(rep.issues[1].kind == posenc::PositionIssueKind::kBeyondLength);
+    CHECK(rep.issues[1].index == 4);
+    const std::vector<std::int64_t> restart = {0, 1, 2, 1};
+    posenc::PositionCheckOptions packed;
+    packed.allow_restart_at_zero = true;
+    const auto r2 =
+        posenc::validate_position_ids(posenc::PositionIdsView(restart.data(), 1, 4), packed);
+    REQUIRE(r2.issues.size() == 1);
+    CHECK(r2.issues[0].kind == posenc::PositionIssueKind::kNonMonotonic);
+    CHECK(r2.issues[0].index == 3);
+  }
+  SECTION("a shared row between two rows past the first") {
+    // Row 0 has its own positions; rows 1 and 2 share an arange but not their padding.
+    const std::vector<std::int64_t> ids = {5, 6, 7, 0, 1, 2, 0, 1, 2};
+    const std::vector<std::uint8_t> mask = {1, 1, 1, 1, 1, 1, 0, 1, 1};
+    posenc::PositionCheckOptions o;
+    o.attention_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask.data(), 3, 3);
+    const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(ids.data(), 3, 3), o);
+    REQUIRE(rep.issues.size() == 1);
+    CHECK(rep.issues[0].kind == posenc::PositionIssueKind::kSharedRow);
+    CHECK_THAT(rep.issues[0].message, Contains("rows 1 and 2"));
   }
   SECTION("max_issues bounds the report") {
     const std::vector<std::int64_t> ids(10, 7);
@@ -370,6 +405,33 @@ TEST_CASE("diagnostics: prefill and token-by-token decode agree", "[diagnostics]
         qv, kv, vv, ap, std::nullopt, posenc::RopeLayout::kHalfSplit,
         posenc::PositionIdsView(pos.data(), batch, seq), m);
     REQUIRE(rep.worst < 1e-5);
+  }
+  SECTION("positions that jump: ALiBi and chunks read them on both paths") {
+    // Slots 0..6 at positions 0, 1, 2, 10, 11, 12, 13: ALiBi's -m (i - j) and Llama-4's chunk
+    // test floor(pos / C) depend on them, not on the slots; both paths must use them.
+    const std::vector<std::int64_t> jump = {0, 1, 2, 10, 11, 12, 13, 0, 1, 2, 10, 11, 12, 13};
+    const posenc::PositionIdsView pv(jump.data(), batch, seq);
+    posenc::AttentionParams alibi;
+    alibi.alibi_slopes = posenc::alibi_slopes(heads);
+    CHECK(posenc::check_prefill_vs_decode<float>(qv, kv, vv, alibi, std::nullopt,
+                                                 posenc::RopeLayout::kHalfSplit, pv)
+              .worst < 1e-5);
+    posenc::AttentionParams chunked;
+    chunked.attention_chunk_size = 4;
+    CHECK(posenc::check_prefill_vs_decode<float>(qv, kv, vv, chunked, freqs,
+                                                 posenc::RopeLayout::kHalfSplit, pv)
+              .worst < 1e-5);
+  }
+  SECTION("a NaN step is the worst one, reported as infinity at its step") {
+    std::vector<float> qn = q;
+    for (Eigen::Index i = 0; i < d; ++i) {
+      qn[static_cast<std::size_t>(3 * heads * d + i)] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const auto rep = posenc::check_prefill_vs_decode<float>(
+        posenc::ConstTensorView<float, 4>(qn.data(), batch, seq, heads, d), kv, vv, {}, freqs);
+    CHECK(std::isinf(rep.worst));
+    CHECK(rep.worst_step == 3);
+    CHECK(rep.max_abs_diff[2] < 1e-5);
   }
   SECTION("a bidirectional mask is rejected") {
     posenc::AttentionParams ap;
