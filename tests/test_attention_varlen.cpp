@@ -113,6 +113,76 @@ TEST_CASE("attention varlen: each packed sequence equals the reference on that s
   }
 }
 
+TEST_CASE("attention varlen: a v_head_dim other than head_dim reads each sequence's own V rows",
+          "[attention][varlen][mla]") {
+  // DeepSeek MLA's shapes in small: q / k 24 wide, v / out 16. Sequence s's V rows start at
+  // cu_k[s] * kv_heads * dv, not * d; every sequence past the first tells the two apart.
+  constexpr Eigen::Index dk = 24, dv = 16;
+  const std::vector<std::int64_t> q_lens = {5, 3, 1}, k_lens = {5, 9, 12};
+  std::vector<std::int64_t> cu_q = {0}, cu_k = {0};
+  for (std::size_t s = 0; s < q_lens.size(); ++s) {
+    cu_q.push_back(cu_q.back() + q_lens[s]);
+    cu_k.push_back(cu_k.back() + k_lens[s]);
+  }
+  const Eigen::Index tq = cu_q.back(), tk = cu_k.back();
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(tq * H * dk), 81);
+  const auto k = posenc_test::random_vector<float>(static_cast<std::size_t>(tk * KH * dk), 82);
+  const auto v = posenc_test::random_vector<float>(static_cast<std::size_t>(tk * KH * dv), 83);
+  std::vector<float> out(static_cast<std::size_t>(tq * H * dv), -9.0f);
+  posenc::attention_varlen<float>(
+      ConstTensorView<float, 3>(q.data(), tq, H, dk), ConstTensorView<float, 3>(k.data(), tk, KH, dk),
+      ConstTensorView<float, 3>(v.data(), tk, KH, dv), TensorView<float, 3>(out.data(), tq, H, dv),
+      ConstTensorView<std::int64_t, 1>(cu_q.data(), 4), ConstTensorView<std::int64_t, 1>(cu_k.data(), 4));
+  for (std::size_t s = 0; s < q_lens.size(); ++s) {
+    CAPTURE(s);
+    const Eigen::Index q0 = cu_q[s], k0 = cu_k[s], nq = q_lens[s], nk = k_lens[s];
+    const std::vector<float> qs(q.begin() + q0 * H * dk, q.begin() + (q0 + nq) * H * dk);
+    const std::vector<float> ks(k.begin() + k0 * KH * dk, k.begin() + (k0 + nk) * KH * dk);
+    const std::vector<float> vs(v.begin() + k0 * KH * dv, v.begin() + (k0 + nk) * KH * dv);
+    std::vector<float> want(static_cast<std::size_t>(nq * H * dv));
+    posenc::reference::attention<float>(ConstTensorView<float, 4>(qs.data(), 1, nq, H, dk),
+                                        ConstTensorView<float, 4>(ks.data(), 1, nk, KH, dk),
+                                        ConstTensorView<float, 4>(vs.data(), 1, nk, KH, dv),
+                                        TensorView<float, 4>(want.data(), 1, nq, H, dv), {});
+    POSENC_REQUIRE_CLOSE(posenc_test::compare(
+        want.size(),
+        [&](std::size_t i) { return static_cast<double>(out[static_cast<std::size_t>(q0 * H * dv) + i]); },
+        [&](std::size_t i) { return static_cast<double>(want[i]); }, 1e-5));
+  }
+}
+
+TEST_CASE("attention varlen: keyless sequences with positions and tree masks",
+          "[attention][varlen][errors]") {
+  // Sequence 1 has queries and no keys. With key_positions its rows are zeros (it reads no
+  // position); with tree_masks its queries would have to be its last keys, which it has not:
+  // an error, checked although the sequence is validated as one with q_len keys.
+  const std::vector<std::int64_t> q_lens = {1, 2}, k_lens = {2, 0};
+  const Packed x(q_lens, k_lens);
+  std::vector<float> out(static_cast<std::size_t>(x.total_q() * H * d), -9.0f);
+  const std::vector<std::int64_t> qpos = {1, 0, 1}, kpos = {0, 1};
+  posenc::VarlenMetadata meta;
+  meta.query_positions = ConstTensorView<std::int64_t, 1>(qpos.data(), 3);
+  meta.key_positions = ConstTensorView<std::int64_t, 1>(kpos.data(), 2);
+  const auto call = [&](const posenc::VarlenMetadata& m) {
+    posenc::attention_varlen<float>(
+        ConstTensorView<float, 3>(x.q.data(), x.total_q(), H, d),
+        ConstTensorView<float, 3>(x.k.data(), x.total_k(), KH, d),
+        ConstTensorView<float, 3>(x.v.data(), x.total_k(), KH, d),
+        TensorView<float, 3>(out.data(), x.total_q(), H, d),
+        ConstTensorView<std::int64_t, 1>(x.cu_q.data(), 3),
+        ConstTensorView<std::int64_t, 1>(x.cu_k.data(), 3), AttentionParams{}, m);
+  };
+  REQUIRE_NOTHROW(call(meta));
+  for (std::size_t i = static_cast<std::size_t>(H * d); i < out.size(); ++i) REQUIRE(out[i] == 0.0f);
+  std::fill(out.begin(), out.end(), -9.0f);
+  const std::vector<std::uint8_t> masks = {1, 1, 0, 1, 1};  // [1 x 1] then [2 x 2]
+  posenc::VarlenMetadata trees = meta;
+  trees.tree_masks = ConstTensorView<std::uint8_t, 1>(masks.data(), 5);
+  REQUIRE_THROWS_WITH(call(trees), Contains("sequence 1 has 2 queries and 0 keys: with tree_masks "
+                                            "its queries are its last keys"));
+  for (const float y : out) REQUIRE(y == -9.0f);
+}
+
 TEST_CASE("attention varlen: a sequence never sees another sequence's keys",
           "[attention][varlen]") {
   // Two sequences whose keys are all 0 (equal scores) with V = 1 in sequence 0 and V = -1 in
