@@ -206,6 +206,18 @@ TEST_CASE("mrope: position ids of a prompt follow HF get_rope_index, and decode 
     REQUIRE(stream(ids, 1, 11, 2, 0, 0, 11) == V{0, 1, 2, 3, 4, 5, 3, 4, 5, 6, 7});
     REQUIRE(delta == 8 - 11);
   }
+  SECTION("text 1 | a tall image 3 x 2 | text 1: the next segment starts past the largest h") {
+    // get_rope_index: next start = max over all streams + 1 = 1 + (3 - 1) + 1 = 4 (h reaches 3,
+    // w only 2): t = 1 1 1 1 1 1, h = 1 1 2 2 3 3, w = 1 2 1 2 1 2.
+    std::vector<std::int64_t> ids(3 * 8, -1);
+    const auto delta = posenc::mrope_position_ids(
+        {MRopeSegment::text(1), MRopeSegment::image(3, 2), MRopeSegment::text(1)},
+        posenc::TensorView<std::int64_t, 3>(ids.data(), 3, 1, 8));
+    REQUIRE(stream(ids, 1, 8, 0, 0, 0, 8) == V{0, 1, 1, 1, 1, 1, 1, 4});
+    REQUIRE(stream(ids, 1, 8, 1, 0, 0, 8) == V{0, 1, 1, 2, 2, 3, 3, 4});
+    REQUIRE(stream(ids, 1, 8, 2, 0, 0, 8) == V{0, 1, 2, 1, 2, 1, 2, 4});
+    REQUIRE(delta == 5 - 8);
+  }
   SECTION("Qwen2.5-VL video: temporal steps scaled by seconds_per_grid_t * tokens_per_second") {
     // text 1 | video 2 x 2 x 2 at 1 s per grid step, 2 tokens per second | text 1:
     // temporal offsets 0 and 2; the last text at max(1 + 2, 1 + 1) + 1 = 4.

@@ -143,8 +143,13 @@ TEST_CASE("xdrope: bad images and shapes throw before writing", "[rope][mrope][x
   REQUIRE_THROWS_WITH(posenc::xdrope_position_ids({}, 5, posenc::TensorView<std::int64_t, 3>(pos.data(), 2, 2, n)),
                       Contains("out shape [2, 2, 10] must be [3 or 4, batch, seq]"));
   untouched();
-  // Exactly filling n is fine.
+  // Exactly filling n is fine, and so are images back to back from token 0 (the second's
+  // tokens take image index 1 in the last stream).
   REQUIRE_NOTHROW(posenc::xdrope_position_ids({{4, 2, 3}}, n, out));
+  REQUIRE_NOTHROW(posenc::xdrope_position_ids({{0, 1, 2}, {2, 1, 2}}, 4, out));
+  CHECK(out(3, 0, 1) == 0);
+  CHECK(out(3, 0, 2) == 1);
+  CHECK(out(3, 0, 3) == 1);
 }
 
 TEMPLATE_TEST_CASE("xdrope: apply matches Tencent's get_batch_xdrope in long double", "[rope][mrope][xdrope]", float, double,
@@ -233,14 +238,19 @@ TEST_CASE("xdrope: interleaved pairs, the cos/sin cache path and text tokens agr
     posenc::apply_mrope_inplace_cached<float>(heads(b, 1, S, H), pview, cview, layout, sec, 0, inverse);
     POSENC_REQUIRE_CLOSE(posenc_test::compare(b.size(), [&](std::size_t i) { return b[i]; }, [&](std::size_t i) { return x0[i]; }, 2e-6));
   }
-  // Tokens whose first three streams agree but not the fourth are no text tokens (the cache
-  // path reads one row in place only for those).
+  // Tokens whose streams agree in part are no text tokens (the cache path reads one row in
+  // place only when all four agree): the first three equal but not the fourth, and pairs
+  // (p, w) and (h, i) equal to each other but not across, as (1, 1, 0, 0).
   std::vector<std::int64_t> odd(static_cast<std::size_t>(4 * S));
-  for (Eigen::Index s = 0; s < S; ++s) {
-    for (Eigen::Index st = 0; st < 3; ++st) odd[static_cast<std::size_t>(st * S + s)] = s;
-    odd[static_cast<std::size_t>(3 * S + s)] = (s * 5) % S;
-  }
-  {
+  for (const int pattern : {0, 1}) {
+    CAPTURE(pattern);
+    for (Eigen::Index s = 0; s < S; ++s) {
+      const std::int64_t other = (s * 5) % S;
+      for (Eigen::Index st = 0; st < 4; ++st) {
+        const bool first_part = pattern == 0 ? st < 3 : st < 2;
+        odd[static_cast<std::size_t>(st * S + s)] = first_part ? s : other;
+      }
+    }
     auto a = x0, b = x0;
     const posenc::MRopePositionsView oview(odd.data(), 4, 1, S);
     posenc::apply_mrope_inplace<float>(heads(a, 1, S, H), oview, freqs, posenc::RopeLayout::kHalfSplit, sec);
