@@ -1148,3 +1148,53 @@ TEST_CASE("gguf config: OLMo-3's sliding layers rotate unscaled at the main base
   with_swa_base.f32("olmo2.rope.freq_base_swa", 10000.0f);
   CHECK(parse(with_swa_base).layer_ropes[1].params.theta == 500000.0);
 }
+
+TEST_CASE("gguf config: llama.cpp's per-architecture rules and defaults", "[gguf]") {
+  // Each rule as llama.cpp has it (llama_model_rope_type, llm_load_hparams): a minimal file per
+  // architecture, the expected value from the rule itself.
+  const auto base = [](const std::string& a, std::uint32_t layers, std::uint32_t embd,
+                       std::uint32_t heads) {
+    GgufWriter w;
+    w.str("general.architecture", a)
+        .u32(a + ".context_length", 4096)
+        .u32(a + ".embedding_length", embd)
+        .u32(a + ".block_count", layers)
+        .u32(a + ".attention.head_count", heads);
+    return w;
+  };
+  SECTION("glm4 without dimension_sections rotates NORM (interleaved) pairs") {
+    const auto c = parse(base("glm4", 2, 512, 4));
+    CHECK(c.scheme == posenc::HfPositionScheme::kRope);
+    CHECK(c.rope.layout == posenc::RopeLayout::kInterleaved);
+  }
+  SECTION("Baichuan-13B (40 layers) is ALiBi with llama.cpp's fixed max_bias 8; 32 layers RoPE") {
+    const auto b13 = parse(base("baichuan", 40, 5120, 40));
+    REQUIRE(b13.scheme == posenc::HfPositionScheme::kAlibi);
+    CHECK(b13.alibi_max_bias == 8.0);
+    CHECK(parse(base("baichuan", 32, 4096, 32)).scheme == posenc::HfPositionScheme::kRope);
+  }
+  SECTION("Gemma-3 27B (62 layers): softmax scale 1 / sqrt(5376 / 32) = 1 / sqrt(168)") {
+    GgufWriter w = base("gemma3", 62, 5376, 32);
+    w.u32("gemma3.attention.key_length", 128).u32("gemma3.attention.value_length", 128);
+    const auto c = parse(w);
+    CHECK_THAT(c.softmax_scale, WithinRel(static_cast<double>(1.0L / std::sqrt(168.0L)), 1e-15));
+  }
+  SECTION("yarn_ext_factor < 0 means llama.cpp's auto: 1 for YaRN") {
+    GgufWriter w = base("qwen3", 2, 1024, 8);
+    w.str("qwen3.rope.scaling.type", "yarn")
+        .f32("qwen3.rope.scaling.factor", 4.0f)
+        .u32("qwen3.rope.scaling.original_context_length", 1024)
+        .f32("qwen3.rope.scaling.yarn_ext_factor", -1.0f);
+    CHECK(parse(w).rope.scaling.extrapolation_factor == 1.0);
+  }
+  SECTION("LongRoPE without original_context_length takes context_length as L0") {
+    std::vector<float> f(32, 1.0f);
+    GgufWriter w = base("phi3", 2, 2048, 32);
+    w.u32("phi3.rope.dimension_count", 64);
+    w.tensor("rope_factors_long.weight", {32}, posenc::kGgmlTypeF32, w.f32_bytes(f))
+        .tensor("rope_factors_short.weight", {32}, posenc::kGgmlTypeF32, w.f32_bytes(f));
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.type == RopeScalingType::kLongRope);
+    CHECK(c.rope.scaling.original_max_position_embeddings == 4096);
+  }
+}
