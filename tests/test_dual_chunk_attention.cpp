@@ -45,6 +45,8 @@ struct Problem {
   RopeLayout layout = RopeLayout::kHalfSplit;
   std::int64_t chunk_size = 12, local_size = 4, l0 = 0;  // chunk_len 8: five chunks in 37
   double theta = 10000.0;
+  /// The plan's softmax-scale multiplier (DeepSeek YaRN's g(s, mscale_all_dim)^2; 1 otherwise).
+  double softmax_multiplier = 1.0;
   /// [batch, q_len] / [batch, k_len]; empty = defaults (k_len - q_len + i, j, all valid).
   std::vector<std::int64_t> q_pos, k_pos;
   std::vector<std::uint8_t> key_valid;
@@ -70,6 +72,7 @@ struct Problem {
     rp.layout = layout;
     DualChunkPlan p;
     p.freqs = posenc::compute_rope_frequencies(rp);
+    p.freqs.softmax_scale_multiplier = softmax_multiplier;
     p.layout = layout;
     p.chunks = {chunk_size, local_size, l0};
     return p;
@@ -126,7 +129,8 @@ std::vector<long double> reference(const Problem& pb, const std::vector<float>& 
               pb.key_write_len.empty() ? pb.k_len : pb.key_write_len[static_cast<std::size_t>(j)];
           long double dot = 0;
           for (Eigen::Index e = 0; e < pb.d; ++e) dot += qr[static_cast<std::size_t>(e)] * kr[static_cast<std::size_t>(e)];
-          logit[static_cast<std::size_t>(j)] = dot * q_factor * length_factor(written, pb.l0) / std::sqrt(static_cast<long double>(pb.d));
+          logit[static_cast<std::size_t>(j)] = dot * q_factor * length_factor(written, pb.l0) *
+                                               pb.softmax_multiplier / std::sqrt(static_cast<long double>(pb.d));
           seen[static_cast<std::size_t>(j)] = true;
           top = std::max(top, logit[static_cast<std::size_t>(j)]);
         }
@@ -279,6 +283,17 @@ TEST_CASE("dual chunk attention: differs from plain RoPE past one chunk and equa
   CHECK(first < 2e-6);
   CHECK(later > 1e-2);
   require_matches(run_posenc<float>(one, in), plain, 2e-6);
+}
+
+TEST_CASE("dual chunk attention: the plan's softmax multiplier scales every logit",
+          "[dual_chunk]") {
+  // A plan whose recipe multiplies the softmax scale (DeepSeek YaRN): with the length scaling
+  // of l0 = 16 as well, both factors must reach the logits.
+  Problem pb;
+  pb.softmax_multiplier = 1.75;
+  pb.l0 = 16;
+  const Inputs in = random_inputs(pb, 23);
+  require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 2e-6);
 }
 
 TEST_CASE("dual chunk attention: chunked prefill, q_len < k_len, starting mid-chunk",

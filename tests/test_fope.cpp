@@ -53,6 +53,8 @@ TEST_CASE("fope: the frequencies that complete a period within the trained lengt
   REQUIRE(posenc::fope_num_frequencies(f, std::nullopt, 4096) == 46);
   REQUIRE(posenc::fope_num_frequencies(f, Eigen::Index{10}, 4096) == 10);
   REQUIRE_THROWS_WITH(posenc::fope_num_frequencies(f, Eigen::Index{65}, 4096), Contains("num_inv_freq = 65 must be in [1, 64]"));
+  REQUIRE(posenc::fope_num_frequencies(f, Eigen::Index{64}, 4096) == 64);  // every frequency
+  REQUIRE_THROWS_WITH(posenc::fope_num_frequencies(f, Eigen::Index{0}, 4096), Contains("num_inv_freq = 0"));
 }
 
 TEST_CASE("fope: the cache and the rotation against the definition, per kv head and shared",
@@ -169,6 +171,9 @@ TEST_CASE("fope: plans, coefficients, positions and inverses that had no defined
   bad_plan.inv_freq[1] = std::numeric_limits<double>::infinity();
   REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<float>(bad_plan, cv, cv, cache_view),
                       Contains("inv_freq[1] = inf must be finite and >= 0"));
+  bad_plan.inv_freq[1] = -0.5;  // a negative frequency turns the wrong way: no such plan
+  REQUIRE_THROWS_WITH(posenc::fill_fope_cos_sin_cache<float>(bad_plan, cv, cv, cache_view),
+                      Contains("inv_freq[1] = -0.5 must be finite and >= 0"));
   // Finite double coefficients whose mix passes FLT_MAX: the float conversion was undefined.
   const std::vector<double> huge(static_cast<std::size_t>(F * F), 1e300);
   const posenc::ConstTensorView<double, 3> hv(huge.data(), 1, F, F);

@@ -79,6 +79,7 @@ TEMPLATE_TEST_CASE("vision rope: Qwen2-VL's 2-D encoder RoPE over a video and an
   ids.insert(ids.end(), second.begin(), second.end());
   for (Eigen::Index s = 0; s < N; ++s) {
     CAPTURE(s);
+    REQUIRE(pos[static_cast<std::size_t>(s)] == 0);  // stream 0: (0, h, w), frames included
     REQUIRE(pos[static_cast<std::size_t>(N + s)] == ids[static_cast<std::size_t>(s)][0]);
     REQUIRE(pos[static_cast<std::size_t>(2 * N + s)] == ids[static_cast<std::size_t>(s)][1]);
   }
