@@ -301,6 +301,12 @@ TEST_CASE("mrope: bad position-id segments and outputs throw before writing",
        "is not finite in float32"},
       {{MRopeSegment::text(127), MRopeSegment::video(2, 1, 1, 16777214.0f, 536870976.0f)},
        "past 2^53"},
+      // Temporal steps take the positions near 2^53 - 2^28 with few tokens; a tall image of
+      // 2^28 x 1 then reaches 2^53 + 3 through its h (w - 1 = 0 alone would stay below).
+      {{MRopeSegment::text(1), MRopeSegment::video(2, 1, 1, 0x1p52f, 1.0f),
+        MRopeSegment::video(2, 1, 1, 0x1p52f - 0x1p28f, 1.0f),
+        MRopeSegment::image(std::int64_t{1} << 28, 1)},
+       "segments[0 .. 3] reach position"},
   };
   for (const auto& [segments, message] : bad) {
     CAPTURE(message);
