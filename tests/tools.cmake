@@ -239,17 +239,7 @@ posenc_rope_inspect_test("ERNIE-4.5-VL sections and layout"
   EXPECT "M-RoPE sections      (t, h, w) = (20, 22, 22) pairs, alternating_hw"
          "layout               interleaved")
 
-# GGUF files: tests/fuzz/gguf_seeds.cpp writes small headers (the keys and RoPE tensors
-# convert_hf_to_gguf.py writes) into the build tree before the tests that read them.
-add_executable(posenc_gguf_samples "${CMAKE_CURRENT_LIST_DIR}/fuzz/gguf_seeds.cpp")
-target_compile_features(posenc_gguf_samples PRIVATE cxx_std_17)  # Clang 14 defaults to C++14
-target_include_directories(posenc_gguf_samples PRIVATE "${CMAKE_CURRENT_LIST_DIR}")
-posenc_target_warnings(posenc_gguf_samples)
-set(_posenc_gguf "${CMAKE_CURRENT_BINARY_DIR}/gguf-samples")
-add_test(NAME "rope-inspect: write the GGUF samples"
-         COMMAND posenc_gguf_samples "${_posenc_gguf}")
-set_tests_properties("rope-inspect: write the GGUF samples" PROPERTIES
-                     FIXTURES_SETUP posenc_gguf_samples)
+# The GGUF samples (_posenc_gguf, fixture posenc_gguf_samples): tests/CMakeLists.txt.
 
 # Llama-3.1-8B as GGUF: NORM pairs, and rope_freqs read like the llama3 recipe (29 kept, 6
 # blended, 29 interpolated, as the config.json test above); the file has no L0, so the report
