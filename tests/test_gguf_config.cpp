@@ -649,6 +649,34 @@ TEST_CASE("gguf config: ALiBi from max_alibi_bias and llama.cpp's fixed bias of 
   }
 }
 
+TEST_CASE("gguf config: ALiBi slopes per layer follow each layer's own head count", "[gguf]") {
+  // llama.cpp's soft_max_ext forms the slopes from the tensor's head count (ne02), so layers of
+  // 8 and 4 heads (max_bias 8, powers of two) have 2^-(h + 1) and 2^-2(h + 1) (Press et al.
+  // 2022: 2^(-8 (h + 1) / n)). The fuzz driver found layer 1 given layer 0's 8 slopes.
+  GgufWriter w;
+  w.str("general.architecture", "mpt")
+      .u32("mpt.context_length", 2048)
+      .u32("mpt.embedding_length", 512)
+      .u32("mpt.block_count", 3)
+      .i32_array("mpt.attention.head_count", {8, 4, 0})
+      .i32_array("mpt.attention.head_count_kv", {8, 4, 0})
+      .f32("mpt.attention.max_alibi_bias", 8.0f);
+  const auto c = parse(w);
+  REQUIRE(c.scheme == posenc::HfPositionScheme::kAlibi);
+  REQUIRE(c.num_attention_heads == 8);
+  for (int layer = 0; layer < 2; ++layer) {
+    CAPTURE(layer);
+    const int heads = layer == 0 ? 8 : 4;
+    const auto p = posenc::hf_attention_params(c, layer);
+    REQUIRE(p.alibi_slopes.size() == static_cast<std::size_t>(heads));
+    for (int h = 0; h < heads; ++h) {
+      CHECK(p.alibi_slopes[static_cast<std::size_t>(h)] ==
+            std::ldexp(1.0, -(8 / heads) * (h + 1)));
+    }
+  }
+  CHECK(posenc::hf_attention_params(c, 2).alibi_slopes == c.alibi_slopes);  // no heads there
+}
+
 TEST_CASE("gguf config: learned tables, encoders, T5 buckets, Granite's scale", "[gguf]") {
   {  // GPT-2: a position_embd table, causal.
     GgufWriter w;

@@ -569,9 +569,19 @@ TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its 
   CHECK(dbrx.rope.theta == 500000.0);
   CHECK(dbrx.num_key_value_heads == 8);
   CHECK(dbrx.rope.head_dim == 128);
-  // JetMoE's heads are kv_channels wide.
-  CHECK(posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
-      "num_key_value_heads": 16, "kv_channels": 128, "rope_theta": 10000})").rope.head_dim == 128);
+  // JetMoE's heads are kv_channels wide; JetMoeConfig sets num_attention_heads to
+  // num_key_value_heads * num_experts_per_tok (default 2; 16 kv heads by default).
+  const auto jetmoe = posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
+      "num_key_value_heads": 16, "kv_channels": 128, "rope_theta": 10000})");
+  CHECK(jetmoe.rope.head_dim == 128);
+  CHECK(jetmoe.num_attention_heads == 32);
+  CHECK(jetmoe.num_key_value_heads == 16);
+  const auto top4 = posenc::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
+      "num_experts_per_tok": 4})");
+  CHECK(top4.num_attention_heads == 64);
+  CHECK(top4.num_key_value_heads == 16);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
+      "num_experts_per_tok": 0})"), Contains("\"num_experts_per_tok\" = 0 must be in [1, "));
 }
 
 TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf_config]") {
@@ -895,7 +905,8 @@ TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
       R"({"architectures": ["CohereForCausalLM"], "hidden_size": 64, "num_attention_heads": 2})");
   REQUIRE(arch.rope.layout == RopeLayout::kInterleaved);
   const auto other = posenc::parse_hf_config(
-      R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2})");
+      R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2,
+          "num_key_value_heads": 2})");
   REQUIRE(other.rope.layout == RopeLayout::kHalfSplit);
   // Each family by its modeling code: GLM-4V's text attention uses rotate_half_llm (x[..., 0::2])
   // on repeat_interleave(2) cos / sin, GLM-4.5 / GLM-4.5V Llama's rotate_half; Cohere2-Vision's
@@ -2096,4 +2107,43 @@ TEST_CASE("hf_config: transformers' readings of an explicit null kv head count a
       "rope_theta": 1000000}, "rope_scaling": {}})");
   CHECK(empty.rope.scaling.type == RopeScalingType::kLinear);
   CHECK(empty.rope.theta == 1000000.0);
+}
+
+// Configs the structure-aware fuzz driver (tests/fuzz/fuzz_hf_config.cpp with config_checks.hpp)
+// found accepted although no attention call could take their parameters.
+TEST_CASE("hf_config: head counts and temperatures no attention call takes are refused",
+          "[hf_config]") {
+  // Key / value heads without query heads: 8 kv heads of an unknown number of query heads.
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "head_dim": 128,
+                      "num_key_value_heads": 8, "num_hidden_layers": 4})", "kv.json"),
+                      Contains("kv.json: key \"num_attention_heads\" is missing, but "
+                               "num_key_value_heads = 8 is given"));
+  // Qwen2's default of 32 kv heads (transformers' Qwen2Config) does not divide 28 query heads:
+  // transformers takes it and repeat_kv fails, so the loader refuses it as it refuses 32 given.
+  const std::string qwen = R"({"model_type": "qwen2", "hidden_size": 3584,
+                      "num_attention_heads": 28, "num_hidden_layers": 28)";
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(qwen + "}"),
+                      Contains("num_key_value_heads (absent: qwen2's default)\" = 32 must divide "
+                               "num_attention_heads = 28"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(qwen + R"(, "num_key_value_heads": 32})"),
+                      Contains("\"num_key_value_heads\" = 32 must divide num_attention_heads = 28"));
+  CHECK(posenc::parse_hf_config(qwen + R"(, "num_key_value_heads": 4})").num_key_value_heads == 4);
+  // Temperatures whose t(2^53) is past float's range (max ~3.4e38): 1 + 1e38 ln(1 + 2^53 /
+  // 8192) ~ 2.1e39, and floor_scale 1e-300, whose 2^53 / 1e-300 is past double's; 1 + 0.1
+  // ln(1 + 2^53 / 1e-3) ~ 5.4 is fine.
+  for (const char* keys : {R"("attn_scale": 1e38})", R"("floor_scale": 1e-300})"}) {
+    CAPTURE(keys);
+    REQUIRE_THROWS_WITH(posenc::parse_hf_config(std::string(R"({"model_type": "llama4_text",
+                        "hidden_size": 64, "num_attention_heads": 2,
+                        "attn_temperature_tuning": true, )") + keys),
+                        Contains("floor_scale and attn_scale\" give a query temperature "
+                                 "attention() rejects") && Contains("past float's range"));
+  }
+  CHECK(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+        "num_attention_heads": 2, "attn_temperature_tuning": true, "floor_scale": 1e-3})")
+            .attention_temperature->floor_scale == 1e-3);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 1e38,
+      "original_max_position_embeddings": 1}})"),
+                      Contains("llama_4_scaling_beta and ") && Contains("past float's range"));
 }

@@ -923,6 +923,17 @@ inline bool hf_read_relative_bias(const HfConfigReader& r, const nlohmann::json&
   return true;
 }
 
+/// A query temperature the loader read must pass attention()'s own rules (validate_temperature:
+/// finite parameters, t(2^53) within float's range); `keys` name the config keys it came from.
+inline void hf_check_temperature(const HfConfigReader& r, const AttentionTemperature& t,
+                                 const std::string& keys) {
+  try {
+    validate_temperature("attention_temperature", t);
+  } catch (const std::invalid_argument& e) {
+    r.fail(keys, "give a query temperature attention() rejects: ", e.what());
+  }
+}
+
 /// The Mistral-3 family's query temperature (transformers Ministral3Attention, vLLM DeepseekV2
 /// for Mistral Large 3): llama_4_scaling_beta in the RoPE dict, steps of the dict's
 /// original_max_position_embeddings, every layer.
@@ -946,6 +957,7 @@ inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann:
       t.form = TemperatureForm::kMistral3;
       t.attn_scale = *beta;
       t.floor_scale = static_cast<double>(*l0);
+      hf_check_temperature(r, t, bkey + " and " + lkey);
       out.attention_temperature = t;
       std::ostringstream note;
       note << "attention temperature (Mistral-3 llama_4_scaling) on every layer's queries: "
@@ -1638,14 +1650,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else if (sizes.hidden_size > 0) {
     size_default("hidden_size", sizes.hidden_size, out.hidden_size);
   }
-  bool kv_given = false;  // by the config itself, not a family default
+  std::string kv_key;  // where num_key_value_heads came from: a key, or a family default
   if (auto kv = r.integer_alias(c, {"num_key_value_heads", "multi_query_group_num", "n_head_kv"},
                                 prefix, &used)) {
     if (*kv <= 0 || *kv > detail::kHfMaxHeads) {
       r.fail(path(used), "= ", *kv, " must be in [1, ", detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv;
-    kv_given = true;
+    kv_key = used;
   } else if (attn_config && attn_config->is_object() &&
              HfConfigReader::find(*attn_config, "kv_n_heads")) {
     // DBRX keeps its kv head count (and its rope_theta, below) in attn_config.
@@ -1655,6 +1667,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
              detail::kHfMaxHeads, "]");
     }
     out.num_key_value_heads = *kv_heads;
+    kv_key = "attn_config.kv_n_heads";
   } else if (c.is_object() && c.contains("num_key_value_heads") &&
              c["num_key_value_heads"].is_null()) {
     // An explicit null is None in transformers' configs, which then use num_attention_heads
@@ -1664,13 +1677,32 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                         "transformers reads None");
   } else if (sizes.num_key_value_heads > 0) {
     size_default("num_key_value_heads", sizes.num_key_value_heads, out.num_key_value_heads);
+    kv_key = "num_key_value_heads (absent: " + out.model_type + "'s default)";
   } else {
     out.num_key_value_heads = out.num_attention_heads;
   }
-  // GQA shares each kv head among heads / kv_heads query heads (transformers' repeat_kv).
-  if (kv_given && out.num_attention_heads > 0 &&
+  // JetMoE's attention is a mixture of attention heads: JetMoeConfig never reads
+  // num_attention_heads; it sets num_key_value_heads (16) * num_experts_per_tok (2), the query
+  // heads of the top-k experts.
+  if (family == "jetmoe" && out.num_attention_heads == 0) {
+    const auto kv = !kv_key.empty() ? out.num_key_value_heads : Eigen::Index{16};
+    const auto top_k = r.integer(c, "num_experts_per_tok", path("num_experts_per_tok")).value_or(2);
+    if (top_k <= 0 || top_k > detail::kHfMaxHeads / kv) {
+      r.fail(path("num_experts_per_tok"), "= ", top_k, " must be in [1, ",
+             detail::kHfMaxHeads / kv, "] (JetMoE's query heads: kv heads times it)");
+    }
+    out.num_key_value_heads = kv;
+    out.num_attention_heads = kv * top_k;
+    if (kv_key.empty()) kv_key = "num_key_value_heads (absent: jetmoe's default)";
+    out.notes.push_back("jetmoe: num_attention_heads = num_key_value_heads * " +
+                        std::string("num_experts_per_tok = ") +
+                        std::to_string(out.num_attention_heads) + " (JetMoeConfig)");
+  }
+  // GQA shares each kv head among heads / kv_heads query heads (transformers' repeat_kv). A
+  // family default counts too: transformers takes it as well, and repeat_kv then fails.
+  if (!kv_key.empty() && out.num_attention_heads > 0 &&
       out.num_attention_heads % out.num_key_value_heads != 0) {
-    r.fail(path(used), "= ", out.num_key_value_heads, " must divide num_attention_heads = ",
+    r.fail(path(kv_key), "= ", out.num_key_value_heads, " must divide num_attention_heads = ",
            out.num_attention_heads);
   }
   if (auto layers = r.integer_alias(
@@ -1682,6 +1714,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.num_hidden_layers = *layers;
   }
   detail::hf_read_layer_heads(r, c, prefix, out);
+  // Key / value heads without the query heads they serve: no attention call fits them (a
+  // family default would be transformers' class default, which posenc does not know here).
+  if (!kv_key.empty() && out.num_attention_heads == 0) {
+    r.fail(path("num_attention_heads"), "is missing, but ", kv_key, " = ",
+           out.num_key_value_heads, " is given: the query heads it must divide are unknown");
+  }
   if (auto mp = r.integer_alias(c, {"max_position_embeddings", "n_positions", "max_seq_len",
                                     "seq_length", "max_sequence_length", "max_context_length"},
                                 prefix, &used)) {
@@ -2281,6 +2319,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     if (!(t.floor_scale > 0.0)) r.fail(path("floor_scale"), "= ", t.floor_scale, " must be > 0");
     // A negative slope takes t below 1, then the softmax scale below 0 (attention rejects it).
     if (!(t.attn_scale >= 0.0)) r.fail(path("attn_scale"), "= ", t.attn_scale, " must be >= 0");
+    detail::hf_check_temperature(r, t, path("floor_scale") + " and " + path("attn_scale"));
     out.attention_temperature = t;
     std::ostringstream note;
     note << "attention temperature tuning on the NoPE layers' queries: floor_scale "

@@ -209,7 +209,8 @@ struct HfModelConfig {
   /// The FP8 KV cache the checkpoint was calibrated for (quantization_config), kNone if any.
   HfKvCacheScales kv_cache_scales = HfKvCacheScales::kNone;
 
-  /// ALiBi: one slope per query head (scheme == kAlibi), and the max bias they come from.
+  /// ALiBi: one slope per query head (scheme == kAlibi) of num_attention_heads, and the max
+  /// bias they come from (hf_attention_params gives a layer with another head count its own).
   std::vector<double> alibi_slopes;
   double alibi_max_bias = 0.0;
 
@@ -336,13 +337,14 @@ inline Eigen::Index hf_layer_kv_source(const HfModelConfig& c, Eigen::Index laye
   return i < c.layer_kv_source.size() ? c.layer_kv_source[i] : layer;
 }
 
-/// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes,
-/// logit soft cap, on sliding layers (hf_layer_is_sliding) its sliding window, on
-/// "chunked_attention" layers (Llama-4) its attention_chunk_size and its query temperature
-/// (Llama-4's attn_temperature_tuning on NoPE layers; Grok-2's attn_temperature_len and
-/// Mistral-3's llama_4_scaling_beta on every layer); the model's mask (causal, bidirectional for
-/// encoders), one thread. GPT-OSS's attention sinks are weights, not config: set sink_logits from the
-/// checkpoint's self_attn.sinks. Throws std::out_of_range for a layer outside the model.
+/// \brief The attention parameters of layer `layer`: the config's softmax scale, ALiBi slopes
+/// (for the layer's own head count), logit soft cap, on sliding layers (hf_layer_is_sliding)
+/// its sliding window, on "chunked_attention" layers (Llama-4) its attention_chunk_size and its
+/// query temperature (Llama-4's attn_temperature_tuning on NoPE layers; Grok-2's
+/// attn_temperature_len and Mistral-3's llama_4_scaling_beta on every layer); the model's mask
+/// (causal, bidirectional for encoders), one thread. GPT-OSS's attention sinks are weights, not
+/// config: set sink_logits from the checkpoint's self_attn.sinks. Throws std::out_of_range for
+/// a layer outside the model.
 inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index layer) {
   AttentionParams p;
   p.sliding_window = hf_layer_is_sliding(c, layer) ? c.sliding_window : 0;
@@ -363,7 +365,15 @@ inline AttentionParams hf_attention_params(const HfModelConfig& c, Eigen::Index 
     p.scale = c.softmax_scale /
               (c.scale_attn_by_inverse_layer_idx ? static_cast<double>(layer) + 1.0 : 1.0);
   }
-  if (c.scheme == HfPositionScheme::kAlibi) p.alibi_slopes = c.alibi_slopes;
+  if (c.scheme == HfPositionScheme::kAlibi) {
+    // One slope per head of this layer: llama.cpp's soft_max_ext forms them from the layer's
+    // own head count (ne02) and max_bias, so a GGUF with per-layer head counts has per-layer
+    // slopes; c.alibi_slopes are those of the first attention layer's heads.
+    const Eigen::Index heads = hf_layer_heads(c, layer).num_attention_heads;
+    const bool own = heads > 0 && heads != static_cast<Eigen::Index>(c.alibi_slopes.size()) &&
+                     c.alibi_max_bias > 0.0;
+    p.alibi_slopes = own ? alibi_slopes(heads, c.alibi_max_bias) : c.alibi_slopes;
+  }
   p.logit_softcap = c.attn_logit_softcapping;
   return p;
 }

@@ -1,6 +1,6 @@
 // libFuzzer target for the GGUF reader (scripts/fuzz.sh gguf builds and runs it).
 // Contract under test: for any input bytes, parse_gguf_config either returns a config whose RoPE
-// plans posenc can use, or throws std::invalid_argument. Anything else -- another exception
+// plans and per-layer attention parameters (config_checks.hpp) posenc can use, or throws std::invalid_argument. Anything else -- another exception
 // type (std::out_of_range, bad_alloc, length_error), a crash, a sanitizer report, a hang, an
 // allocation the input cannot justify (libFuzzer's -rss_limit_mb) -- is a bug.
 
@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+
+#include "config_checks.hpp"
 
 #ifdef POSENC_FUZZ_MAIN
 static long g_accepted = 0;
@@ -20,6 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 0 && data[size - 1] % 2 == 1) options.layout = posenc::RopeLayout::kHalfSplit;
   try {
     const posenc::HfModelConfig c = posenc::parse_gguf_config(data, size, "fuzz.gguf", options);
+    posenc_fuzz::check_accepted_config(c);
     if (c.scheme == posenc::HfPositionScheme::kRope) {
       for (const auto& lr : c.layer_ropes) {
         // A file the reader accepted must plan without throwing, short and long.

@@ -1,6 +1,6 @@
 // libFuzzer target for the HF config loader (scripts/fuzz.sh builds and runs it).
 // Contract under test: for any input bytes, parse_hf_config either returns a config whose RoPE
-// plans posenc can use, or throws std::invalid_argument. Anything else -- another exception
+// plans and per-layer attention parameters (config_checks.hpp) posenc can use, or throws std::invalid_argument. Anything else -- another exception
 // type (nlohmann's, std::out_of_range, bad_alloc), a crash, a sanitizer report, a hang --
 // is a bug. Loaded configs are pushed through the planner and the long-context report too.
 
@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "config_checks.hpp"
+
 #ifdef POSENC_FUZZ_MAIN
 static long g_accepted = 0;
 #endif
@@ -23,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 0 && data[0] % 3 == 1) options.layout = posenc::RopeLayout::kInterleaved;
   try {
     const posenc::HfModelConfig c = posenc::parse_hf_config(text, "fuzz.json", options);
+    posenc_fuzz::check_accepted_config(c);
     if (c.scheme == posenc::HfPositionScheme::kRope) {
       const std::int64_t target = std::max<std::int64_t>(1, c.max_position_embeddings) * 2;
       for (const auto& lr : c.layer_ropes) {

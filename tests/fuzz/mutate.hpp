@@ -11,9 +11,12 @@
 //   target RUNS FIRST_SEED DICTIONARY SEED_DIRECTORY...
 //
 // An exception other than the contract's escapes to std::terminate, which prints the seed and
-// the exception; POSENC_FUZZ_VERBOSE=1 prints every seed before its run (for a crash).
+// the exception; a target's trap (SIGILL) prints the seed too; POSENC_FUZZ_VERBOSE=1 prints
+// every seed before its run (for a crash), POSENC_FUZZ_DUMP=FILE writes each input to FILE
+// before its run (the failing one stays there).
 
 #include <algorithm>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +32,8 @@
 #include <typeinfo>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../support/rng.hpp"
 
@@ -194,6 +199,15 @@ class Mutator {
 };
 
 inline std::uint64_t g_mutated_seed = 0;
+inline char g_seed_line[40] = "seed ?\n";  // formatted before each run: a handler only writes it
+
+extern "C" inline void posenc_fuzz_on_trap(int signal) {
+  if (::write(2, g_seed_line, std::strlen(g_seed_line)) < 0) {
+    // nothing to do: the process is about to die either way
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
 
 /// Runs the mutated inputs of argv (see the file comment). Returns the count run, or -1 for a
 /// usage error.
@@ -223,14 +237,23 @@ inline long run_mutated_seeds(int argc, char** argv, std::size_t max_size,
     std::fprintf(stderr, "\n");
     std::abort();
   });
+  std::signal(SIGILL, posenc_fuzz_on_trap);  // __builtin_trap on x86 (ud2)
+  std::signal(SIGTRAP, posenc_fuzz_on_trap);  // and on AArch64 (brk)
   const bool verbose = std::getenv("POSENC_FUZZ_VERBOSE") != nullptr;
+  const char* dump = std::getenv("POSENC_FUZZ_DUMP");
   const Mutator mutator(seeds, dictionary, max_size, std::move(custom));
   for (long r = 0; r < runs; ++r) {
     g_mutated_seed = first + static_cast<std::uint64_t>(r);
+    std::snprintf(g_seed_line, sizeof g_seed_line, "seed %llu\n",
+                  static_cast<unsigned long long>(g_mutated_seed));
     if (verbose) {
       std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(g_mutated_seed));
     }
     const Bytes x = mutator.make(g_mutated_seed);
+    if (dump != nullptr) {
+      std::ofstream(dump, std::ios::binary)
+          .write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size()));
+    }
     LLVMFuzzerTestOneInput(x.data(), x.size());
   }
   std::printf("%ld mutated inputs from %zu seed files and %zu dictionary tokens\n", runs,

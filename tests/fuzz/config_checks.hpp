@@ -1,0 +1,48 @@
+#pragma once
+// What every config a reader accepted must give (fuzz_hf_config.cpp, fuzz_gguf.cpp): per layer,
+// head counts an attention call takes (0 / 0 on a layer without attention, else kv_heads > 0
+// dividing heads), a KV source among the layers before it, and attention parameters
+// (hf_attention_params) that attention() accepts with those heads. A violation prints what
+// failed and traps.
+
+#include <posenc/attention_types.hpp>
+#include <posenc/model_config.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+namespace posenc_fuzz {
+
+[[noreturn]] inline void config_violation(const posenc::HfModelConfig& c, Eigen::Index layer,
+                                          const std::string& what) {
+  std::fprintf(stderr, "accepted config %s, layer %lld: %s\n", c.source.c_str(),
+               static_cast<long long>(layer), what.c_str());
+  __builtin_trap();
+}
+
+inline void check_accepted_config(const posenc::HfModelConfig& c) {
+  const auto listed = static_cast<Eigen::Index>(
+      std::max(c.layer_types.size(), c.layer_num_attention_heads.size()));
+  const Eigen::Index layers = c.num_hidden_layers > 0 ? c.num_hidden_layers : listed;
+  // Layer 0 stands for every layer of a config that does not count them; at most 512.
+  for (Eigen::Index i = 0; i < std::clamp<Eigen::Index>(layers, 1, 512); ++i) {
+    const posenc::HfLayerHeads heads = posenc::hf_layer_heads(c, i);
+    const Eigen::Index source = posenc::hf_layer_kv_source(c, i);
+    if (source < 0 || source > i) {
+      config_violation(c, i, "KV source " + std::to_string(source) + " is not an earlier layer");
+    }
+    if (heads.num_attention_heads == 0 && heads.num_key_value_heads == 0) continue;
+    try {
+      posenc::detail::validate_attention_params("hf_attention_params",
+                                                posenc::hf_attention_params(c, i),
+                                                heads.num_attention_heads,
+                                                heads.num_key_value_heads);
+    } catch (const std::exception& e) {
+      config_violation(c, i, std::string("attention() rejects its parameters: ") + e.what());
+    }
+  }
+}
+
+}  // namespace posenc_fuzz
