@@ -137,3 +137,30 @@ TEST_CASE("float8: quantisation rounds to the nearest code, ties to even, and sa
   CHECK(posenc::float8_e5m2(std::numeric_limits<float>::infinity()).bits == 0x7B);
   CHECK(posenc::float8_e4m3(-0.0f).bits == 0x80);
 }
+
+TEST_CASE("float8: NaN encodes as PyTorch's cast does, 0x7F with the float's sign", "[float8]") {
+  // PyTorch c10 (Float8_e4m3fn.h / Float8_e5m2.h, fp8*_from_fp32_value): a NaN becomes 0x7F,
+  // then the float's sign bit is ORed in. For E4M3FN 0x7F is the only NaN magnitude (OCP);
+  // for E5M2 (s.11111.mm, mm != 0) it is the quiet NaN with both mantissa bits set, the code
+  // CUDA's __nv_cvt_float_to_fp8 gives too (which drops the sign).
+  const float qnan = std::numeric_limits<float>::quiet_NaN();
+  const float pos = std::copysign(qnan, 1.0f), neg = std::copysign(qnan, -1.0f);
+  CHECK(static_cast<int>(posenc::float8_e4m3(pos).bits) == 0x7F);
+  CHECK(static_cast<int>(posenc::float8_e4m3(neg).bits) == 0xFF);
+  CHECK(static_cast<int>(posenc::float8_e5m2(pos).bits) == 0x7F);
+  CHECK(static_cast<int>(posenc::float8_e5m2(neg).bits) == 0xFF);
+  CHECK(std::isnan(static_cast<float>(posenc::float8_e5m2(neg))));
+}
+
+TEST_CASE("float8: == and != compare the codes", "[float8]") {
+  using E4 = posenc::float8_e4m3;
+  using E5 = posenc::float8_e5m2;
+  // Codes, not values: +0 (0x00) and -0 (0x80) are different codes.
+  CHECK(E4::from_bits(0x38) == E4::from_bits(0x38));
+  CHECK_FALSE(E4::from_bits(0x38) != E4::from_bits(0x38));
+  CHECK(E4::from_bits(0x38) != E4::from_bits(0x39));
+  CHECK_FALSE(E4::from_bits(0x38) == E4::from_bits(0x39));
+  CHECK(E4::from_bits(0x00) != E4::from_bits(0x80));
+  CHECK(E5::from_bits(0x3C) != E5::from_bits(0xBC));
+  CHECK_FALSE(E5::from_bits(0x7B) != E5(57344.0f));
+}

@@ -2147,3 +2147,72 @@ TEST_CASE("hf_config: head counts and temperatures no attention call takes are r
       "original_max_position_embeddings": 1}})"),
                       Contains("llama_4_scaling_beta and ") && Contains("past float's range"));
 }
+
+TEST_CASE("hf_config: per-layer helpers on hand-built configs (model_config.hpp rules)",
+          "[hf_config][layers]") {
+  // trained_length: L0 when given, else max_position_embeddings.
+  posenc::HfModelConfig base;
+  base.max_position_embeddings = 4096;
+  CHECK(base.trained_length() == 4096);
+  base.original_max_position_embeddings = 2048;
+  CHECK(base.trained_length() == 2048);
+
+  // No sliding_window: no layer slides, whatever the family rule says.
+  posenc::HfModelConfig plain;
+  plain.model_type = "mistral";
+  plain.num_hidden_layers = 4;
+  CHECK_FALSE(posenc::hf_layer_is_sliding(plain, 0));
+  CHECK(posenc::hf_attention_params(plain, 0).sliding_window == 0);
+
+  // GPT-OSS without layer_types (HF GptOssConfig's default: layer i slides when (i + 1) % 2).
+  posenc::HfModelConfig oss;
+  oss.model_type = "gpt_oss";
+  oss.num_hidden_layers = 4;
+  oss.sliding_window = 128;
+  for (Eigen::Index i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_layer_is_sliding(oss, i) == ((i + 1) % 2 != 0));
+  }
+  // Gemma-2 built by hand (max_window_layers left at "absent"): even layers slide.
+  posenc::HfModelConfig g2 = oss;
+  g2.model_type = "gemma2";
+  CHECK(posenc::hf_layer_is_sliding(g2, 0));
+  CHECK_FALSE(posenc::hf_layer_is_sliding(g2, 1));
+
+  // Sliding layers without MiMo-style counts keep the model's head counts.
+  posenc::HfModelConfig typed;
+  typed.num_hidden_layers = 2;
+  typed.num_attention_heads = 8;
+  typed.num_key_value_heads = 2;
+  typed.sliding_window = 64;
+  typed.layer_types = {"sliding_attention", "full_attention"};
+  CHECK(posenc::hf_layer_heads(typed, 0).num_attention_heads == 8);
+  CHECK(posenc::hf_layer_heads(typed, 0).num_key_value_heads == 2);
+
+  // No layer count: the per-layer head lists bound the layer index.
+  posenc::HfModelConfig lists;
+  lists.layer_num_attention_heads = {8, 8, 4};
+  lists.layer_num_key_value_heads = {2, 2, 1};
+  CHECK(posenc::hf_layer_heads(lists, 2).num_key_value_heads == 1);
+  REQUIRE_THROWS_WITH(posenc::hf_layer_heads(lists, 3),
+                      Contains("layer = 3 is outside [0, num_hidden_layers = 3)"));
+
+  // softmax_scale 0 (no head width in the config): AttentionParams keeps its own default.
+  CHECK_FALSE(posenc::hf_attention_params(plain, 0).scale.has_value());
+}
+
+TEST_CASE("hf_config: hf_mla_rope_params keeps the plan's own rotary_offset past the prefix",
+          "[hf_config][mla]") {
+  posenc::HfModelConfig c;
+  c.rope.head_dim = 64;
+  c.rope.rotary_dim = 32;
+  c.rope.rotary_offset = 8;  // the rotated slice starts 8 into the 64-wide rope part
+  c.qk_nope_head_dim = 128;
+  c.kv_lora_rank = 512;
+  const auto concat = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kConcatenated);
+  CHECK(concat.head_dim == 128 + 64);
+  CHECK(concat.rotary_offset == 128 + 8);
+  const auto latent = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kLatent);
+  CHECK(latent.head_dim == 512 + 64);
+  CHECK(latent.rotary_offset == 512 + 8);
+}

@@ -196,3 +196,108 @@ TEST_CASE("learned: a position_offset past 2^53 is rejected, not negated into ov
   add(0);
   CHECK(emb == std::vector<float>{1.5f, 1.5f});
 }
+
+TEST_CASE("learned: LearnedPositionTable add_inplace and lookup apply position_offset",
+          "[learned][table]") {
+  // Row r of the table is [10 r, 10 r + 1]; with OPT's offset 2 positions 0, 1 read rows 2, 3.
+  const std::vector<float> weights{0, 1, 10, 11, 20, 21, 30, 31, 40, 41};  // [5, 2]
+  const auto table = posenc::LearnedPositionTable<float>::view(
+      posenc::ConstTensorView<float, 2>(weights.data(), 5, 2));
+  const std::vector<std::int64_t> ids{0, 1};
+  const posenc::PositionIdsView pv(ids.data(), 1, 2);
+  std::vector<float> out(4, -1.0f);
+  table.lookup(pv, posenc::TensorView<float, 3>(out.data(), 1, 2, 2), 2);
+  CHECK(out == std::vector<float>{20, 21, 30, 31});
+  std::vector<float> emb(4, 0.5f);
+  table.add_inplace(posenc::TensorView<float, 3>(emb.data(), 1, 2, 2), pv, 2);
+  CHECK(emb == std::vector<float>{20.5f, 21.5f, 30.5f, 31.5f});
+}
+
+TEST_CASE("learned: copy assignment takes the other table's rows and storage",
+          "[learned][table]") {
+  const std::vector<float> small{1, 2, 3, 4};  // [2, 2]
+  std::vector<float> big{7, 8, 9, 10, 11, 12};  // [3, 2]
+  auto a = posenc::LearnedPositionTable<float>::view(
+      posenc::ConstTensorView<float, 2>(small.data(), 2, 2));
+  {
+    const auto b = posenc::LearnedPositionTable<float>::copy_of(
+        posenc::ConstTensorView<float, 2>(big.data(), 3, 2));
+    a = b;
+    CHECK(a.weights().data() != b.weights().data());  // a copy of b's storage, not an alias
+  }  // b is gone: a must not point into it
+  big[4] = 0.0f;  // nor into the caller's weights it was copied from
+  CHECK(a.max_positions() == 3);
+  CHECK(a.d_model() == 2);
+  CHECK(a.owns_storage());
+  const std::vector<std::int64_t> two{2};
+  std::vector<float> out(2);
+  a.lookup(posenc::PositionIdsView(two.data(), 1, 1),
+           posenc::TensorView<float, 3>(out.data(), 1, 1, 2));
+  CHECK(out == std::vector<float>{11.0f, 12.0f});
+}
+
+TEST_CASE("learned: extending to the current length is allowed and copies the table",
+          "[learned][extend]") {
+  const std::vector<float> weights{1, 2, 3, 4, 5, 6};  // [3, 2]
+  const posenc::ConstTensorView<float, 2> w(weights.data(), 3, 2);
+  const auto same = posenc::extend_learned_table<float>(w, 3, posenc::LearnedExtendInit::kCyclic);
+  REQUIRE(same.dimension(0) == 3);
+  REQUIRE(same.dimension(1) == 2);
+  for (Eigen::Index i = 0; i < 6; ++i) {
+    CHECK(same.data()[i] == weights[static_cast<std::size_t>(i)]);
+  }
+  const auto t = posenc::LearnedPositionTable<float>::view(w).extend(3);
+  CHECK(t.max_positions() == 3);
+  CHECK(t.owns_storage());
+}
+
+TEST_CASE("learned: empty tables and batches and mismatched position rows are rejected",
+          "[learned][errors]") {
+  const std::vector<float> table(4 * 2, 1.0f);
+  std::vector<float> emb(2 * 3 * 2, 0.5f);
+  const auto before = emb;
+  const std::vector<std::int64_t> ids{0, 1, 2, 0, 1, 2};
+  const auto add = [&](posenc::ConstTensorView<float, 2> tv, posenc::TensorView<float, 3> ev,
+                       posenc::PositionIdsView pv) {
+    posenc::add_learned_positions_inplace<float>(ev, tv, pv);
+  };
+  const posenc::ConstTensorView<float, 2> tv(table.data(), 4, 2);
+  // A table of 0 rows is a shape error (invalid_argument), not a position outside it.
+  REQUIRE_THROWS_AS(add(posenc::ConstTensorView<float, 2>(table.data(), 0, 2),
+                        posenc::TensorView<float, 3>(emb.data(), 2, 3, 2),
+                        posenc::PositionIdsView(ids.data(), 2, 3)),
+                    std::invalid_argument);
+  // batch = 0.
+  REQUIRE_THROWS_AS(add(tv, posenc::TensorView<float, 3>(emb.data(), 0, 3, 2),
+                        posenc::PositionIdsView(ids.data(), 0, 3)),
+                    std::invalid_argument);
+  // position_ids [1, 3] for embeddings [2, 3, 2]: only the batch dimension differs.
+  REQUIRE_THROWS_WITH(add(tv, posenc::TensorView<float, 3>(emb.data(), 2, 3, 2),
+                          posenc::PositionIdsView(ids.data(), 1, 3)),
+                      Contains("position_ids shape [1, 3]"));
+  CHECK(emb == before);
+  // Extending an empty table.
+  REQUIRE_THROWS_AS(posenc::extend_learned_table<float>(
+                        posenc::ConstTensorView<float, 2>(table.data(), 0, 2), 2),
+                    std::invalid_argument);
+}
+
+TEST_CASE("learned: a table of 2^53 rows is accepted, one more row is not", "[learned][errors]") {
+  // The views below claim 2^53 (+ 1) rows over one row of storage; only row 0 is ever read.
+  const std::vector<float> row{0.25f};
+  const std::vector<std::int64_t> ids{0};
+  const std::int64_t top = std::int64_t{1} << 53;
+  std::vector<float> out{-1.0f};
+  posenc::lookup_learned_positions<float>(posenc::ConstTensorView<float, 2>(row.data(), top, 1),
+                                          posenc::PositionIdsView(ids.data(), 1, 1),
+                                          posenc::TensorView<float, 3>(out.data(), 1, 1, 1));
+  CHECK(out[0] == 0.25f);
+  out[0] = -1.0f;
+  REQUIRE_THROWS_WITH(posenc::lookup_learned_positions<float>(
+                          posenc::ConstTensorView<float, 2>(row.data(), top + 1, 1),
+                          posenc::PositionIdsView(ids.data(), 1, 1),
+                          posenc::TensorView<float, 3>(out.data(), 1, 1, 1)),
+                      Contains("max_positions = 9007199254740993 must be <= 2^53"));
+  CHECK(out[0] == -1.0f);
+}
+

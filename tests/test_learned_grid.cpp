@@ -187,3 +187,27 @@ TEST_CASE("learned grid: bad input throws before writing", "[learned][grid]") {
                       Contains("must have positive sizes"));
   for (const float x : out) REQUIRE(x == -9.0f);
 }
+
+TEST_CASE("learned grid: a zero output width, d_model 0, a bad mode or an infinite factor throw",
+          "[learned][grid]") {
+  const std::vector<float> in(static_cast<std::size_t>(4 * 4 * 2), 1.0f);
+  std::vector<float> out(static_cast<std::size_t>(6 * 6 * 2), -9.0f);
+  const auto run = [&](Eigen::Index d, Eigen::Index out_rows, Eigen::Index oh, Eigen::Index ow,
+                       const GridResize& o) {
+    posenc::resize_learned_grid<float>(posenc::ConstTensorView<float, 2>(in.data(), 16, d), 4, 4,
+                                       posenc::TensorView<float, 2>(out.data(), out_rows, d), oh,
+                                       ow, o);
+  };
+  // Empty output grids whose out view agrees (0 rows): only the size check rejects them.
+  REQUIRE_THROWS_WITH(run(2, 0, 6, 0, {}), Contains("must have positive sizes"));
+  REQUIRE_THROWS_WITH(run(2, 0, 0, 6, {}), Contains("must have positive sizes"));
+  // d_model = 0 in both table and out.
+  REQUIRE_THROWS_WITH(run(0, 36, 6, 6, {}), Contains("d_model > 0"));
+  GridResize bad_mode;
+  bad_mode.mode = static_cast<GridInterpolation>(7);
+  REQUIRE_THROWS_WITH(run(2, 36, 6, 6, bad_mode), Contains("mode = 7 is not a GridInterpolation"));
+  GridResize inf;
+  inf.scale_factor_h = std::numeric_limits<double>::infinity();
+  REQUIRE_THROWS_WITH(run(2, 36, 6, 6, inf), Contains("must be finite and >= 0"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+}

@@ -319,3 +319,61 @@ TEST_CASE("relative bias: bad parameters throw before writing", "[relative_bias]
                       Contains("relative_bias must be empty: dual chunk attention is a RoPE scheme"));
   for (const float x : out) REQUIRE(x == -9.0f);
 }
+
+TEST_CASE("relative bias: odd halves take HF's integer halving of the bucket counts",
+          "[relative_bias]") {
+  // HF: num_buckets //= 2 (bidirectional), max_exact = num_buckets // 2. 10 buckets, D = 20:
+  // 5 per side, 2 exact, then 2 + trunc(3 ln(r / 2) / ln 10): r = 3 -> 2 + trunc(0.528) = 2,
+  // 5 -> 2 + trunc(1.194) = 3, 20 -> capped at 4; keys after the query + 5.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> hand = {
+      {0, 0}, {-1, 1}, {-2, 2}, {-3, 2}, {-5, 3}, {-20, 4}, {-1000, 4},
+      {1, 6}, {3, 7}, {5, 8}};
+  for (const auto& [rel, bucket] : hand) {
+    CAPTURE(rel);
+    REQUIRE(relative_position_bucket(rel, 10, 20, true) == bucket);
+  }
+  using Config = std::pair<std::int64_t, std::int64_t>;
+  for (const auto& [nb, md] : {Config{10, 20}, Config{6, 9}, Config{7, 12}, Config{13, 40}})
+    for (const bool bidir : {true, false})
+      for (std::int64_t rel = -3 * md; rel <= 3 * md; ++rel) {
+        CAPTURE(nb, md, bidir, rel);
+        REQUIRE(relative_position_bucket(rel, nb, md, bidir) ==
+                bucket_ld(rel, nb, md, bidir));
+      }
+}
+
+TEST_CASE("relative bias: the parameter ranges are inclusive at their documented ends",
+          "[relative_bias][errors]") {
+  // The fewest buckets with one exact bucket: 4 bidirectional (2 a side), 2 unidirectional;
+  // e = 1, D = 2: distance 1 is e + trunc(ln 1 / ln 2) = 1, capped at n - 1 = 1.
+  CHECK(relative_position_bucket(0, 4, 2, true) == 0);
+  CHECK(relative_position_bucket(-1, 4, 2, true) == 1);
+  CHECK(relative_position_bucket(1, 4, 2, true) == 3);
+  CHECK(relative_position_bucket(-1, 2, 2, false) == 1);
+  CHECK(relative_position_bucket(5, 2, 2, false) == 0);
+  REQUIRE_THROWS_WITH(relative_position_bucket(-1, 3, 8, true),
+                      Contains("num_buckets = 3 must be in [4, 2^20]"));
+  REQUIRE_THROWS_WITH(relative_position_bucket(-1, 1, 8, false),
+                      Contains("num_buckets = 1 must be in [2, 2^20]"));
+  // 2^20 buckets and max_distance 2^20 are allowed (2^18 exact a side), 2^20 + 1 is not.
+  const std::int64_t m = std::int64_t{1} << 20;
+  CHECK(relative_position_bucket(-5, m, m, true) == 5);
+  CHECK(relative_position_bucket(5, m, m, true) == m / 2 + 5);
+  REQUIRE_THROWS_WITH(relative_position_bucket(-5, m + 1, m, true),
+                      Contains("num_buckets = 1048577"));
+  // 32 buckets reaching 2^20: distance 2^20 is 8 + trunc(8 ln 2^17 / ln 2^17), capped at 15.
+  CHECK(relative_position_bucket(-m, 32, m, true) == 15);
+  REQUIRE_THROWS_WITH(relative_position_bucket(-5, 32, m + 1, true),
+                      Contains("max_distance = 1048577"));
+  // Relative positions in [-2^53, 2^53]: the ends are the last bucket of each side.
+  const std::int64_t top = std::int64_t{1} << 53;
+  CHECK(relative_position_bucket(-top) == 15);
+  CHECK(relative_position_bucket(top) == 31);
+  REQUIRE_THROWS_WITH(relative_position_bucket(-top - 1), Contains("relative_position = "));
+  REQUIRE_THROWS_WITH(relative_position_bucket(top + 1), Contains("relative_position = "));
+  // A table without heads.
+  const std::vector<float> table(32, 0.5f);
+  const posenc::ConstTensorView<float, 2> no_heads(table.data(), 32, 0);
+  REQUIRE_THROWS_WITH(posenc::relative_position_bias(no_heads),
+                      Contains("table heads = 0 must be >= 1"));
+}

@@ -131,3 +131,45 @@ TEST_CASE("xpos: a small attention factor with a far position stays finite in do
   CHECK(kc[1] == 0.0);
   CHECK(qc[0] == 0.0);
 }
+
+TEST_CASE("xpos: bad shapes and an infinite scale_base are rejected before writing",
+          "[rope][xpos][errors]") {
+  const auto f = plan(16);
+  std::vector<float> qc(4 * 16, -1.0f), kc(4 * 16, -1.0f);
+  const TensorView<float, 2> q(qc.data(), 4, 16), k(kc.data(), 4, 16);
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<float>(
+                          f, {std::numeric_limits<double>::infinity(), 0}, q, k),
+                      Contains("must be finite and > 0"));
+  // No rows.
+  const TensorView<float, 2> q0(qc.data(), 0, 16), k0(kc.data(), 0, 16);
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<float>(f, {512.0, 0}, q0, k0),
+                      Contains("must be [rows > 0, rotary_dim = 16]"));
+  // k_cache rows right, width half the rotary_dim (its buffer is large enough either way).
+  const TensorView<float, 2> narrow(kc.data(), 4, 8);
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<float>(f, {512.0, 0}, q, narrow),
+                      Contains("k_cache shape [4, 8] must equal q_cache's [4, 16]"));
+  REQUIRE(std::all_of(qc.begin(), qc.end(), [](float e) { return e == -1.0f; }));
+  REQUIRE(std::all_of(kc.begin(), kc.end(), [](float e) { return e == -1.0f; }));
+}
+
+TEST_CASE("xpos: positions and the centre reach 2^53 inclusive", "[rope][xpos][errors]") {
+  // first_position in [0, 2^53 - rows] and center in [0, 2^53] (the documented ranges).
+  const auto f = plan(16);
+  constexpr std::int64_t top = std::int64_t{1} << 53;
+  std::vector<double> qc(4 * 16), kc(4 * 16);
+  const TensorView<double, 2> q(qc.data(), 4, 16), k(kc.data(), 4, 16);
+  // Rows 2^53 - 4 .. 2^53 - 1, centred on row 2: its scale is zeta^0 = 1 for q and k alike.
+  posenc::fill_xpos_cos_sin_caches<double>(f, {512.0, top - 2}, q, k, top - 4);
+  for (Eigen::Index j = 0; j < 16; ++j) {
+    CAPTURE(j);
+    CHECK(qc[2 * 16 + j] == kc[2 * 16 + j]);
+    CHECK(std::isfinite(qc[j]));
+  }
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<double>(f, {512.0, top - 2}, q, k, top - 3),
+                      Contains("must be in [0, 2^53 - rows]"));
+  // The centre at 2^53 itself, one position past the last row.
+  posenc::fill_xpos_cos_sin_caches<double>(f, {512.0, top}, q, k, top - 4);
+  CHECK(std::isfinite(kc[0]));
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<double>(f, {512.0, top + 1}, q, k, top - 4),
+                      Contains("must be in [0, 2^53]"));
+}

@@ -11,8 +11,8 @@
 ///
 /// Quantisation rounds to nearest, ties to even, and saturates: a magnitude above the largest
 /// finite value (infinity included) becomes that value, as CUDA's __NV_SATFINITE conversion that
-/// vLLM's cache writes use (an unsaturated E4M3 would turn it into NaN). NaN stays NaN. Every FP8
-/// value is exactly a float, so widening is exact.
+/// vLLM's cache writes use (an unsaturated E4M3 would turn it into NaN). NaN stays NaN (code 0x7F
+/// with its sign, as PyTorch's casts). Every FP8 value is exactly a float, so widening is exact.
 ///
 /// These are storage types of KvCache / PagedKvCache only, with a per-tensor or per-kv-head
 /// scale (KvCache::set_scales: stored = fp8(x / scale), as vLLM's k_scale / v_scale).
@@ -33,7 +33,9 @@ struct Float8Format {
   static constexpr std::uint8_t kMaxCode =
       kIeee ? static_cast<std::uint8_t>((((1 << kExp) - 2) << kMan) | ((1 << kMan) - 1))  // 0x7B
             : static_cast<std::uint8_t>(0x7E);
-  static constexpr std::uint8_t kNanCode = kIeee ? 0x7E : 0x7F;
+  /// The NaN a cast writes, sign ORed in: 0x7F in both formats, as PyTorch's float8 casts (c10
+  /// fp8*_from_fp32_value) and CUDA's __nv_cvt_float_to_fp8 (which drops the sign) write it.
+  static constexpr std::uint8_t kNanCode = 0x7F;
 
   static bool is_nan(std::uint8_t code) noexcept {
     const std::uint8_t mag = code & 0x7F;
