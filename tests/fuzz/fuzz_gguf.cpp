@@ -49,8 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 //   tests/posenc_fuzz_gguf 5000 1 tests/fuzz/gguf.dict tests/gguf-samples
 // Byte mutations of a GGUF header mostly break its framing (a type tag, a length), so three
 // inputs in four are written whole instead (tests/support/gguf_writer.hpp): an architecture,
-// a random subset of the keys the reader looks up, each with a random GGUF type and an edge
-// value or array, and now and then the RoPE factor tensors in random shapes and types.
+// a random subset of the keys the reader looks up, each usually of its own type with an
+// ordinary value, now and then an edge value or another type, and now and then the RoPE
+// factor tensors in random shapes and ggml types.
 #include <string>
 #include <utility>
 #include <vector>

@@ -51,9 +51,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #ifdef POSENC_FUZZ_MAIN
 // Without libFuzzer: mutated seed files (mutate.hpp), e.g. in the build tree
 //   tests/posenc_fuzz_hf_config 5000 1 tests/fuzz/hf_config.dict SEED_DIRECTORY...
-// Byte mutations alone leave few inputs valid JSON (about 3 %), so three in four mutations
-// edit the parsed document instead: a value set to an edge number, another type or another
-// node's value, a dictionary key added, a key or an element removed, an array resized.
+// Byte mutations alone leave few inputs valid JSON (about 3 %), so three inputs in four are
+// made by edits of the parsed document instead: a value set to an edge number, another type
+// or another node's value, a dictionary key added, a key or an element removed, an array
+// resized.
 #include <functional>
 #include <string>
 #include <vector>
