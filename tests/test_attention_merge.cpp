@@ -321,3 +321,43 @@ TEST_CASE("attention merge: bad shapes and lse values throw before anything is w
   CHECK(out == out0);
   CHECK(std::all_of(bad_lse.begin(), bad_lse.end(), [](float x) { return x == 7.0f; }));
 }
+
+// From a mutation audit: every dimension of out / other_out and every axis of both lse
+// views is checked, and both lse views are scanned to their last entry for +inf.
+TEST_CASE("attention merge: each dimension and each lse entry is checked, nothing written",
+          "[attention][merge][errors]") {
+  // out [1, 2, 3, 4]: 6 rows of head_dim 4.
+  std::vector<float> out(24, 5.0f), lse(6, 1.0f), other(24, 1.0f), other_lse(6, 0.0f);
+  const std::vector<float> out0 = out, lse0 = lse;
+  const auto run = [&](std::vector<Eigen::Index> od, std::vector<Eigen::Index> ld,
+                       std::vector<Eigen::Index> old) {
+    posenc::merge_attention_state_inplace<float>(
+        TensorView<float, 4>(out.data(), 1, 2, 3, 4),
+        TensorView<float, 3>(lse.data(), ld[0], ld[1], ld[2]),
+        ConstTensorView<float, 4>(other.data(), od[0], od[1], od[2], od[3]),
+        ConstTensorView<float, 3>(other_lse.data(), old[0], old[1], old[2]));
+  };
+  const auto unchanged = [&] { return out == out0 && lse == lse0; };
+  // head_dim of other_out (the 4th axis).
+  REQUIRE_THROWS_AS(run({1, 2, 3, 3}, {1, 2, 3}, {1, 2, 3}), std::invalid_argument);
+  CHECK(unchanged());
+  // The heads axis of lse and of other_lse (the 3rd axis), other_lse alone on any axis.
+  REQUIRE_THROWS_AS(run({1, 2, 3, 4}, {1, 2, 2}, {1, 2, 3}), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(run({1, 2, 3, 4}, {1, 2, 3}, {1, 2, 2}), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(run({1, 2, 3, 4}, {1, 2, 3}, {1, 3, 2}), std::invalid_argument);
+  CHECK(unchanged());
+  // +inf as the last entry (row 5) of other_lse, then of lse itself.
+  other_lse[5] = std::numeric_limits<float>::infinity();
+  REQUIRE_THROWS_WITH(run({1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3}),
+                      Contains("other_lse entry 5 = inf"));
+  CHECK(unchanged());
+  other_lse[5] = 0.0f;
+  lse[5] = std::numeric_limits<float>::infinity();
+  const std::vector<float> lse_inf = lse;
+  REQUIRE_THROWS_WITH(run({1, 2, 3, 4}, {1, 2, 3}, {1, 2, 3}),
+                      Contains("lse entry 5 = inf") && !Contains("other_lse"));
+  CHECK(out == out0);
+  CHECK(lse == lse_inf);
+}

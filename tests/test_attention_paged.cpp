@@ -370,3 +370,65 @@ TEST_CASE("attention paged varlen: bad cu_seqlens_q throws before anything is wr
   const auto last = row(4);
   CHECK(std::any_of(last.begin(), last.end(), [](float o) { return o != 0.0f; }));
 }
+
+// ---- From a mutation audit (twenty-ninth session) ----
+
+TEST_CASE("attention paged varlen: v_head_dim below head_dim - each sequence's rows land at "
+          "its own packed offset", "[attention][paged][varlen]") {
+  // 2 sequences of one key each (pages of 2, one kv head, head_dim 4, v_head_dim 2), one query
+  // each: a query over a single key gives that key's value row exactly (softmax weight 1).
+  const std::vector<float> k_pool = {1, 0, 0, 0, 9, 9, 9, 9, 0, 1, 0, 0, 9, 9, 9, 9};
+  const std::vector<float> v_pool = {1.5f, -2.0f, 9, 9, 3.0f, 7.0f, 9, 9};
+  const std::vector<std::int32_t> table = {0, 1};
+  const std::vector<std::int64_t> lens = {1, 1}, cu = {0, 1, 2};
+  const std::vector<float> q = {0.5f, 0.25f, 0.0f, 1.0f, 2.0f, 1.0f, 0.0f, 0.0f};
+  std::vector<float> out(8, -7.0f), lse(2, -7.0f);  // the view is out[0..4)
+  posenc::attention_paged_varlen<float, float>(
+      ConstTensorView<float, 3>(q.data(), 2, 1, 4),
+      ConstTensorView<float, 4>(k_pool.data(), 2, 2, 1, 4),
+      ConstTensorView<float, 4>(v_pool.data(), 2, 2, 1, 2),
+      ConstTensorView<std::int32_t, 2>(table.data(), 2, 1),
+      ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+      ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+      TensorView<float, 3>(out.data(), 2, 1, 2), {}, nullptr,
+      TensorView<float, 2>(lse.data(), 2, 1));
+  CHECK(out == std::vector<float>{1.5f, -2.0f, 3.0f, 7.0f, -7.0f, -7.0f, -7.0f, -7.0f});
+  // lse of one key: its logit q.k / sqrt(4) = 0.5 / 2 and 1 / 2.
+  CHECK_THAT(lse[0], Catch::Matchers::WithinAbs(0.25, 1e-6));
+  CHECK_THAT(lse[1], Catch::Matchers::WithinAbs(0.5, 1e-6));
+}
+
+TEST_CASE("attention paged: seq_lens with other than batch entries throws, writing nothing",
+          "[attention][paged][errors]") {
+  PagedBatch<float> x({10, 20}, 2, 8);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f);
+  const std::vector<std::int64_t> lens3 = {10, 20, 5};
+  const auto call = [&] {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, 8, d), x.k_pages(), x.v_pages(), x.page_table(),
+        ConstTensorView<std::int64_t, 1>(lens3.data(), 3),
+        TensorView<float, 4>(out.data(), 2, 1, 8, d));
+  };
+  REQUIRE_THROWS_AS(call(), std::invalid_argument);
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+}
+
+TEST_CASE("attention paged: v_pages must match k_pages in pages and kv heads",
+          "[attention][paged][errors]") {
+  PagedBatch<float> x({10, 20}, 2, 8);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f);
+  const auto call = [&](ConstTensorView<float, 4> v_pages) {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, 8, d), x.k_pages(), v_pages, x.page_table(),
+        x.seq_lens(), TensorView<float, 4>(out.data(), 2, 1, 8, d));
+  };
+  // One page fewer than k_pages (the last page would be read past the V pool), or one kv
+  // head instead of 2 (same v_head_dim, half the pool).
+  const ConstTensorView<float, 4> fewer_pages(x.v_pool.data(), x.num_pages - 1, 8, 2, d);
+  const ConstTensorView<float, 4> fewer_heads(x.v_pool.data(), x.num_pages, 8, 1, d);
+  REQUIRE_THROWS_AS(call(fewer_pages), std::invalid_argument);
+  REQUIRE_THROWS_AS(call(fewer_heads), std::invalid_argument);
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+}

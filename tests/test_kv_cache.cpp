@@ -808,3 +808,95 @@ TEMPLATE_TEST_CASE("kv_cache: K and V storage starts on a 64-byte cache line", "
     CHECK(reinterpret_cast<std::uintptr_t>(cache.values().data()) % 64 == 0);
   }
 }
+
+// ---- From a mutation audit (twenty-ninth session) ----
+
+namespace {
+
+/// Appends n tokens of one sequence (batch 1, kv_heads 1, head_dim d) at positions p0, p0 + 1, ...
+/// with every key and value element equal to its token index t + x0.
+void append_tokens(posenc::KvCache<float>& cache, Eigen::Index n, std::int64_t p0,
+                   float x0 = 0.0f) {
+  const Eigen::Index d = cache.head_dim();
+  std::vector<float> k(static_cast<std::size_t>(n * d));
+  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+  for (Eigen::Index t = 0; t < n; ++t) {
+    p[static_cast<std::size_t>(t)] = p0 + t;
+    for (Eigen::Index c = 0; c < d; ++c) k[static_cast<std::size_t>(t * d + c)] = x0 + float(t);
+  }
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, n, 1, d),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, n, 1, d),
+               posenc::PositionIdsView(p.data(), 1, n));
+}
+
+}  // namespace
+
+TEST_CASE("kv_cache: constructor bounds - a window of exactly max_len, no zero max_len or "
+          "negative v_head_dim", "[kv_cache][errors][rolling]") {
+  // Documented: sliding_window in [0, max_len], every dimension > 0, v_head_dim >= 0.
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 0, 1, 2), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 4, 1, 2, 0, -1), std::invalid_argument);
+  // Named as such (not only as a storage size that fails to compute).
+  REQUIRE_THROWS_WITH(posenc::KvCache<float>(1, 4, 1, 2, 0, -1), Contains("v_head_dim = -1"));
+  REQUIRE_NOTHROW(posenc::KvCache<float>(1, 4, 1, 2, 0, 0));
+  // W = max_len = 4 is allowed: 4 tokens fill it, a 5th keeps the newest W - 1 = 3.
+  posenc::KvCache<float> cache(1, 4, 1, 2, 4);
+  append_tokens(cache, 4, 0);
+  CHECK(cache.evicted() == 0);
+  append_tokens(cache, 1, 4);
+  CHECK(cache.size() == 4);
+  CHECK(cache.evicted() == 1);
+  CHECK(cache.positions()(0, 0) == 1);
+}
+
+TEST_CASE("kv_cache: shift_positions reaches both ends of [0, 2^53] exactly",
+          "[kv_cache][shift]") {
+  constexpr std::int64_t kMax = std::int64_t{1} << 53;
+  posenc::KvCache<float> cache(1, 4, 1, 2);
+  append_tokens(cache, 1, 0);
+  append_tokens(cache, 1, kMax);
+  // Slot 0 at position 0 shifted by +2^53 lands on 2^53; slot 1 at 2^53 by -2^53 on 0.
+  REQUIRE_NOTHROW(cache.shift_positions(0, 1, kMax));
+  CHECK(cache.positions()(0, 0) == kMax);
+  REQUIRE_NOTHROW(cache.shift_positions(1, 2, -kMax));
+  CHECK(cache.positions()(0, 1) == 0);
+  // One past either end throws, changing nothing.
+  REQUIRE_THROWS_AS(cache.shift_positions(0, 1, 1), std::invalid_argument);
+  REQUIRE_THROWS_AS(cache.shift_positions(1, 2, -1), std::invalid_argument);
+  REQUIRE_THROWS_AS(cache.shift_positions(0, 0, -kMax - 1), std::invalid_argument);
+  CHECK(cache.positions()(0, 0) == kMax);
+  CHECK(cache.positions()(0, 1) == 0);
+}
+
+TEST_CASE("kv_cache: any nonzero validity entry is stored as 1", "[kv_cache]") {
+  posenc::KvCache<float> cache(1, 4, 1, 2);
+  const std::vector<float> k(3 * 2, 0.5f);
+  const std::vector<std::int64_t> p = {0, 1, 2};
+  const std::vector<std::uint8_t> valid = {0, 2, 255};
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 1, 2),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 1, 2),
+               posenc::PositionIdsView(p.data(), 1, 3),
+               posenc::ConstTensorView<std::uint8_t, 2>(valid.data(), 1, 3));
+  CHECK(cache.valid()(0, 0) == 0);
+  CHECK(cache.valid()(0, 1) == 1);
+  CHECK(cache.valid()(0, 2) == 1);
+}
+
+TEST_CASE("kv_cache: an empty append or a validity mask of the wrong length throws, changing "
+          "nothing", "[kv_cache][errors]") {
+  posenc::KvCache<float> cache(1, 4, 1, 2);
+  append_tokens(cache, 1, 0);
+  const std::vector<float> k(2 * 2, 0.5f);
+  const std::vector<std::int64_t> p = {1, 2, 3};
+  const std::vector<std::uint8_t> valid = {1, 1, 1};
+  REQUIRE_THROWS_AS(cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, 0, 1, 2),
+                                 posenc::ConstTensorView<float, 4>(k.data(), 1, 0, 1, 2),
+                                 posenc::PositionIdsView(p.data(), 1, 0)),
+                    std::invalid_argument);
+  REQUIRE_THROWS_AS(cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, 2, 1, 2),
+                                 posenc::ConstTensorView<float, 4>(k.data(), 1, 2, 1, 2),
+                                 posenc::PositionIdsView(p.data(), 1, 2),
+                                 posenc::ConstTensorView<std::uint8_t, 2>(valid.data(), 1, 3)),
+                    std::invalid_argument);
+  CHECK(cache.size() == 1);
+}

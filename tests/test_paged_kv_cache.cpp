@@ -381,3 +381,65 @@ TEMPLATE_TEST_CASE("paged kv cache: the page pools start on a 64-byte cache line
     CHECK(reinterpret_cast<std::uintptr_t>(cache.value_pages().data()) % 64 == 0);
   }
 }
+
+// ---- From a mutation audit (twenty-ninth session) ----
+
+TEST_CASE("paged kv cache: forking a sequence of full pages needs no free page",
+          "[paged][kv_cache]") {
+  // Only a partial last page is copied (the file comment): 8 tokens in pages of 4 fill both
+  // pages of a 2-page pool, and the fork shares them.
+  posenc::PagedKvCache<float> cache(2, 4, KH, d);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 8, 40);
+  REQUIRE(cache.free_pages() == 0);
+  std::int64_t child = -1;
+  REQUIRE_NOTHROW(child = cache.fork(s));
+  CHECK(cache.pages(child) == cache.pages(s));
+  for (const std::int32_t p : cache.pages(s)) CHECK(cache.page_refs(p) == 2);
+  CHECK(cache.free_pages() == 0);
+  check_attend(cache, {s, child}, {h, h}, 2, Positional::kNone, {});
+}
+
+TEST_CASE("paged kv cache: a sliding-window pool drops exactly the pages before the next "
+          "query's window, and may use them for the same append", "[paged][kv_cache][window]") {
+  // W = 5, pages of 4. After 8 tokens the next query (slot 8) sees slots 4..8: page 0
+  // (slots 0..3) is dropped and, held by this sequence alone, taken again for slots 8..11.
+  posenc::PagedKvCache<float> cache(2, 4, KH, d, 5);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 7, 60);
+  // At length 7 the next query (slot 7) sees slots 3..7: page 0 must stay.
+  append(cache, s, h, 1, 61);
+  REQUIRE(cache.pages(s).size() == 2);
+  CHECK(cache.pages(s)[0] != cache.num_pages());
+  CHECK(cache.free_pages() == 0);
+  AttentionParams params;
+  params.sliding_window = 5;
+  check_attend(cache, {s}, {h}, 1, Positional::kNone, params);
+  // The pool is full, yet 4 more tokens fit: page 0 is freed first.
+  REQUIRE_NOTHROW(append(cache, s, h, 4, 62));
+  REQUIRE(cache.pages(s).size() == 3);
+  CHECK(cache.pages(s)[0] == cache.num_pages());
+  CHECK(cache.free_pages() == 0);
+  check_attend(cache, {s}, {h}, 4, Positional::kNone, params);
+}
+
+TEST_CASE("paged kv cache: a sliding-window pool does not count a shared dropped page as "
+          "freed", "[paged][kv_cache][window][errors]") {
+  // W = 2, pages of 4, 3 pages. s holds 8 tokens (pages 0, 1), its fork shares both; 1 page is
+  // free. 8 more tokens for s need 2 pages; dropping page 0 frees nothing (the fork holds it).
+  posenc::PagedKvCache<float> cache(3, 4, KH, d, 2);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 8, 70);
+  const std::int64_t child = cache.fork(s);
+  REQUIRE(cache.free_pages() == 1);
+  const std::vector<std::int32_t> pages_before = cache.pages(s);
+  History extra;
+  REQUIRE_THROWS_AS(append(cache, s, extra, 8, 71), std::out_of_range);
+  CHECK(cache.length(s) == 8);
+  CHECK(cache.pages(s) == pages_before);
+  CHECK(cache.free_pages() == 1);
+  for (const std::int32_t p : cache.pages(child)) CHECK(cache.page_refs(p) == 2);
+}
