@@ -2216,3 +2216,229 @@ TEST_CASE("hf_config: hf_mla_rope_params keeps the plan's own rotary_offset past
   CHECK(latent.head_dim == 512 + 64);
   CHECK(latent.rotary_offset == 512 + 8);
 }
+
+// ---- mutation-audit additions (hf_config.hpp family defaults and rules) --------------------
+
+// M01. SolarOpenConfig (transformers configuration_solar_open.py): head_dim = 128,
+// default_theta = 1e6. 2048 / 32 = 64 would be the hidden_size / heads derivation.
+TEST_CASE("hf_config: solar_open without head_dim or rope_theta takes SolarOpenConfig's "
+          "defaults") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "solar_open", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 8})");
+  CHECK(c.rope.head_dim == 128);
+  CHECK(c.attention_head_dim == 128);
+  CHECK(c.rope.theta == 1e6);
+  CHECK(posenc::resolved_rotary_dim(c.rope) == 128);
+}
+
+// M02. Ernie4_5Config (configuration_ernie4_5.py): default_theta = 500000, head_dim = 128
+// (1024 / 16 = 64 would be the derivation).
+TEST_CASE("hf_config: ernie4_5 without rope_theta or head_dim takes Ernie4_5Config's "
+          "defaults") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "ernie4_5", "hidden_size": 1024,
+      "num_attention_heads": 16, "num_key_value_heads": 2})");
+  CHECK(c.rope.theta == 5e5);
+  CHECK(c.rope.head_dim == 128);
+}
+
+// M03. Qwen3_5TextConfig (configuration_qwen3_5.py): head_dim = 256 and
+// partial_rotary_factor 0.25 ("assign default for BC"): rotary_dim = 0.25 * 256 = 64, for the
+// flat "qwen3_5" spelling as for "qwen3_5_text".
+TEST_CASE("hf_config: qwen3_5 without partial_rotary_factor rotates a quarter of its "
+          "256-wide heads") {
+  for (const char* type : {"qwen3_5", "qwen3_5_text"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "hidden_size": 4096, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "rope_theta": 10000000})");
+    CHECK(c.rope.head_dim == 256);
+    CHECK(posenc::resolved_rotary_dim(c.rope) == 64);
+  }
+}
+
+// M04. Lfm2MoeConfig (configuration_lfm2_moe.py): default_theta = 1000000.0.
+TEST_CASE("hf_config: lfm2_moe without rope_theta takes Lfm2MoeConfig's default 1e6") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "lfm2_moe", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 8})");
+  CHECK(c.rope.theta == 1e6);
+}
+
+// M05. GlmConfig (configuration_glm.py): head_dim = 128, partial_rotary_factor 0.5:
+// rotary_dim = 64 on 128-wide heads (2048 / 32 = 64 would be the derivation).
+TEST_CASE("hf_config: glm without head_dim takes GlmConfig's 128 and rotates half of it") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "glm", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 2, "rope_theta": 10000})");
+  CHECK(c.rope.head_dim == 128);
+  CHECK(c.attention_head_dim == 128);
+  CHECK(posenc::resolved_rotary_dim(c.rope) == 64);
+}
+
+// M07. Qwen2VLTextConfig (configuration_qwen2_vl.py): default_theta = 1000000.0, also for a
+// flat config saved with the wrapper's model_type "qwen2_vl" (transformers < 5 layout).
+TEST_CASE("hf_config: a flat qwen2_vl config without rope_theta takes Qwen2-VL's default 1e6") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+      "num_attention_heads": 12, "num_key_value_heads": 2,
+      "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
+  CHECK(c.rope.theta == 1e6);
+  CHECK(c.rope.head_dim == 128);
+}
+
+// M13. GPT-J / CodeGen's rotary_dim may cover the whole head: GPTJAttention rotates
+// key[..., :rotary_dim] (the full head when rotary_dim is None), so rotary_dim == head_dim is
+// the same RoPE as no rotary_dim at all (invariant), and must be accepted.
+TEST_CASE("hf_config: rotary_dim equal to head_dim is accepted and rotates the whole head") {
+  const std::string base = R"({"model_type": "gptj", "n_embd": 256, "n_head": 4,
+      "n_positions": 2048)";
+  const auto full = posenc::parse_hf_config(base + R"(, "rotary_dim": 64})");
+  const auto none = posenc::parse_hf_config(base + "}");
+  CHECK(full.rope.head_dim == 64);
+  CHECK(posenc::resolved_rotary_dim(full.rope) == 64);
+  CHECK(posenc::resolved_rotary_dim(full.rope) == posenc::resolved_rotary_dim(none.rope));
+}
+
+// M14. CodeGen rotates pairs (2j, 2j+1): modeling_codegen.py apply_rotary_pos_emb uses
+// rotate_every_two with repeat_interleave'd sin / cos (copied from GPT-J).
+TEST_CASE("hf_config: codegen is an interleaved (rotate_every_two) family") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "codegen", "n_embd": 1024,
+      "n_head": 16, "rotary_dim": 32, "n_positions": 2048})");
+  CHECK(c.rope.layout == RopeLayout::kInterleaved);
+  CHECK(posenc::resolved_rotary_dim(c.rope) == 32);
+  const auto arch = posenc::parse_hf_config(R"({"architectures": ["CodeGenForCausalLM"],
+      "n_embd": 1024, "n_head": 16, "rotary_dim": 32})");
+  CHECK(arch.rope.layout == RopeLayout::kInterleaved);
+}
+
+// M17. Architecture names match a family only when "For..." follows it: GLM-4.5's
+// Glm4MoeForCausalLM starts with "glm" but Glm4MoeAttention rotates half-split
+// (modeling_glm4_moe.py: rotate_half on cat((freqs, freqs))), unlike GLM / GLM-4.
+TEST_CASE("hf_config: an architecture that only starts with an interleaved family's name "
+          "stays half-split") {
+  const auto moe = posenc::parse_hf_config(R"({"architectures": ["Glm4MoeForCausalLM"],
+      "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128, "rope_theta": 1000000})");
+  CHECK(moe.rope.layout == RopeLayout::kHalfSplit);
+  const auto glm = posenc::parse_hf_config(R"({"architectures": ["GlmForCausalLM"],
+      "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128, "rope_theta": 1000000})");
+  CHECK(glm.rope.layout == RopeLayout::kInterleaved);
+}
+
+// M26. Gemma3TextConfig (configuration_gemma3.py): sliding_window defaults to 4096. Gemma-3
+// 4B+ configs save text_config as a diff against the class defaults and omit it.
+TEST_CASE("hf_config: gemma3_text without sliding_window takes Gemma3TextConfig's 4096") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "gemma3",
+      "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                      "num_hidden_layers": 34, "rope_scaling": {"rope_type": "linear",
+                      "factor": 8.0}}})");
+  CHECK(c.sliding_window == 4096);
+  // Contrast: an explicit null turns the window off, as for Mistral.
+  const auto off = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2560,
+      "num_attention_heads": 8, "num_hidden_layers": 34, "sliding_window": null})");
+  CHECK(off.sliding_window == 0);
+}
+
+// M31. Hunyuan's NTK-alpha base is theta * alpha^(d / (d - 2)) (vLLM
+// DynamicNTKAlphaRotaryEmbedding); alpha = 1 gives theta itself (hand computation: 1^x = 1),
+// plain RoPE, so it is a valid value, the lower end of the range.
+TEST_CASE("hf_config: Hunyuan dynamic alpha = 1 is accepted as factor 1") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "hunyuan_v1_dense",
+      "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 10000,
+      "rope_scaling": {"type": "dynamic", "alpha": 1.0, "factor": 1.0}})");
+  CHECK(c.rope.scaling.type == RopeScalingType::kNtk);
+  CHECK(c.rope.scaling.factor == 1.0);
+}
+
+// M36. transformers _compute_yarn_parameters: beta_fast = rope_parameters.get("beta_fast") or 32
+// and beta_slow = ... or 1, so a written 0 means the defaults, not an error.
+TEST_CASE("hf_config: yarn beta_fast = 0 and beta_slow = 0 read as the defaults 32 and 1") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 512,
+      "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 131072,
+      "rope_theta": 1000000, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 32768,
+                       "beta_fast": 0, "beta_slow": 0}})");
+  CHECK(c.rope.scaling.type == RopeScalingType::kYarn);
+  CHECK(c.rope.scaling.beta_fast == 32.0);
+  CHECK(c.rope.scaling.beta_slow == 1.0);
+}
+
+// M42, M44, M56. Llama4VisionConfig (configuration_llama4.py): image_size = 448,
+// patch_size = 14 by default, so a vision_config without them has 448 / 14 = 32 patches a
+// side; no default_theta of its own, so RotaryEmbeddingConfigMixin's 10000 (rope_theta=10000
+// in transformers 4.x).
+TEST_CASE("hf_config: a Llama-4 vision_config without image_size or patch_size or rope_theta "
+          "takes Llama4VisionConfig's defaults") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4",
+      "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
+                      "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                      "num_hidden_layers": 4, "rope_theta": 500000},
+      "vision_config": {"hidden_size": 1408, "num_attention_heads": 16}})");
+  REQUIRE(c.vision_rope);
+  CHECK(c.vision_rope->llama4);
+  CHECK(c.vision_rope->head_dim == 88);
+  CHECK(c.vision_rope->grid_side == 32);
+  CHECK(c.vision_rope->theta == 10000.0);
+}
+
+// M49. MptAttentionConfig (configuration_mpt.py): alibi_bias_max defaults to 8. MPT
+// gen_slopes(8, 8) = 2^(-8 (h + 1) / 8) = 2^-(h + 1) (hand computation): 1/2 .. 1/256.
+TEST_CASE("hf_config: MPT attn_config alibi without alibi_bias_max uses MPT's default 8") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 512,
+      "n_heads": 8, "max_seq_len": 2048, "attn_config": {"alibi": true}})");
+  REQUIRE(c.scheme == HfPositionScheme::kAlibi);
+  CHECK(c.alibi_max_bias == 8.0);
+  REQUIRE(c.alibi_slopes.size() == 8);
+  for (std::size_t h = 0; h < 8; ++h) {
+    CAPTURE(h);
+    CHECK_THAT(c.alibi_slopes[h], WithinRel(std::pow(2.0, -static_cast<double>(h + 1)), 1e-15));
+  }
+}
+
+// M50. BioGptLearnedPositionalEmbedding (modeling_biogpt.py) keeps OPT's offset = 2: position p
+// reads row p + 2 of embed_positions.
+TEST_CASE("hf_config: biogpt reads learned positions with offset 2") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "biogpt", "hidden_size": 1024,
+      "num_attention_heads": 16, "num_hidden_layers": 24, "max_position_embeddings": 1024})");
+  CHECK(c.scheme == HfPositionScheme::kAbsolute);
+  CHECK(c.absolute_position_offset == 2);
+}
+
+// M53. Qwen2-VL's VisionRotaryEmbedding(head_dim / 2) gives head_dim / 4 frequencies to rows
+// and as many to columns; cat((emb, emb)) is head_dim wide only when 4 divides head_dim (hand
+// computation: 90-wide heads would get 2 * 2 * ceil(45 / 2) = 92 columns). Not read then.
+TEST_CASE("hf_config: a Qwen2-VL vision tower whose heads are not a multiple of 4 is not read") {
+  const std::string head = R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+      "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
+      "vision_config": {"num_heads": 16, "spatial_merge_size": 2, "embed_dim": )";
+  const auto bad = posenc::parse_hf_config(head + "1440}}");  // 90-wide heads
+  CHECK(!bad.vision_rope);
+  const auto good = posenc::parse_hf_config(head + "1280}}");  // 80-wide heads
+  REQUIRE(good.vision_rope);
+  CHECK(good.vision_rope->head_dim == 80);
+}
+
+// A mutation audit found these defaults no test pinned, and both were wrong.
+TEST_CASE("hf_config: vision towers without a key take their config class's default",
+          "[hf_config][vision]") {
+  // Qwen2VLVisionConfig.__init__(spatial_merge_size=2) (also Qwen2.5-VL, Qwen3-VL and
+  // Glm4vVisionConfig): a vision_config saved as a diff merges 2 x 2 patches. posenc took 1.
+  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+      "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
+      "vision_config": {"embed_dim": 1280, "num_heads": 16}})");
+  REQUIRE(qwen.vision_rope);
+  CHECK(qwen.vision_rope->head_dim == 80);
+  CHECK(qwen.vision_rope->spatial_merge_size == 2);
+  const auto glm = posenc::parse_hf_config(R"({"model_type": "glm4v", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_key_value_heads": 2,
+      "vision_config": {"hidden_size": 1536, "num_heads": 12}})");
+  REQUIRE(glm.vision_rope);
+  CHECK(glm.vision_rope->head_dim == 128);
+  CHECK(glm.vision_rope->spatial_merge_size == 2);
+  // Llama4VisionConfig(hidden_size=768, num_attention_heads=16, ...): 48-wide heads. posenc
+  // took 12 heads (64 wide).
+  const auto llama4 = posenc::parse_hf_config(R"({"model_type": "llama4",
+      "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
+                      "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                      "num_hidden_layers": 4, "rope_theta": 500000},
+      "vision_config": {"image_size": 336, "patch_size": 14}})");
+  REQUIRE(llama4.vision_rope);
+  CHECK(llama4.vision_rope->head_dim == 48);
+  CHECK(llama4.vision_rope->grid_side == 24);
+}

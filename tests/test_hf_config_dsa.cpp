@@ -112,3 +112,18 @@ TEST_CASE("hf_config: GLM-5's indexer_rope_interleave turns the indexer's pairs 
   REQUIRE(idx.theta == 1000000.0);
   for (const std::int64_t pos : {std::int64_t{3}, std::int64_t{200000}}) check_indexer_row(idx, true, pos);
 }
+
+// M58 (mutation audit). The indexer splits each head into [rope | nope] =
+// [qk_rope_head_dim, index_head_dim - qk_rope_head_dim] (DeepSeek-V3.2 Indexer: torch.split of
+// q / k with those sizes); a head exactly qk_rope_head_dim wide has an empty nope part and is
+// rotated whole (a split size of 0 is valid), so index_head_dim == qk_rope_head_dim is accepted
+// and one narrower is not.
+TEST_CASE("hf_config: an indexer head as wide as qk_rope_head_dim is accepted") {
+  const std::string base = R"({"model_type": "deepseek_v32", "hidden_size": 1024,
+      "num_attention_heads": 8, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "kv_lora_rank": 512, "index_n_heads": 4, "rope_theta": 10000,
+      "index_head_dim": )";
+  const auto c = posenc::parse_hf_config(base + "64}");
+  CHECK(c.index_head_dim == 64);
+  CHECK_THROWS_AS(posenc::parse_hf_config(base + "62}"), std::invalid_argument);
+}

@@ -689,7 +689,7 @@ inline void hf_check_rope(const HfConfigReader& r, const RopeParams& p, const st
   }
 }
 
-/// Llama-4's vision tower (Llama4VisionConfig: hidden_size 768, num_attention_heads 12,
+/// Llama-4's vision tower (Llama4VisionConfig: hidden_size 768, num_attention_heads 16,
 /// image_size 448, patch_size 14, rope_theta 10000 by default; Scout: 1408 / 16, 336 / 14).
 inline void hf_read_llama4_vision_rope(const HfConfigReader& r, const nlohmann::json& vc,
                                        HfModelConfig& out) {
@@ -700,7 +700,7 @@ inline void hf_read_llama4_vision_rope(const HfConfigReader& r, const nlohmann::
     return v;
   };
   const std::int64_t width = read("hidden_size", 768, kHfMaxDim);
-  const std::int64_t heads = read("num_attention_heads", 12, kHfMaxHeads);
+  const std::int64_t heads = read("num_attention_heads", 16, kHfMaxHeads);
   const std::int64_t image = read("image_size", 448, kHfMaxDim);
   const std::int64_t patch = read("patch_size", 14, kHfMaxDim);
   const double theta = r.number(vc, "rope_theta", "vision_config.rope_theta").value_or(10000.0);
@@ -760,8 +760,10 @@ inline void hf_read_vision_rope(const HfConfigReader& r, const nlohmann::json& r
   if (*width <= 0 || *width > kHfMaxDim) {
     r.fail(width_key, "= ", *width, " must be in [1, ", kHfMaxDim, "]");
   }
+  // Absent: the vision config classes' default, 2 in every family here (Qwen2VLVisionConfig,
+  // Qwen2_5_VLVisionConfig, Qwen3VLVisionConfig, Glm4vVisionConfig: spatial_merge_size=2).
   const auto merge = r.integer(*vc, "spatial_merge_size", "vision_config.spatial_merge_size")
-                         .value_or(1);
+                         .value_or(2);
   if (merge <= 0 || merge > kHfMaxDim) {
     r.fail("vision_config.spatial_merge_size", "= ", merge, " must be in [1, ", kHfMaxDim, "]");
   }
