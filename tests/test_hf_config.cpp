@@ -1576,6 +1576,24 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
       "linear_attention", "full_attention"]})");
   CHECK(rotating(next) == std::vector<int>{3});
   CHECK(posenc::resolved_rotary_dim(next.rope) == 64);
+  // Without layer_types, Qwen3NextConfig (and Qwen3.5's text configs, its subclasses) builds
+  // them: full_attention where (i + 1) % full_attention_interval == 0 (default 4), the rest
+  // linear_attention. posenc had read every layer as full attention with RoPE.
+  const std::string next_head = R"({"model_type": "qwen3_next", "hidden_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+      "num_hidden_layers": 8, "rope_theta": 10000000)";
+  const auto next8 = posenc::parse_hf_config(next_head + "}");
+  CHECK(rotating(next8) == std::vector<int>{3, 7});
+  CHECK(posenc::hf_layer_heads(next8, 2).num_attention_heads == 0);
+  CHECK(posenc::hf_layer_heads(next8, 3).num_attention_heads == 16);
+  CHECK(rotating(posenc::parse_hf_config(next_head + R"(, "full_attention_interval": 2})")) ==
+        std::vector<int>{1, 3, 5, 7});
+  CHECK(rotating(posenc::parse_hf_config(R"({"model_type": "qwen3_5", "text_config": {
+      "model_type": "qwen3_5_text", "hidden_size": 4096, "num_attention_heads": 16,
+      "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 4}})")) ==
+        std::vector<int>{3});
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(next_head + R"(, "full_attention_interval": 0})"),
+                      Contains("\"full_attention_interval\" = 0 must be in [1, "));
   // MiniMax-Text-01's attn_type_list (1 = softmax attention, 0 = lightning attention); its
   // rotary_dim is read as vLLM and MiniMax's own code read it.
   const std::string minimax = R"({"model_type": "minimax", "hidden_size": 6144,

@@ -1240,6 +1240,17 @@ inline void hf_default_layer_types(const HfConfigReader& r, const nlohmann::json
   } else if (family == "mimov2flash") {
     build([](Eigen::Index i) { return i == 0 || (i + 1) % 6 == 0; }, "sliding_attention",
           "full_attention at layer 0 and every 6th layer");
+  } else if (family == "qwen3next" || family == "qwen35" || family == "qwen35text" ||
+             family == "qwen35moe" || family == "qwen35moetext") {
+    // Qwen3NextConfig (and Qwen3.5's text configs, its subclasses): layer i is full_attention
+    // when (i + 1) % full_attention_interval == 0 (default 4), else linear_attention.
+    const std::string key = prefix + "full_attention_interval";
+    const std::int64_t every = r.integer(c, "full_attention_interval", key).value_or(4);
+    if (every < 1 || every > kHfMaxLayers) {
+      r.fail(key, "= ", every, " must be in [1, ", kHfMaxLayers, "]");
+    }
+    build([every](Eigen::Index i) { return (i + 1) % every == 0; }, "linear_attention",
+          "full_attention every full_attention_interval-th layer, the rest linear_attention");
   }
 }
 
