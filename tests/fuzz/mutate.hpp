@@ -209,9 +209,9 @@ extern "C" inline void posenc_fuzz_on_trap(int signal) {
   std::raise(signal);
 }
 
-/// Runs the mutated inputs of argv (see the file comment). Returns the count run, or -1 for a
-/// usage error.
-inline long run_mutated_seeds(int argc, char** argv, std::size_t max_size,
+/// Runs the mutated inputs of argv (see the file comment) and prints how many the target
+/// accepted (`accepted`, which it counts). Returns the count run, or -1 for a usage error.
+inline long run_mutated_seeds(int argc, char** argv, std::size_t max_size, const long& accepted,
                               CustomMutation custom = {}) {
   if (argc < 5) {
     std::fprintf(stderr, "usage: %s RUNS FIRST_SEED DICTIONARY SEED_DIRECTORY...\n", argv[0]);
@@ -258,6 +258,8 @@ inline long run_mutated_seeds(int argc, char** argv, std::size_t max_size,
   }
   std::printf("%ld mutated inputs from %zu seed files and %zu dictionary tokens\n", runs,
               seeds.size(), dictionary.size());
+  std::printf("%ld accepted, %ld rejected (std::invalid_argument)\n", accepted,
+              runs - accepted);
   return runs;
 }
 
