@@ -7,6 +7,7 @@
 #include <posenc/attention.hpp>
 #include <posenc/attention_rope.hpp>
 #include <posenc/reference/attention.hpp>
+#include <posenc/relative_bias.hpp>
 #include <posenc/rope.hpp>
 #include <posenc/sinusoidal.hpp>
 
@@ -1092,4 +1093,108 @@ TEST_CASE("attention metadata: assigning a view again rebinds it, the old view's
   }
   CHECK(steps[0] == 3);
   CHECK(steps[1] == 10);
+}
+
+TEST_CASE("attention: a head_dim column tail over several key tiles equals the reference",
+          "[attention][fused]") {
+  // head_dim 7 / 13 / 20 leave columns after the last packet (4, 8 or 16 floats), handled by
+  // the scalar loops of the value products; over 200+ keys (several 64-key prefill tiles, 128-key
+  // decode tiles) a later tile raises the running max and those columns must be rescaled too.
+  const Shape shape = GENERATE(Shape{1, 20, 300, 2, 2, 7}, Shape{1, 9, 260, 4, 2, 13},
+                               Shape{1, 1, 400, 4, 4, 7}, Shape{2, 1, 300, 4, 2, 13},
+                               Shape{1, 2, 300, 2, 2, 20}, Shape{1, 1, 260, 3, 1, 20});
+  const MaskMode mask = GENERATE(MaskMode::kCausal, MaskMode::kBidirectional);
+  CAPTURE(shape, posenc::to_string(mask));
+  const Problem<float> p(shape, 700 + static_cast<std::uint64_t>(shape.d), 3.0);
+  const AttentionParams params = make_params(mask);
+  POSENC_REQUIRE_CLOSE(close(fused(p, params), reference(p, params), 1e-5));
+}
+
+TEST_CASE("attention: k batch, v kv_heads and lse heads are checked before anything is written",
+          "[attention][errors]") {
+  const Problem<float> p(2, 4, 6, 4, 2, 8, 5);
+  std::vector<float> out(p.out_size(), 3.0f);
+  std::vector<float> lse(2 * 4 * 4, 3.0f);
+  auto unchanged = [&] {
+    return std::all_of(out.begin(), out.end(), [](float x) { return x == 3.0f; }) &&
+           std::all_of(lse.begin(), lse.end(), [](float x) { return x == 3.0f; });
+  };
+  const posenc::ConstTensorView<float, 4> k1(p.k.data(), 1, 6, 2, 8);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(p.Q(), k1, p.V(), p.view(out)),
+                      Contains("k batch = 1 must equal q batch (2)"));
+  const posenc::ConstTensorView<float, 4> v1(p.v.data(), 2, 6, 1, 8);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(p.Q(), p.K(), v1, p.view(out)),
+                      Contains("v shape [2, 6, 1, 8] must be "
+                               "[batch, k_len, kv_heads, v_head_dim > 0]"));
+  const posenc::TensorView<float, 3> lse3(lse.data(), 2, 4, 3);
+  REQUIRE_THROWS_WITH(posenc::attention<float>(p.Q(), p.K(), p.V(), p.view(out), lse3),
+                      Contains("lse shape [2, 4, 3] must be [batch, q_len, heads] = [2, 4, 4]"));
+  CHECK(unchanged());
+}
+
+TEST_CASE("attention: an ALiBi slope of 0 is accepted and leaves its head as plain attention",
+          "[attention][alibi]") {
+  // Slopes must be finite and >= 0; slope 0 adds -0 * |pos_q - pos_k| = 0 to every score, so
+  // head 0 is the reference without ALiBi and head 1 (slope 0.5) the reference with it.
+  const Problem<float> p(1, 5, 9, 2, 2, 16, 23);
+  for (const MaskMode mask : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+    AttentionParams params = make_params(mask);
+    params.alibi_slopes = {0.0, 0.5};
+    const auto out = fused(p, params);
+    const auto plain = reference(p, make_params(mask));
+    const auto with = reference(p, params);
+    for (Eigen::Index i = 0; i < 5; ++i) {
+      for (Eigen::Index c = 0; c < 16; ++c) {
+        const auto h0 = static_cast<std::size_t>((i * 2 + 0) * 16 + c);
+        const auto h1 = static_cast<std::size_t>((i * 2 + 1) * 16 + c);
+        CHECK_THAT(out[h0], WithinAbs(plain[h0], 1e-5));
+        CHECK_THAT(out[h1], WithinAbs(with[h1], 1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention: RoPE with a softmax_scale_multiplier of 0 throws",
+          "[attention][rope][errors]") {
+  const Problem<float> p(1, 2, 4, 2, 2, 8, 3);
+  posenc::RopeParams rp;
+  rp.head_dim = 8;
+  auto freqs = posenc::compute_rope_frequencies(rp);
+  freqs.softmax_scale_multiplier = 0.0;
+  std::vector<float> out(p.out_size(), 3.0f);
+  REQUIRE_THROWS_WITH(posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs,
+                                                         posenc::RopeLayout::kHalfSplit),
+                      Contains("softmax_scale_multiplier = 0 must be finite and > 0"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 3.0f; }));
+}
+
+TEST_CASE("attention: RoPE queries before the first key sit at position 0, for the rotation "
+          "and for ALiBi", "[attention][rope][alibi]") {
+  // Bidirectional, q_len 5 > k_len 3, no positions given: queries 0 and 1 (defaults -2, -1)
+  // clamp to 0 (attention_with_rope), so the call equals the reference on Q rotated at
+  // {0, 0, 0, 1, 2}, K at {0, 1, 2}, with those query positions for ALiBi.
+  const Problem<float> p(1, 5, 3, 2, 2, 16, 29);
+  posenc::RopeParams rp;
+  rp.head_dim = 16;
+  const auto freqs = posenc::compute_rope_frequencies(rp);
+  const auto layout = posenc::RopeLayout::kHalfSplit;
+  AttentionParams params = make_params(MaskMode::kBidirectional);
+  params.alibi_slopes = {0.25, 0.75};
+  const std::vector<std::int64_t> qpos = {0, 0, 0, 1, 2}, kpos = {0, 1, 2};
+  Problem<float> r = p;
+  r.q = rotated(p.q, 1, 5, 2, 16, qpos, freqs, layout);
+  r.k = rotated(p.k, 1, 3, 2, 16, kpos, freqs, layout);
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(qpos.data(), 1, 5);
+  std::vector<float> out(p.out_size());
+  posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, layout, params);
+  POSENC_REQUIRE_CLOSE(close(out, reference(r, params, meta), 1e-5));
+  // ALiBi alone cannot tell -2 from 0 (a constant shift of the row's scores); T5's exact
+  // buckets of pos_k - pos_q can: the kernel must also read the clamped positions.
+  const std::vector<float> table = posenc_test::random_vector<float>(32 * 2, 31);
+  params.alibi_slopes.clear();
+  params.relative_bias =
+      posenc::relative_position_bias(posenc::ConstTensorView<float, 2>(table.data(), 32, 2));
+  posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, layout, params);
+  POSENC_REQUIRE_CLOSE(close(out, reference(r, params, meta), 1e-5));
 }

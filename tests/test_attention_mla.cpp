@@ -714,3 +714,19 @@ TEST_CASE("attention mla: attention_with_rope turns the rope part of [nope | rop
   rotate_rope_part(k_rot, s.kv_heads, s.d, 16, pos, kTheta);
   require_close(out, expected_attention(s, q_rot, k_rot, p.v));
 }
+
+TEST_CASE("attention mla: attention_latent with v_head_dim = head_dim takes whole rows as values",
+          "[attention][mla][latent]") {
+  // The bound is inclusive (1 <= v_head_dim <= head_dim): values as wide as the latent rows are
+  // the rows themselves, i.e. plain attention with v = kv, here against the long double.
+  const MlaShape s{1, 3, 40, 4, 2, 12, 12};
+  const MlaProblem<float> p(s, 61, 2.0);
+  const long double scale = 1.0L / std::sqrt(12.0L);
+  AttentionParams params;
+  params.scale = static_cast<double>(scale);
+  std::vector<float> out(static_cast<std::size_t>(s.batch * s.q_len * s.heads * s.dv), -7.0f);
+  posenc::attention_latent<float>(p.qv(), p.kv(),
+                                  TensorView<float, 4>(out.data(), s.batch, s.q_len, s.heads, s.dv),
+                                  params);
+  require_close(out, expected_attention(s, p.q, p.k, p.k, {}, {}, scale));
+}

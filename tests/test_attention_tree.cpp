@@ -532,3 +532,19 @@ TEST_CASE("draft trees: parent indices to the ancestor mask and the positions by
                       Contains("first_position = -1 must be in [0, 2^53 - T]"));
   CHECK(pos == std::vector<std::int64_t>{7, 8, 7, 8});
 }
+
+TEST_CASE("draft trees: first_position may reach 2^53 - T and no further",
+          "[attention][tree][errors]") {
+  // Positions must stay in [0, 2^53]: a tree of T tokens may be T - 1 deep, so the header bounds
+  // first_position by 2^53 - T (draft_tree_positions: "first_position outside [0, 2^53 - T]").
+  constexpr std::int64_t kMax = std::int64_t{1} << 53;
+  std::vector<std::int64_t> pos(2, -9);
+  const posenc::TensorView<std::int64_t, 1> view(pos.data(), 2);
+  posenc::draft_tree_positions({-1, 0}, kMax - 2, view);
+  CHECK(pos == std::vector<std::int64_t>{kMax - 2, kMax - 1});
+  REQUIRE_THROWS_WITH(posenc::draft_tree_positions({-1, 0}, kMax - 1, view),
+                      Contains("must be in [0, 2^53 - T]"));
+  REQUIRE_THROWS_WITH(posenc::draft_tree_positions({-1, -1}, kMax, view),
+                      Contains("must be in [0, 2^53 - T]"));
+  CHECK(pos == std::vector<std::int64_t>{kMax - 2, kMax - 1});
+}
