@@ -173,3 +173,110 @@ TEST_CASE("alibi: bad input throws std::invalid_argument before writing", "[alib
                       Contains("query_positions[0, 1] = -4 must be in [0, 2^53]"));
   for (const float x : out) CHECK(x == 7.0f);
 }
+
+namespace {
+using V1 = posenc::ConstTensorView<std::int64_t, 1>;
+using Ids = posenc::PositionIdsView;
+using Out3 = posenc::TensorView<float, 3>;
+using Out4 = posenc::TensorView<float, 4>;
+}  // namespace
+
+TEST_CASE("alibi: slope limits are exact (2^20 + 1 heads and infinite max_bias throw)",
+          "[alibi][errors]") {
+  // The documented range is [1, 2^20] heads and a finite max_bias > 0.
+  REQUIRE_THROWS_MATCHES(posenc::alibi_slopes((Eigen::Index{1} << 20) + 1), std::invalid_argument,
+                         Catch::Matchers::Message(
+                             "posenc::alibi_slopes: num_heads = 1048577 must be in [1, 2^20]"));
+  REQUIRE_THROWS_WITH(posenc::alibi_slopes(8, std::numeric_limits<double>::infinity()),
+                      Contains("max_bias = inf must be finite and > 0"));
+}
+
+TEST_CASE("alibi: zero heads and an unknown MaskMode throw before writing", "[alibi][errors]") {
+  const std::vector<std::int64_t> pos = {0, 1, 2};
+  const V1 p3(pos.data(), 3);
+  std::vector<float> out(2 * 3 * 3, 7.0f);
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({}, p3, p3, MaskMode::kCausal,
+                                                Out3(out.data(), 0, 3, 3)),
+                      Contains("out heads = 0 must be > 0"));
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({}, Ids(pos.data(), 1, 3),
+                                                Ids(pos.data(), 1, 3),
+                                                MaskMode::kCausal,
+                                                Out4(out.data(), 1, 0, 3, 3)),
+                      Contains("out heads = 0 must be > 0"));
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({0.5, 0.25}, p3, p3, static_cast<MaskMode>(2),
+                                                Out3(out.data(), 2, 3, 3)),
+                      Contains("mode = 2 is not a MaskMode"));
+  for (const float x : out) CHECK(x == 7.0f);
+}
+
+TEST_CASE("alibi: a query length mismatch and bad key or batched positions write nothing",
+          "[alibi][errors]") {
+  const std::vector<std::int64_t> pos = {0, 1, 2};
+  const std::vector<std::int64_t> bad_key = {0, 1, -1};
+  std::vector<float> out(2 * 3 * 3, 7.0f);
+  // Two query positions (the buffer holds three) against out [1, 3, 3]; keys match.
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({0.5}, V1(pos.data(), 2),
+                                                V1(pos.data(), 3),
+                                                MaskMode::kCausal,
+                                                Out3(out.data(), 1, 3, 3)),
+                      Contains("positions [2] x [3] must match out [q_len, k_len] = [3, 3]"));
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({0.5}, V1(pos.data(), 3),
+                                                V1(bad_key.data(), 3),
+                                                MaskMode::kCausal,
+                                                Out3(out.data(), 1, 3, 3)),
+                      Contains("key_positions[0, 2] = -1 must be in [0, 2^53]"));
+  const std::vector<std::int64_t> bad_query = {0, 1, 2, -5, 0, 1};
+  const std::vector<std::int64_t> keys = {0, 1, 2, 0, 1, 2};
+  std::vector<float> out4(2 * 1 * 3 * 3, 7.0f);
+  REQUIRE_THROWS_WITH(posenc::alibi_bias<float>({0.5}, Ids(bad_query.data(), 2, 3),
+                                                Ids(keys.data(), 2, 3),
+                                                MaskMode::kCausal,
+                                                Out4(out4.data(), 2, 1, 3, 3)),
+                      Contains("query_positions[1, 0] = -5 must be in [0, 2^53]"));
+  for (const float x : out) CHECK(x == 7.0f);
+  for (const float x : out4) CHECK(x == 7.0f);
+}
+
+TEST_CASE("alibi: the diagonal is +0, not -0, in both modes", "[alibi][bias]") {
+  // alibi.hpp documents a +0 diagonal: -m * |0| would be -0 (a sign a later x * inf or
+  // 1 / x exposes); 0 - m * 0 is +0 in round-to-nearest.
+  const std::vector<double> slopes = {0.5, 0.0625};
+  const std::vector<std::int64_t> pos = {0, 3, 7};
+  for (const auto mode : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+    std::vector<double> out(2 * 3 * 3, 7.0);
+    posenc::alibi_bias<double>(slopes, V1(pos.data(), 3),
+                               V1(pos.data(), 3), mode,
+                               posenc::TensorView<double, 3>(out.data(), 2, 3, 3));
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 3; ++i) {
+        const double x = out[static_cast<std::size_t>((h * 3 + i) * 3 + i)];
+        CHECK(x == 0.0);
+        CHECK_FALSE(std::signbit(x));
+      }
+  }
+}
+
+TEST_CASE("alibi: the batched builder gives each head its own slope", "[alibi][bias]") {
+  // out[b, h, i, j] = -m_h (pq - pk) (causal) or -m_h |pq - pk|, closed form: the slopes are
+  // powers of two and the positions small integers, so every value is exact in double.
+  const std::vector<double> slopes = {0.5, 0.25, 0.125};
+  const std::vector<std::int64_t> qpos = {4, 5, 0, 9};   // [2, 2]
+  const std::vector<std::int64_t> kpos = {0, 2, 5, 3, 6, 9};  // [2, 3]
+  for (const auto mode : {MaskMode::kCausal, MaskMode::kBidirectional}) {
+    std::vector<double> out(2 * 3 * 2 * 3);
+    posenc::alibi_bias<double>(slopes, Ids(qpos.data(), 2, 2),
+                               Ids(kpos.data(), 2, 3), mode,
+                               posenc::TensorView<double, 4>(out.data(), 2, 3, 2, 3));
+    for (int b = 0; b < 2; ++b)
+      for (int h = 0; h < 3; ++h)
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 3; ++j) {
+            const auto d = static_cast<double>(qpos[static_cast<std::size_t>(b * 2 + i)] -
+                                               kpos[static_cast<std::size_t>(b * 3 + j)]);
+            const double m = slopes[static_cast<std::size_t>(h)];
+            const double want = mode == MaskMode::kCausal ? -m * d : -m * std::abs(d);
+            CAPTURE(b, h, i, j);
+            CHECK(out[static_cast<std::size_t>(((b * 3 + h) * 2 + i) * 3 + j)] == want);
+          }
+  }
+}

@@ -255,3 +255,15 @@ TEST_CASE("limits: packed and paged attention size arithmetic does not overflow"
                "8796093022208"));
   for (const float x : out) REQUIRE(x == -3.0f);
 }
+
+TEST_CASE("limits: a cache whose element count fits but whose bytes do not is refused",
+          "[limits][kv_cache]") {
+  // 2^30 x 2^15 x 2^16 = 2^61 floats: the count is below PTRDIFF_MAX = 2^63 - 1, the 2^63
+  // bytes are not (error.hpp: the limit is PTRDIFF_MAX bytes, not elements).
+  REQUIRE_THROWS_MATCHES(
+      (posenc::KvCache<float>(1, Eigen::Index{1} << 30, Eigen::Index{1} << 15,
+                              Eigen::Index{1} << 16)),
+      std::invalid_argument,
+      Catch::Matchers::Message("posenc::KvCache: keys of 1 x 1073741824 x 32768 x 65536 elements "
+                               "of 4 bytes exceeds the addressable size (PTRDIFF_MAX bytes)"));
+}

@@ -419,3 +419,84 @@ TEST_CASE("sinusoidal: float tables stay within 2e-7 across a whole re-anchoring
         2e-7 + 1e6 * 3e-16));
   }
 }
+
+TEST_CASE("sinusoidal: d_model, base and layout limits throw naming the parameter",
+          "[sinusoidal][errors]") {
+  using Catch::Matchers::Contains;
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto interleaved_base = [](double base) {
+    return with_layout(SinusoidalLayout::kInterleaved, base);
+  };
+  const auto bad_layout = with_layout(static_cast<SinusoidalLayout>(3));
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(0), Contains("d_model = 0 must be > 0"));
+  // 2^20 is the documented widest d_model; 2^20 + 2 is past it.
+  CHECK(posenc::sinusoidal_frequencies(Eigen::Index{1} << 20).size() == (std::size_t{1} << 19));
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies((Eigen::Index{1} << 20) + 2),
+                      Contains("d_model = 1048578 must be <= 2^20"));
+  // d = 2 has a single pair of w = base^0 = 1: nothing but the base check itself rejects these.
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(2, interleaved_base(0.0)),
+                      Contains("base = 0 must be finite and > 0"));
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(8, interleaved_base(inf)),
+                      Contains("base = inf must be finite and > 0"));
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(8, bad_layout),
+                      Contains("layout = 3 is not a SinusoidalLayout"));
+}
+
+TEST_CASE("sinusoidal: a plan, position_ids or timesteps of the wrong shape throw before writing",
+          "[sinusoidal][errors]") {
+  using Catch::Matchers::Contains;
+  using Catch::Matchers::StartsWith;
+  using Out2 = posenc::TensorView<float, 2>;
+  using Steps = posenc::ConstTensorView<double, 1>;
+  const posenc::SinusoidalPlan plan8(8);
+  std::vector<float> buf(2 * 3 * 16, 0.25f);
+  const auto before = buf;
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_table<float>(Out2(buf.data(), 3, 16), plan8),
+                      Contains("out d_model = 16 must equal the plan's d_model (8)"));
+  const std::vector<std::int64_t> ids{0, 1, 2, 0, 1, 2, 3, 4};
+  REQUIRE_THROWS_WITH(
+      posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(buf.data(), 2, 3, 16),
+                                            posenc::PositionIdsView(ids.data(), 2, 3), plan8),
+      Contains("embeddings d_model = 16 must equal the plan's d_model (8)"));
+  // Batch matches, seq does not: [2, 4] ids for [2, 3] rows.
+  REQUIRE_THROWS_WITH(
+      posenc::add_sinusoidal_inplace<float>(posenc::TensorView<float, 3>(buf.data(), 2, 3, 8),
+                                            posenc::PositionIdsView(ids.data(), 2, 4), plan8),
+      Contains("position_ids shape [2, 4]") && Contains("[batch, seq] = [2, 3]"));
+  const std::vector<double> t{1.0, 2.0};
+  REQUIRE_THROWS_WITH(posenc::timestep_embedding<float>(Steps(t.data(), 2),
+                                                        Out2(buf.data(), 3, 8)),
+                      Contains("out rows = 3 must equal the number of timesteps (2)"));
+  // The convenience table names itself, not the plan it builds (error.hpp: the message names
+  // the function called).
+  REQUIRE_THROWS_WITH(posenc::sinusoidal_table<float>(Out2(buf.data(), 2, 7)),
+                      StartsWith("posenc::sinusoidal_table: d_model = 7 must be even"));
+  CHECK(buf == before);
+}
+
+TEST_CASE("sinusoidal: runs that break inside a group of four match the long-double reference",
+          "[sinusoidal][add]") {
+  // The kernel advances four rows at once only when all four positions are consecutive, and
+  // anchors with exact sin/cos elsewhere. Row 0 starts at position 1 (fairseq's first position
+  // is padding_idx + 1), runs 2 | 5 and 4, 5, 6 | 8 break at the 2nd and the 4th row of a group;
+  // row 1 equals row 0 except its last id, so the two rows must not share one encoding.
+  const Eigen::Index batch = 2, seq = 12, d = 16;
+  std::vector<std::int64_t> ids{1, 2, 5, 9, 3, 4, 5, 6, 8, 0, 1, 2};
+  ids.insert(ids.end(), ids.begin(), ids.end());
+  ids.back() = 3;
+  for (const auto layout : {SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
+                            SinusoidalLayout::kCosSin}) {
+    CAPTURE(posenc::to_string(layout));
+    const std::vector<double> emb0(static_cast<std::size_t>(batch * seq * d), 0.5);
+    check_add_inplace<double>(emb0, ids, batch, seq, d, with_layout(layout), 1e-12);
+    // A table that starts at position 1.
+    std::vector<double> table(static_cast<std::size_t>(6 * d));
+    posenc::sinusoidal_table<double>(posenc::TensorView<double, 2>(table.data(), 6, d),
+                                     with_layout(layout), 1);
+    for (Eigen::Index k = 0; k < 6 * d; ++k) {
+      const long double want = posenc::reference::sinusoidal_value(
+          static_cast<long double>(1 + k / d), k % d, d, with_layout(layout));
+      CHECK_THAT(table[static_cast<std::size_t>(k)], WithinAbs(static_cast<double>(want), 1e-12));
+    }
+  }
+}
