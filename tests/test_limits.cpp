@@ -267,3 +267,30 @@ TEST_CASE("limits: a cache whose element count fits but whose bytes do not is re
       Catch::Matchers::Message("posenc::KvCache: keys of 1 x 1073741824 x 32768 x 65536 elements "
                                "of 4 bytes exceeds the addressable size (PTRDIFF_MAX bytes)"));
 }
+
+TEST_CASE("limits: batch * seq of exactly INT64_MAX / seq tokens still counts as an Index",
+          "[limits][rope]") {
+  // The token-count check refuses batch * seq > INT64_MAX only: batch = floor(INT64_MAX / seq)
+  // fits. A negative offset then stops the call by name before any token is visited.
+  const auto f = small_plan();
+  float buf[4] = {1, 2, 3, 4};
+  posenc::RopeHeads<float> x;
+  x.data = buf;
+  x.head_dim = 4;
+  x.heads = 1;
+  x.seq = kBig32;
+  x.batch = kInt64Max / kBig32;  // 2^31 - 1: batch * seq = 2^63 - 2^32
+  REQUIRE_THROWS_WITH(
+      posenc::apply_rope_inplace<float>(
+          x, posenc::RopePositions::from_ids(posenc::PositionIdsView(nullptr, 0, 0), -1), f,
+          posenc::RopeLayout::kHalfSplit),
+      Contains("position_ids shape [0, 0] must equal the tensors' [batch, seq]"));
+  posenc::RopePositions pos = posenc::RopePositions::contiguous(x.batch, x.seq);
+  pos.offset = -1;
+  REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(x, pos, f, posenc::RopeLayout::kHalfSplit),
+                      Contains("position offset = -1 must be in [0, 2^53]"));
+  x.batch += 1;  // 2^63: one past
+  REQUIRE_THROWS_WITH(posenc::apply_rope_inplace<float>(x, pos, f, posenc::RopeLayout::kHalfSplit),
+                      Contains("more than an Index counts"));
+  CHECK(buf[0] == 1.0f);
+}

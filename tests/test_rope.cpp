@@ -1089,3 +1089,128 @@ TEST_CASE("rope: contiguous positions re-anchor their angle recurrence (pair 0 e
   INFO("largest error " << worst);
   CHECK(worst <= 1e-14);
 }
+
+TEST_CASE("rope: cache rows past the fast reduction (2^30) hold the sin / cos of the double angle",
+          "[rope][cache][precision]") {
+  // fill_rope_cos_sin_cache computes every row from the angle p * w_j rounded to double, as the
+  // on-the-fly path does; past 2^30 radians the three-part pi/2 reduction is no longer exact.
+  // Expected: a cos / a sin of that double angle in long double. first_position may reach
+  // 2^53 - rows (the documented range), one more is refused by name.
+  const Eigen::Index D = 16, rows = 3;
+  auto f = plan(D);
+  f.attention_factor = 1.25;
+  std::vector<double> cache(static_cast<std::size_t>(rows * D));
+  const posenc::TensorView<double, 2> view(cache.data(), rows, D);
+  const std::int64_t last_first = (std::int64_t{1} << 53) - rows;
+  for (const std::int64_t first : {std::int64_t{1} << 31, std::int64_t{1} << 40, last_first}) {
+    CAPTURE(first);
+    posenc::fill_rope_cos_sin_cache<double>(f, view, first);
+    for (Eigen::Index r = 0; r < rows; ++r) {
+      for (Eigen::Index j = 0; j < D / 2; ++j) {
+        const double w = f.inv_freq[static_cast<std::size_t>(j)];
+        const auto angle = static_cast<long double>(static_cast<double>(first + r) * w);
+        const auto at = static_cast<std::size_t>(r * D + j);
+        CHECK_THAT(cache[at], WithinAbs(static_cast<double>(1.25L * std::cos(angle)), 1e-14));
+        CHECK_THAT(cache[at + D / 2],
+                   WithinAbs(static_cast<double>(1.25L * std::sin(angle)), 1e-14));
+      }
+    }
+  }
+  REQUIRE_THROWS_WITH(posenc::fill_rope_cos_sin_cache<double>(f, view, last_first + 1),
+                      Contains("first_position = 9007199254740990 must be in [0, 2^53 - rows]"));
+}
+
+TEST_CASE("rope: out of place with x and out of different head_dim throws, out untouched",
+          "[rope][errors][out-of-place]") {
+  // Both views hold the rotary slice, but out's rows are wider than x's: the pass-through copy
+  // would read past x's rows. The shapes must be equal (the documented contract of apply_rope).
+  const Eigen::Index S = 3, H = 2, D = 16;
+  const auto f = plan(D);
+  const auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * 2 * D), 181);
+  std::vector<float> out(static_cast<std::size_t>(S * H * 2 * D), -7.0f);
+  const auto before = out;
+  const auto pos = arange(S);
+  for (const Eigen::Index out_dim : {D + 8, 2 * D}) {
+    CAPTURE(out_dim);
+    const posenc::ConstTensorView<float, 4> xv(x.data(), 1, S, H, D);
+    const posenc::TensorView<float, 4> ov(out.data(), 1, S, H, out_dim);
+    REQUIRE_THROWS_WITH(posenc::apply_rope<float>(xv, posenc::PositionIdsView(pos.data(), 1, S), f,
+                                                  RopeLayout::kHalfSplit, ov),
+                        Contains("x and out must have the same shape"));
+    REQUIRE_THROWS_WITH(posenc::apply_rope_cached<float>(
+                            posenc::rope_heads<float>(xv), posenc::rope_heads<float>(ov),
+                            posenc::RopePositions::contiguous(1, S),
+                            posenc::make_rope_cos_sin_cache(f, S), RopeLayout::kInterleaved),
+                        Contains("x and out must have the same shape"));
+  }
+  CHECK(std::memcmp(out.data(), before.data(), out.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("rope: fill_rope_cos_sin_cache refuses 0 rows and a negative first_position by name",
+          "[rope][errors][cache]") {
+  // Documented range: rows > 0, first_position in [0, 2^53 - rows]; nothing is written on error.
+  const Eigen::Index D = 16;
+  const auto f = plan(D);
+  std::vector<float> cache(static_cast<std::size_t>(4 * D), -3.0f);
+  const auto before = cache;
+  REQUIRE_THROWS_WITH(
+      posenc::fill_rope_cos_sin_cache<float>(f, posenc::TensorView<float, 2>(cache.data(), 0, D)),
+      Contains("cache rows = 0 must be > 0"));
+  for (const std::int64_t first : {std::int64_t{-1}, std::numeric_limits<std::int64_t>::min()}) {
+    CAPTURE(first);
+    REQUIRE_THROWS_MATCHES(
+        posenc::fill_rope_cos_sin_cache<float>(f, posenc::TensorView<float, 2>(cache.data(), 4, D),
+                                               first),
+        std::invalid_argument, Catch::Matchers::Message(
+            "posenc::fill_rope_cos_sin_cache: first_position = " + std::to_string(first) +
+            " must be in [0, 2^53 - rows]"));
+  }
+  CHECK(std::memcmp(cache.data(), before.data(), cache.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("rope: a device without its parallel_for is refused by the cached calls too",
+          "[rope][errors][cache]") {
+  // RopeApplyOptions::device and parallel_for are set together by set_device; half of the pair
+  // is an error for every apply call (the plan-based ones are checked in the errors case above).
+  const Eigen::Index S = 4, H = 2, D = 16;
+  auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(S * H * D), 191);
+  const auto before = x;
+  const auto cache = posenc::make_rope_cos_sin_cache(plan(D), S);
+  const auto heads = posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), 1, S, H, D));
+  const auto positions = posenc::RopePositions::contiguous(1, S);
+  posenc::RopeApplyOptions o;
+  int dummy = 0;
+  o.device = &dummy;
+  const auto message = Contains("options.device and options.parallel_for must be set together");
+  REQUIRE_THROWS_WITH(posenc::apply_rope_inplace_cached<float>(heads, positions, cache,
+                                                               RopeLayout::kHalfSplit, 0, o),
+                      message);
+  REQUIRE_THROWS_WITH(posenc::apply_rope_qk_inplace_cached<float>(heads, heads, positions, cache,
+                                                                  RopeLayout::kInterleaved, 0, o),
+                      message);
+  REQUIRE_THROWS_WITH(posenc::apply_rope_cached<float>(posenc::detail::as_const(heads), heads,
+                                                       positions, cache, RopeLayout::kHalfSplit,
+                                                       0, o),
+                      message);
+  CHECK(std::memcmp(x.data(), before.data(), x.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("rope: Q+K calls name the tensor (q or k) whose view is bad", "[rope][errors][gqa]") {
+  // apply_rope_qk_inplace validates q then k; the message says which one failed.
+  const Eigen::Index S = 2, D = 16;
+  const auto f = plan(D);
+  std::vector<float> wide(static_cast<std::size_t>(S * 4 * D), 1.0f);
+  std::vector<float> narrow(static_cast<std::size_t>(S * 2 * 8), 1.0f);
+  const auto w = posenc::rope_heads<float>(posenc::TensorView<float, 4>(wide.data(), 1, S, 4, D));
+  const auto n = posenc::rope_heads<float>(posenc::TensorView<float, 4>(narrow.data(), 1, S, 2, 8));
+  const auto pos = posenc::RopePositions::contiguous(1, S);
+  REQUIRE_THROWS_WITH(posenc::apply_rope_qk_inplace<float>(w, n, pos, f, RopeLayout::kHalfSplit),
+                      Contains("must be <= k head_dim (8)"));
+  REQUIRE_THROWS_WITH(posenc::apply_rope_qk_inplace<float>(n, w, pos, f, RopeLayout::kHalfSplit),
+                      Contains("must be <= q head_dim (8)"));
+  const auto cache = posenc::make_rope_cos_sin_cache(f, S);
+  REQUIRE_THROWS_WITH(posenc::apply_rope_qk_inplace_cached<float>(w, n, pos, cache,
+                                                                  RopeLayout::kInterleaved),
+                      Contains("must be <= k head_dim (8)"));
+  CHECK(std::all_of(wide.begin(), wide.end(), [](float v) { return v == 1.0f; }));
+}

@@ -848,3 +848,148 @@ TEST_CASE("rope scaling: a plan that would be infinite, NaN or negative is rejec
                 "= int(9223372036854775807 * 1) must be <= 1024"));
   }
 }
+
+TEST_CASE("rope scaling: the edges of theta and mscale_slope (theta > 1, slope >= 0)",
+          "[rope][scaling][yarn]") {
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  // theta = 1 makes every frequency 1 (no position information): refused, as documented.
+  p.theta = 1.0;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p),
+                      Contains("theta = 1 must be finite and > 1"));
+  p.theta = std::nextafter(1.0, 2.0);
+  REQUIRE_NOTHROW(posenc::compute_rope_frequencies(p));
+  // slope 0 is in range: g(s, m) = 0 m ln s + 1 = 1, so YaRN's factors are all 1 and the
+  // frequencies are HF's ramp (slope 0 affects only g).
+  p.theta = 10000.0;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 8.0;
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.mscale = 0.5;
+  p.scaling.mscale_all_dim = 2.0;
+  p.scaling.mscale_slope = 0.0;
+  const auto f = posenc::compute_rope_frequencies(p);
+  CHECK(f.attention_factor == 1.0);
+  CHECK(f.softmax_scale_multiplier == 1.0);
+  const auto corr = [](long double r) {
+    return 64.0L * std::log(4096.0L / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L));
+  };
+  const long double lo = std::max(std::floor(corr(32.0L)), 0.0L);
+  const long double hi = std::min(std::ceil(corr(1.0L)), 63.0L);
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
+    const long double th = theta_j(10000.0L, j, 64);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(th / 8.0L * ramp + th * (1.0L - ramp)), 1e-14));
+  }
+  p.scaling.mscale_slope = -0.1;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("mscale_slope = -0.1"));
+}
+
+TEST_CASE("rope scaling: YaRN clamps a negative low end to 0 and guards lo == hi after truncation",
+          "[rope][scaling][yarn]") {
+  // HF find_correction_range: low = max(floor(corr(beta_fast)), 0),
+  // high = min(ceil(corr(beta_slow)), d - 1); linear_ramp_factor adds 0.001 to high when
+  // low == high. Recomputed in long double.
+  const auto yarn = [](std::int64_t l0, double beta_fast, double beta_slow) {
+    posenc::RopeParams p;
+    p.head_dim = 64;
+    p.scaling.type = RopeScalingType::kYarn;
+    p.scaling.factor = 4.0;
+    p.scaling.original_max_position_embeddings = l0;
+    p.scaling.beta_fast = beta_fast;
+    p.scaling.beta_slow = beta_slow;
+    return p;
+  };
+  const auto check = [](const posenc::RopeParams& p, long double lo, long double hi) {
+    const auto f = posenc::compute_rope_frequencies(p);
+    for (int j = 0; j < 32; ++j) {
+      CAPTURE(j);
+      const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
+      const long double th = theta_j(10000.0L, j, 64);
+      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(th / 4.0L * ramp + th * (1.0L - ramp)), 1e-14));
+    }
+  };
+  const auto corr = [](long double l0, long double r) {
+    return 64.0L * std::log(l0 / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L));
+  };
+  SECTION("L0 = 100 < 2 pi beta_fast: corr(32) < 0 is clamped to 0") {
+    REQUIRE(std::floor(corr(100.0L, 32.0L)) < 0.0L);
+    check(yarn(100, 32.0, 1.0), 0.0L, std::ceil(corr(100.0L, 1.0L)));
+  }
+  SECTION("floor(corr(140)) = ceil(corr(170)) = 5: the range becomes [5, 5.001]") {
+    REQUIRE(std::floor(corr(4096.0L, 140.0L)) == 5.0L);
+    REQUIRE(std::ceil(corr(4096.0L, 170.0L)) == 5.0L);
+    check(yarn(4096, 140.0, 170.0), 5.0L, 5.001L);
+  }
+}
+
+TEST_CASE("rope scaling: Llama-3 with low_freq_factor == high_freq_factor on the bound wavelength",
+          "[rope][scaling][llama3]") {
+  // lf == hf leaves no smoothing band; a wavelength exactly L0 / lf is not above the low-frequency
+  // bound, so HF would form m = 0 / 0. The documented rule (vLLM's): it takes th_j / s. Pair 0
+  // (th_0 = 1, wavelength 2 pi) sits on the bound when L0 / lf == 2 pi in double.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.theta = 500000.0;
+  p.scaling.type = RopeScalingType::kLlama3;
+  p.scaling.factor = 8.0;
+  const double two_pi = 2.0 * static_cast<double>(kPi);
+  std::int64_t l0 = 0;
+  double lf = 0.0;
+  for (std::int64_t cand = 1; cand < 1000 && l0 == 0; ++cand) {
+    const double factor = static_cast<double>(cand) / two_pi;
+    if (static_cast<double>(cand) / factor == two_pi) {
+      l0 = cand;
+      lf = factor;
+    }
+  }
+  REQUIRE(l0 > 0);
+  p.scaling.original_max_position_embeddings = l0;
+  p.scaling.low_freq_factor = lf;
+  p.scaling.high_freq_factor = lf;
+  const auto f = posenc::compute_rope_frequencies(p);
+  CHECK(f.inv_freq[0] == 1.0 / 8.0);
+  for (int j = 1; j < 32; ++j) {  // longer wavelengths: all above the bound, th_j / s
+    CAPTURE(j);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(theta_j(500000.0L, j, 64) / 8.0L), 1e-14));
+  }
+}
+
+TEST_CASE("rope scaling: a negative max_position_embeddings is refused by name for every rope_type",
+          "[rope][scaling]") {
+  // 0 means absent; a negative value is no context length, whether or not the recipe reads it.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.max_position_embeddings = -1;
+  for (const auto type : {RopeScalingType::kDefault, RopeScalingType::kLinear,
+                          RopeScalingType::kNtk, RopeScalingType::kLlama3}) {
+    CAPTURE(posenc::to_string(type));
+    p.scaling.type = type;
+    p.scaling.original_max_position_embeddings = 8192;
+    REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p),
+                        Contains("max_position_embeddings = -1 must be >= 0"));
+  }
+}
+
+TEST_CASE("rope scaling: a YaRN softmax_scale_multiplier g^2 past DBL_MAX is rejected by name",
+          "[rope][scaling][yarn]") {
+  // mscale_all_dim = 1e200, s = 4: g(s, m) = 0.1 m ln 4 + 1 ~ 1.4e199 is finite, its square (the
+  // softmax multiplier, DeepSeek's mscale^2) is not. With mscale 0 the attention factor is
+  // g(s, 1), finite: only the multiplier overflows.
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position_embeddings = 4096;
+  p.scaling.mscale_all_dim = 1e200;
+  REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p),
+                      Contains("overflows a double: softmax_scale_multiplier = inf"));
+  p.scaling.mscale_all_dim = 1e100;  // g^2 ~ 1.9e199: finite, accepted
+  const auto f = posenc::compute_rope_frequencies(p);
+  const long double g = 0.1L * 1e100L * std::log(4.0L) + 1.0L;
+  CHECK_THAT(f.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-14));
+}
