@@ -653,3 +653,67 @@ TEMPLATE_TEST_CASE("kv_cache fp8: rows appended from double, half and bfloat16 a
   SECTION("half") { check(Eigen::half{}); }
   SECTION("bfloat16") { check(Eigen::bfloat16{}); }
 }
+
+TEST_CASE("paged kv cache fp8: releasing another sequence keeps an E4M3 NaN code in V NaN",
+          "[paged_kv_cache][fp8]") {
+  // IEEE: a value row holding NaN, weighted by a softmax weight > 0, makes that output column
+  // NaN in every query head that sees it. Sequence a holds a NaN code; releasing sequence b
+  // (the pool is not empty afterwards) must not make a's NaN code read as a finite value.
+  constexpr Eigen::Index N = 12, M = 5, H = 4, KVH = 2, D = 64;
+  const auto k = normal(N * KVH * D, 1.0f, 11);
+  auto v = normal(N * KVH * D, 1.0f, 12);
+  v[7 * KVH * D + 5] = std::numeric_limits<float>::quiet_NaN();  // token 7, kv head 0
+  const auto kb = normal(M * KVH * D, 1.0f, 14), vb = normal(M * KVH * D, 1.0f, 15);
+  const auto q = normal(H * D, 1.0f, 13);
+  posenc::PagedKvCache<posenc::float8_e4m3> pool(8, 4, KVH, D);
+  const auto a = pool.add_sequence();
+  pool.append(a, ConstTensorView<float, 3>(k.data(), N, KVH, D),
+              ConstTensorView<float, 3>(v.data(), N, KVH, D));
+  const auto b = pool.add_sequence();
+  pool.append(b, ConstTensorView<float, 3>(kb.data(), M, KVH, D),
+              ConstTensorView<float, 3>(vb.data(), M, KVH, D));
+  pool.release(b);
+  std::vector<float> got(H * D);
+  pool.attend({a}, ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+              TensorView<float, 4>(got.data(), 1, 1, H, D));
+  for (Eigen::Index h = 0; h < H; ++h) {
+    for (Eigen::Index c = 0; c < D; ++c) {
+      const bool nan_column = h < 2 && c == 5;  // query heads 0 and 1 read kv head 0
+      const float x = got[static_cast<std::size_t>(h * D + c)];
+      INFO("head " << h << " column " << c << " value " << x);
+      REQUIRE(std::isnan(x) == nan_column);
+      if (!nan_column) REQUIRE(std::isfinite(x));
+    }
+  }
+}
+
+TEST_CASE("kv_cache fp8: with per-head scales an E4M3 NaN code in a first kv head's V stays NaN",
+          "[kv_cache][fp8]") {
+  // IEEE: a value row holding NaN, weighted by a softmax weight > 0, makes that output column
+  // NaN in every query head that sees it. The NaN is in kv head 0 of token 3, followed by NaN-free
+  // rows of the same append: the cache must still read it as NaN, not as a finite code.
+  constexpr Eigen::Index N = 12, H = 4, KVH = 2, D = 64;
+  const auto k = normal(N * KVH * D, 1.0f, 21);
+  auto v = normal(N * KVH * D, 1.0f, 22);
+  v[3 * KVH * D + 5] = std::numeric_limits<float>::quiet_NaN();  // token 3, kv head 0
+  const auto q = normal(H * D, 1.0f, 23);
+  std::vector<std::int64_t> pos(N);
+  for (Eigen::Index i = 0; i < N; ++i) pos[static_cast<std::size_t>(i)] = i;
+  posenc::KvCache<posenc::float8_e4m3> cache(1, N, KVH, D);
+  cache.set_scales(posenc::KvScales::per_head({0.5, 1.0}, {0.25, 2.0}));
+  cache.append(ConstTensorView<float, 4>(k.data(), 1, N, KVH, D),
+               ConstTensorView<float, 4>(v.data(), 1, N, KVH, D),
+               posenc::PositionIdsView(pos.data(), 1, N));
+  std::vector<float> got(H * D);
+  cache.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
+               TensorView<float, 4>(got.data(), 1, 1, H, D));
+  for (Eigen::Index h = 0; h < H; ++h) {
+    for (Eigen::Index c = 0; c < D; ++c) {
+      const bool nan_column = h < 2 && c == 5;  // query heads 0 and 1 read kv head 0
+      const float x = got[static_cast<std::size_t>(h * D + c)];
+      INFO("head " << h << " column " << c << " value " << x);
+      REQUIRE(std::isnan(x) == nan_column);
+      if (!nan_column) REQUIRE(std::isfinite(x));
+    }
+  }
+}

@@ -557,3 +557,63 @@ TEMPLATE_TEST_CASE("rope simd: proportional RoPE's still pairs are left as they 
   }
 #endif
 }
+
+TEST_CASE("rope simd: bfloat16 vectors with denormal results in their odd elements only round "
+          "like Eigen's scalar conversion", "[rope][simd][cache][bf16]") {
+#ifndef POSENC_TEST_SIMD_TARGET
+  SUCCEED("not an x86-64 GCC build: the AVX2 kernels are not compiled");
+#else
+  // The kernels split 2W bfloat16 values into their even and odd elements; here only the odd
+  // elements' results are denormal (vcvtne2ps2bf16 would flush them to zero). Half-split: pairs
+  // j odd hold values scaled by 2^-128. Interleaved: the cache's sin is 0 and the odd dims are
+  // scaled, so y_odd = b c is denormal and y_even = a c is not. Expected as in the test above:
+  // one FMA in float with the cache's cos / sin, then Eigen's float -> bfloat16 conversion.
+  using bf16 = Eigen::bfloat16;
+  const Eigen::Index S = 5, H = 3;
+  for (const Eigen::Index D : {Eigen::Index{64}, Eigen::Index{128}, Eigen::Index{256}}) {
+    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+      const bool half_split = layout == posenc::RopeLayout::kHalfSplit;
+      CAPTURE(D, posenc::to_string(layout));
+      auto cache = posenc::make_rope_cos_sin_cache(frequencies(D, 0, D), S + 3);
+      if (!half_split) {
+        for (Eigen::Index t = 0; t < cache.dimension(0); ++t) {
+          for (Eigen::Index j = 0; j < D / 2; ++j) cache(t, D / 2 + j) = 0.0f;
+        }
+      }
+      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0),
+                                                    cache.dimension(1));
+      auto x = posenc_test::random_vector<bf16>(static_cast<std::size_t>(S * H * D), 23);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const Eigen::Index d = static_cast<Eigen::Index>(i) % D;
+        const bool tiny = half_split ? (d % (D / 2)) % 2 == 1 : d % 2 == 1;
+        if (tiny) x[i] = bf16(std::ldexp(static_cast<float>(x[i]), -128));
+      }
+      const auto before = x;
+      posenc::apply_rope_inplace_cached<bf16>(
+          posenc::rope_heads<bf16>(posenc::TensorView<bf16, 4>(x.data(), 1, S, H, D)),
+          posenc::RopePositions::contiguous(1, S), cview, layout, 0);
+      std::size_t denormal = 0;
+      for (Eigen::Index t = 0; t < S; ++t) {
+        for (Eigen::Index h = 0; h < H; ++h) {
+          const Eigen::Index row = (t * H + h) * D;
+          for (Eigen::Index j = 0; j < D / 2; ++j) {
+            const float c = cache(t, j), s = cache(t, D / 2 + j);
+            const Eigen::Index i1 = row + (half_split ? j : 2 * j);
+            const Eigen::Index i2 = i1 + (half_split ? D / 2 : 1);
+            const float a = static_cast<float>(before[static_cast<std::size_t>(i1)]);
+            const float b = static_cast<float>(before[static_cast<std::size_t>(i2)]);
+            const float y1 = std::fma(a, c, -(b * s)), y2 = std::fma(b, c, a * s);
+            denormal += std::fpclassify(y2) == FP_SUBNORMAL;
+            CAPTURE(t, h, j, a, b, y1, y2);
+            REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(x[static_cast<std::size_t>(i1)]) ==
+                    Eigen::numext::bit_cast<std::uint16_t>(bf16(y1)));
+            REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(x[static_cast<std::size_t>(i2)]) ==
+                    Eigen::numext::bit_cast<std::uint16_t>(bf16(y2)));
+          }
+        }
+      }
+      REQUIRE(denormal > static_cast<std::size_t>(S * H * D / 8));
+    }
+  }
+#endif
+}
