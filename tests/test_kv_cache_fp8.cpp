@@ -124,6 +124,22 @@ std::vector<long double> reference_row(const posenc::KvCache<F>& cache, const fl
   return out;
 }
 
+// IEEE: a value row holding NaN, weighted by a softmax weight > 0, makes that output column NaN
+// in every query head that reads its kv head; every other output stays finite. out is one
+// query row [heads, d]; the NaN sits in kv head 0, read by query heads [0, nan_heads).
+void require_nan_column_only(const std::vector<float>& out, Eigen::Index heads, Eigen::Index d,
+                             Eigen::Index nan_heads, Eigen::Index column) {
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    for (Eigen::Index c = 0; c < d; ++c) {
+      const bool nan_column = h < nan_heads && c == column;
+      const float x = out[static_cast<std::size_t>(h * d + c)];
+      INFO("head " << h << " column " << c << " value " << x);
+      REQUIRE(std::isnan(x) == nan_column);
+      if (!nan_column) REQUIRE(std::isfinite(x));
+    }
+  }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("kv_cache fp8: append stores the key rotated in float, divided by k_scale and "
@@ -656,9 +672,8 @@ TEMPLATE_TEST_CASE("kv_cache fp8: rows appended from double, half and bfloat16 a
 
 TEST_CASE("paged kv cache fp8: releasing another sequence keeps an E4M3 NaN code in V NaN",
           "[paged_kv_cache][fp8]") {
-  // IEEE: a value row holding NaN, weighted by a softmax weight > 0, makes that output column
-  // NaN in every query head that sees it. Sequence a holds a NaN code; releasing sequence b
-  // (the pool is not empty afterwards) must not make a's NaN code read as a finite value.
+  // Sequence a holds a NaN code; releasing sequence b (the pool is not empty afterwards) must
+  // not make a's NaN code read as a finite value.
   constexpr Eigen::Index N = 12, M = 5, H = 4, KVH = 2, D = 64;
   const auto k = normal(N * KVH * D, 1.0f, 11);
   auto v = normal(N * KVH * D, 1.0f, 12);
@@ -676,22 +691,12 @@ TEST_CASE("paged kv cache fp8: releasing another sequence keeps an E4M3 NaN code
   std::vector<float> got(H * D);
   pool.attend({a}, ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
               TensorView<float, 4>(got.data(), 1, 1, H, D));
-  for (Eigen::Index h = 0; h < H; ++h) {
-    for (Eigen::Index c = 0; c < D; ++c) {
-      const bool nan_column = h < 2 && c == 5;  // query heads 0 and 1 read kv head 0
-      const float x = got[static_cast<std::size_t>(h * D + c)];
-      INFO("head " << h << " column " << c << " value " << x);
-      REQUIRE(std::isnan(x) == nan_column);
-      if (!nan_column) REQUIRE(std::isfinite(x));
-    }
-  }
+  require_nan_column_only(got, H, D, 2, 5);
 }
 
 TEST_CASE("kv_cache fp8: with per-head scales an E4M3 NaN code in a first kv head's V stays NaN",
           "[kv_cache][fp8]") {
-  // IEEE: a value row holding NaN, weighted by a softmax weight > 0, makes that output column
-  // NaN in every query head that sees it. The NaN is in kv head 0 of token 3, followed by NaN-free
-  // rows of the same append: the cache must still read it as NaN, not as a finite code.
+  // The NaN is in kv head 0 of token 3, followed by NaN-free rows of the same append: the cache must still read it as NaN, not as a finite code.
   constexpr Eigen::Index N = 12, H = 4, KVH = 2, D = 64;
   const auto k = normal(N * KVH * D, 1.0f, 21);
   auto v = normal(N * KVH * D, 1.0f, 22);
@@ -707,13 +712,5 @@ TEST_CASE("kv_cache fp8: with per-head scales an E4M3 NaN code in a first kv hea
   std::vector<float> got(H * D);
   cache.attend(ConstTensorView<float, 4>(q.data(), 1, 1, H, D),
                TensorView<float, 4>(got.data(), 1, 1, H, D));
-  for (Eigen::Index h = 0; h < H; ++h) {
-    for (Eigen::Index c = 0; c < D; ++c) {
-      const bool nan_column = h < 2 && c == 5;  // query heads 0 and 1 read kv head 0
-      const float x = got[static_cast<std::size_t>(h * D + c)];
-      INFO("head " << h << " column " << c << " value " << x);
-      REQUIRE(std::isnan(x) == nan_column);
-      if (!nan_column) REQUIRE(std::isfinite(x));
-    }
-  }
+  require_nan_column_only(got, H, D, 2, 5);
 }

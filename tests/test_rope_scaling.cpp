@@ -40,6 +40,24 @@ void require_matches_reference(const posenc::RopeParams& p, std::int64_t seq_len
                WithinRel(static_cast<double>(ref.softmax_scale_multiplier), 1e-15));
 }
 
+// YaRN over head_dim 64, theta 10000, in long double (HF find_correction_range /
+// linear_ramp_factor): the dimension whose wavelength turns r times in l0 tokens, and the
+// frequencies th_j / s inside the ramp's [lo, hi], th_j below, mixed linearly between.
+long double yarn_corr_64(long double l0, long double r) {
+  return 64.0L * std::log(l0 / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L));
+}
+
+void require_yarn_ramp_64(const posenc::RopeFrequencies& f, long double factor, long double lo,
+                          long double hi) {
+  for (int j = 0; j < 32; ++j) {
+    CAPTURE(j);
+    const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
+    const long double th = theta_j(10000.0L, j, 64);
+    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
+                 WithinRel(static_cast<double>(th / factor * ramp + th * (1.0L - ramp)), 1e-14));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("rope scaling: default inv_freq = theta^(-2j/d), rotary_dim from partial_rotary_factor", "[rope][scaling]") {
@@ -871,18 +889,8 @@ TEST_CASE("rope scaling: the edges of theta and mscale_slope (theta > 1, slope >
   const auto f = posenc::compute_rope_frequencies(p);
   CHECK(f.attention_factor == 1.0);
   CHECK(f.softmax_scale_multiplier == 1.0);
-  const auto corr = [](long double r) {
-    return 64.0L * std::log(4096.0L / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L));
-  };
-  const long double lo = std::max(std::floor(corr(32.0L)), 0.0L);
-  const long double hi = std::min(std::ceil(corr(1.0L)), 63.0L);
-  for (int j = 0; j < 32; ++j) {
-    CAPTURE(j);
-    const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
-    const long double th = theta_j(10000.0L, j, 64);
-    REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
-                 WithinRel(static_cast<double>(th / 8.0L * ramp + th * (1.0L - ramp)), 1e-14));
-  }
+  require_yarn_ramp_64(f, 8.0L, std::max(std::floor(yarn_corr_64(4096.0L, 32.0L)), 0.0L),
+                       std::min(std::ceil(yarn_corr_64(4096.0L, 1.0L)), 63.0L));
   p.scaling.mscale_slope = -0.1;
   REQUIRE_THROWS_WITH(posenc::compute_rope_frequencies(p), Contains("mscale_slope = -0.1"));
 }
@@ -903,18 +911,9 @@ TEST_CASE("rope scaling: YaRN clamps a negative low end to 0 and guards lo == hi
     return p;
   };
   const auto check = [](const posenc::RopeParams& p, long double lo, long double hi) {
-    const auto f = posenc::compute_rope_frequencies(p);
-    for (int j = 0; j < 32; ++j) {
-      CAPTURE(j);
-      const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
-      const long double th = theta_j(10000.0L, j, 64);
-      REQUIRE_THAT(f.inv_freq[static_cast<std::size_t>(j)],
-                   WithinRel(static_cast<double>(th / 4.0L * ramp + th * (1.0L - ramp)), 1e-14));
-    }
+    require_yarn_ramp_64(posenc::compute_rope_frequencies(p), 4.0L, lo, hi);
   };
-  const auto corr = [](long double l0, long double r) {
-    return 64.0L * std::log(l0 / (2.0L * kPi * r)) / (2.0L * std::log(10000.0L));
-  };
+  const auto corr = yarn_corr_64;
   SECTION("L0 = 100 < 2 pi beta_fast: corr(32) < 0 is clamped to 0") {
     REQUIRE(std::floor(corr(100.0L, 32.0L)) < 0.0L);
     check(yarn(100, 32.0, 1.0), 0.0L, std::ceil(corr(100.0L, 1.0L)));
