@@ -349,3 +349,62 @@ TEST_CASE("gguf: arrays past max_array_elements keep their count and are skipped
   REQUIRE_THROWS_WITH(posenc::parse_gguf(cut.data(), cut.size(), "cut.gguf", options),
                       Catch::Contains("truncated"));
 }
+
+TEST_CASE("gguf: limits hold at their boundaries", "[gguf]") {
+  // A u64 up to INT64_MAX is an int64; one more is not. A bool is not an integer.
+  GgufWriter w;
+  w.u64("max", 0x7fffffffffffffffull).u64("over", 0x8000000000000000ull).boolean("flag", true);
+  const auto bytes = w.bytes();
+  const auto m = posenc::parse_gguf(bytes.data(), bytes.size(), "m.gguf");
+  CHECK(m.get_int("max") == std::numeric_limits<std::int64_t>::max());
+  REQUIRE_THROWS_WITH(m.get_int("over"), Catch::Contains("out of the int64 range"));
+  REQUIRE_THROWS_AS(m.get_int("flag"), std::invalid_argument);
+  REQUIRE_THROWS_WITH(m.get_int("flag"), Catch::Contains("\"flag\" must be an integer, got bool"));
+
+  // Arrays of arrays: 8 levels nested inside a key's array are read past, a 9th is refused.
+  const auto nested = [](int levels) {
+    GgufWriter n;
+    std::vector<unsigned char> payload;
+    for (int l = 0; l < levels; ++l) {
+      n.put(payload, GgufWriter::kArray, 4);
+      n.put(payload, 1, 8);
+    }
+    n.put(payload, GgufWriter::kU8, 4);
+    n.put(payload, 1, 8);
+    payload.push_back(7);
+    n.raw("deep", GgufWriter::kArray, payload).u32("after", 5);
+    return n.bytes();
+  };
+  const auto ok = nested(8);
+  CHECK(posenc::parse_gguf(ok.data(), ok.size()).get_int("after") == 5);
+  const auto deep = nested(9);
+  REQUIRE_THROWS_WITH(posenc::parse_gguf(deep.data(), deep.size()),
+                      Catch::Contains("arrays nested deeper than 8"));
+
+  // general.alignment 0 is not a power of two: refused, not a division by zero.
+  GgufWriter zero;
+  zero.u32("general.alignment", 0);
+  const auto zb = zero.bytes();
+  REQUIRE_THROWS_WITH(posenc::parse_gguf(zb.data(), zb.size()),
+                      Catch::Contains("\"general.alignment\" = 0 must be a power of two"));
+
+  // Alignment 1: the data section starts right after the header, with no padding (the padding
+  // is the distance to the next multiple, 0 when the header already ends on one).
+  GgufWriter one;
+  one.u32("general.alignment", 1);
+  const auto ob = one.bytes(1);
+  const auto om = posenc::parse_gguf(ob.data(), ob.size());
+  CHECK(om.alignment == 1);
+  CHECK(om.data_offset == ob.size());
+
+  // A tensor whose (aligned) offset lies past the end of the file is refused, not read.
+  GgufWriter far;
+  far.tensor("t", {1}, posenc::kGgmlTypeF32, far.f32_bytes({1.0f}));
+  auto fb = far.bytes();
+  const std::size_t off_pos = 4 + 4 + 8 + 8 + 8 + 1 + 4 + 8 + 4;  // magic .. type
+  fb[off_pos + 2] = 0x10;  // offset 1 MiB, a multiple of 32
+  const auto fm = posenc::parse_gguf(fb.data(), fb.size());
+  REQUIRE(fm.tensors.at(0).offset == 0x100000u);
+  REQUIRE_THROWS_WITH(posenc::gguf_tensor_as_float(fm, "t", fb.data(), fb.size()),
+                      Catch::Contains("runs past the end of the file"));
+}

@@ -1226,3 +1226,222 @@ TEST_CASE("gguf config: llama.cpp's per-architecture rules and defaults", "[gguf
     CHECK(c.rope.scaling.original_max_position_embeddings == 4096);
   }
 }
+
+TEST_CASE("gguf config: more of llama.cpp's reading rules, one file each", "[gguf]") {
+  // Expected values from llama.cpp (src/llama-model.cpp load_hparams / llama_model_rope_type,
+  // src/llama-hparams.cpp set_swa_pattern, src/llama-context.cpp) and transformers, as noted.
+  const auto base = [](const std::string& a, std::uint32_t layers, std::uint32_t embd,
+                       std::uint32_t heads, std::uint64_t context = 4096) {
+    GgufWriter w;
+    w.str("general.architecture", a).u64(a + ".context_length", context);
+    w.u32(a + ".embedding_length", embd)
+        .u32(a + ".block_count", layers)
+        .u32(a + ".attention.head_count", heads);
+    return w;
+  };
+  const auto refuse = [](const GgufWriter& w, const std::string& what) {
+    INFO(what);
+    const auto bytes = w.bytes();
+    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                      std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                        Contains("bad.gguf") && Contains(what));
+  };
+  SECTION("glm4moe without dimension_sections rotates NEOX (half-split) pairs") {
+    CHECK(parse(base("glm4moe", 2, 512, 4)).rope.layout == RopeLayout::kHalfSplit);
+  }
+  SECTION("gpt2 applies no RoPE: refused without a table even when a layout is passed") {
+    const auto bytes = base("gpt2", 2, 512, 4).bytes();
+    posenc::GgufConfigOptions o;
+    o.layout = RopeLayout::kHalfSplit;
+    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g.gguf", o),
+                        Contains("applies no RoPE in llama.cpp"));
+  }
+  SECTION("refact is ALiBi with llama.cpp's fixed max_bias 8") {
+    const auto c = parse(base("refact", 2, 512, 4));
+    REQUIRE(c.scheme == posenc::HfPositionScheme::kAlibi);
+    CHECK(c.alibi_max_bias == 8.0);
+  }
+  SECTION("context_length may be 2^40 (the upper limit itself), not more") {
+    const auto w = base("llama", 2, 512, 4, std::uint64_t{1} << 40);
+    CHECK(parse(w).max_position_embeddings == (std::int64_t{1} << 40));
+    const auto over = base("llama", 2, 512, 4, (std::uint64_t{1} << 40) + 1);
+    refuse(over, "key \"llama.context_length\" = 1099511627777 must be in [1, 1099511627776]");
+  }
+  SECTION("per-layer head counts: a negative entry is refused, 40 layers are read") {
+    GgufWriter neg = base("llama", 2, 512, 8);
+    neg.i32_array("llama.attention.head_count_kv", {-4, -4});
+    refuse(neg, "key \"llama.attention.head_count_kv\" holds -4");
+    GgufWriter w;
+    w.str("general.architecture", "llama")
+        .u32("llama.context_length", 4096)
+        .u32("llama.embedding_length", 512)
+        .u32("llama.block_count", 40)
+        .i32_array("llama.attention.head_count", std::vector<std::int32_t>(40, 8))
+        .i32_array("llama.attention.head_count_kv", std::vector<std::int32_t>(40, 2));
+    const auto c = parse(w);
+    CHECK(c.num_attention_heads == 8);
+    CHECK(c.num_key_value_heads == 2);
+  }
+  SECTION("sliding_window_pattern 1: no layer slides, 0: every layer slides (set_swa_pattern)") {
+    for (std::uint32_t period : {1u, 0u}) {
+      CAPTURE(period);
+      GgufWriter w = base("exaone4", 4, 512, 4);
+      w.u32("exaone4.attention.sliding_window", 128)
+          .u32("exaone4.attention.sliding_window_pattern", period);
+      const auto c = parse(w);
+      for (Eigen::Index i = 0; i < 4; ++i) {
+        CHECK(posenc::hf_layer_is_sliding(c, i) == (period == 0));
+      }
+    }
+  }
+  SECTION("a per-layer pattern of the wrong length is refused") {
+    GgufWriter w = base("exaone4", 4, 512, 4);
+    w.u32("exaone4.attention.sliding_window", 128)
+        .bool_array("exaone4.attention.sliding_window_pattern", {true, false, true});
+    refuse(w, "key \"exaone4.attention.sliding_window_pattern\" has 3 entries");
+  }
+  SECTION("rope.scaling.factor wins over the legacy rope.scale_linear") {
+    GgufWriter w = base("llama", 2, 512, 4);
+    w.f32("llama.rope.scaling.factor", 2.0f).f32("llama.rope.scale_linear", 4.0f);
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
+    CHECK(c.rope.scaling.factor == 2.0);
+  }
+  SECTION("a present rope.scaling.factor of 0 is no scaling: the legacy key is not read") {
+    // load_hparams: rope.scale_linear only if rope.scaling.factor is absent, then 0 -> scale 1.
+    GgufWriter w = base("llama", 2, 512, 4);
+    w.f32("llama.rope.scaling.factor", 0.0f).f32("llama.rope.scale_linear", 4.0f);
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.type == RopeScalingType::kDefault);
+    const auto plan = posenc::compute_rope_frequencies(c.rope, 0);
+    for (int j = 0; j < 64; ++j) {
+      CAPTURE(j);
+      const long double want = std::pow(10000.0L, -2.0L * j / 128.0L);
+      REQUIRE_THAT(plan.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(want), 1e-15));
+    }
+    GgufWriter legacy = base("llama", 2, 512, 4);
+    legacy.f32("llama.rope.scale_linear", 4.0f);
+    CHECK(parse(legacy).rope.scaling.factor == 4.0);
+  }
+  SECTION("rope_freqs wins over LongRoPE lists (llama_model::get_rope_factors)") {
+    GgufWriter w = base("phi3", 2, 512, 4);
+    const std::vector<float> f(64, 2.0f), l(64, 3.0f);
+    w.tensor("rope_freqs.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(f))
+        .tensor("rope_factors_long.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l))
+        .tensor("rope_factors_short.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l));
+    const auto c = parse(w);
+    CHECK(c.rope.scaling.type == RopeScalingType::kDefault);
+    CHECK(c.rope.scaling.freq_factors == std::vector<double>(64, 2.0));
+  }
+  SECTION("yarn with LongRoPE lists is refused") {
+    GgufWriter w = base("phi3", 2, 512, 4);
+    const std::vector<float> l(64, 3.0f);
+    w.str("phi3.rope.scaling.type", "yarn");
+    w.tensor("rope_factors_long.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l))
+        .tensor("rope_factors_short.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l));
+    refuse(w, "key \"phi3.rope.scaling.type\" = \"yarn\" with factor 1 and LongRoPE factor");
+  }
+  SECTION("LongRoPE's factor is context_length / L0 (transformers _compute_longrope_parameters)") {
+    GgufWriter w = base("phi3", 2, 512, 4, 131072);
+    const std::vector<float> l(64, 3.0f);
+    w.u32("phi3.rope.scaling.original_context_length", 4096);
+    w.tensor("rope_factors_long.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l))
+        .tensor("rope_factors_short.weight", {64}, posenc::kGgmlTypeF32, w.f32_bytes(l));
+    CHECK(parse(w).rope.scaling.factor == 32.0);
+  }
+  SECTION("yarn_ext_factor 0 is kept: only a negative one means auto") {
+    GgufWriter w = base("qwen3", 2, 1024, 8);
+    w.str("qwen3.rope.scaling.type", "yarn")
+        .f32("qwen3.rope.scaling.factor", 4.0f)
+        .u32("qwen3.rope.scaling.original_context_length", 1024)
+        .f32("qwen3.rope.scaling.yarn_ext_factor", 0.0f);
+    CHECK(parse(w).rope.scaling.extrapolation_factor == 0.0);
+  }
+  SECTION("original_context_length 0 reads as absent: L0 = context_length (llama-context.cpp)") {
+    GgufWriter w = base("qwen3", 2, 1024, 8);
+    w.str("qwen3.rope.scaling.type", "yarn")
+        .f32("qwen3.rope.scaling.factor", 4.0f)
+        .u32("qwen3.rope.scaling.original_context_length", 0);
+    const auto c = parse(w);
+    const auto plan = posenc::compute_rope_frequencies(c.rope, 0);
+    for (int j = 0; j < 64; ++j) {
+      CAPTURE(j);
+      const long double want = yarn_inv_freq(10000.0L, j, 128, 4.0L, 4096.0L, 32.0L, 1.0L);
+      REQUIRE_THAT(plan.inv_freq[static_cast<std::size_t>(j)],
+                   WithinRel(static_cast<double>(want), 1e-12));
+    }
+  }
+  SECTION("rope.scaling.attn_factor 0 is refused, naming the key") {
+    GgufWriter w = base("llama", 2, 512, 4);
+    w.f32("llama.rope.scaling.attn_factor", 0.0f);
+    refuse(w, "key \"llama.rope.scaling.attn_factor\" = 0 must be > 0");
+  }
+  SECTION("rope_freqs of the proportional shape stay factors off a plain whole-head rotation") {
+    // 8 pairs at 1 and 8 held still: proportional only on a whole head with no other scaling.
+    std::vector<float> f(16, 1.0f);
+    for (std::size_t j = 8; j < 16; ++j) f[j] = 1e30f;
+    GgufWriter partial = base("qwen3", 2, 512, 8);  // heads of 64, 32 rotated
+    partial.u32("qwen3.rope.dimension_count", 32);
+    partial.tensor("rope_freqs.weight", {16}, posenc::kGgmlTypeF32, partial.f32_bytes(f));
+    const auto p = parse(partial);
+    CHECK(p.rope.scaling.type == RopeScalingType::kDefault);
+    CHECK(p.rope.scaling.freq_factors.size() == 16);
+    GgufWriter linear = base("qwen3", 2, 256, 8);  // heads of 32, all rotated
+    linear.f32("qwen3.rope.scaling.factor", 2.0f);
+    linear.tensor("rope_freqs.weight", {16}, posenc::kGgmlTypeF32, linear.f32_bytes(f));
+    const auto l = parse(linear);
+    CHECK(l.rope.scaling.type == RopeScalingType::kLinear);
+    CHECK(l.rope.scaling.freq_factors.size() == 16);
+    GgufWriter still = base("qwen3", 2, 256, 8);
+    still.tensor("rope_freqs.weight", {16}, posenc::kGgmlTypeF32,
+                 still.f32_bytes(std::vector<float>(16, 1e30f)));
+    const auto s = parse(still);
+    CHECK(s.rope.scaling.type == RopeScalingType::kDefault);
+    CHECK(s.rope.scaling.freq_factors.size() == 16);
+  }
+  SECTION("MLA without value_length: v heads of embedding_length / head_count") {
+    GgufWriter w = base("deepseek2", 2, 2048, 16);
+    w.u32("deepseek2.attention.kv_lora_rank", 512)
+        .u32("deepseek2.attention.key_length_mla", 192)
+        .u32("deepseek2.rope.dimension_count", 64);
+    const auto c = parse(w);
+    CHECK(c.v_head_dim == 2048 / 16);
+    CHECK(c.qk_nope_head_dim == 192 - 64);
+  }
+  SECTION("Gemma-2 27B (46 layers): softmax scale 1 / sqrt(4608 / 32) = 1 / 12") {
+    GgufWriter w = base("gemma2", 46, 4608, 32);
+    w.u32("gemma2.attention.key_length", 128).u32("gemma2.attention.value_length", 128);
+    CHECK_THAT(parse(w).softmax_scale, WithinRel(1.0 / 12.0, 1e-15));
+  }
+  SECTION("llama4 with a non-zero sliding_window still chunks by 8192 (llama.cpp overrides it)") {
+    GgufWriter w = base("llama4", 4, 512, 4);
+    w.u32("llama4.attention.sliding_window", 4096);
+    const auto c = parse(w);
+    CHECK(posenc::hf_attention_params(c, 0).attention_chunk_size == 8192);
+    CHECK_FALSE(c.layer_uses_rope[3]);
+  }
+  SECTION("smollm3: every 4th layer is NoPE (n_no_rope_layer_step = 4)") {
+    const auto c = parse(base("smollm3", 8, 512, 4));
+    REQUIRE(c.layer_uses_rope.size() == 8);
+    for (std::size_t i = 0; i < 8; ++i) CHECK(c.layer_uses_rope[i] == ((i + 1) % 4 != 0));
+  }
+  SECTION("rope.freq_base_swa must be > 1, and the error names it") {
+    GgufWriter w = base("exaone4", 4, 512, 4);
+    w.u32("exaone4.attention.sliding_window", 128)
+        .u32("exaone4.attention.sliding_window_pattern", 4)
+        .f32("exaone4.rope.freq_base_swa", 1.0f);
+    refuse(w, "key \"exaone4.rope.freq_base_swa\" = 1 must be > 1");
+  }
+  SECTION("an odd rope.dimension_count is refused, naming the key") {
+    GgufWriter w = base("llama", 2, 512, 4);
+    w.u32("llama.rope.dimension_count", 63);
+    refuse(w, "key \"llama.rope.dimension_count\" = 63 must be even");
+  }
+  SECTION("rope.dimension_sections must hold exactly 4 integers") {
+    GgufWriter w = base("qwen2vl", 2, 1024, 8);
+    w.i32_array("qwen2vl.rope.dimension_sections", {16, 24, 24, 0, 0});
+    refuse(w, "key \"qwen2vl.rope.dimension_sections\" must hold 4 integers");
+  }
+}

@@ -18,7 +18,7 @@
 ///             A.attention.key_length_swa / A.rope.dimension_count_swa (default the same).
 ///   theta     A.rope.freq_base (default 10000); A.rope.freq_base_swa on sliding layers.
 ///   scaling   A.rope.scaling.type: "none", "linear" (the default), "yarn", "longrope";
-///             A.rope.scaling.factor (else the legacy A.rope.scale_linear; absent or 0 = 1);
+///             A.rope.scaling.factor (the legacy A.rope.scale_linear only if it is absent; 0 = 1);
 ///             A.rope.scaling.original_context_length (default context_length) = L0;
 ///             yarn: A.rope.scaling.yarn_beta_fast / _slow / _ext_factor / _attn_factor (HF's
 ///             beta_fast, beta_slow, extrapolation_factor, attention_factor: written by the
@@ -300,15 +300,16 @@ void gguf_read_scaling(const GgufKeys& k, TensorReader& read, RopeParams& p,
   if (type != "none" && type != "linear" && type != "yarn" && type != "longrope") {
     k.fail("rope.scaling.type", "= \"", type, "\" is not one of none, linear, yarn, longrope");
   }
+  // llama.cpp's load_hparams reads the legacy key only when rope.scaling.factor is absent; a
+  // present factor of 0 is "no scaling" even beside a legacy factor.
   double factor = 0.0;
   std::string_view factor_key = "rope.scaling.factor";
-  if (auto f = k.number(factor_key)) factor = *f;
-  if (factor == 0.0) {
-    if (auto f = k.number("rope.scale_linear"); f && *f != 0.0) {
-      factor = *f;
-      factor_key = "rope.scale_linear";
-      out.notes.push_back("rope.scale_linear: the legacy key of the linear factor");
-    }
+  if (auto f = k.number(factor_key)) {
+    factor = *f;
+  } else if (auto legacy = k.number("rope.scale_linear"); legacy && *legacy != 0.0) {
+    factor = *legacy;
+    factor_key = "rope.scale_linear";
+    out.notes.push_back("rope.scale_linear: the legacy key of the linear factor");
   }
   if (factor == 0.0) factor = 1.0;  // llama.cpp: absent or 0 means no scaling
   if (!(factor >= 1.0)) {
