@@ -1803,6 +1803,18 @@ TEST_CASE("hf_config: the sizes of diff-saved text configs (LLaVA, Mistral, Qwen
   CHECK(mistral.sliding_window == 4096);
   CHECK(posenc::parse_hf_config(R"({"model_type": "mistral", "sliding_window": null})")
             .sliding_window == 0);
+  // MistralConfig / Gemma2Config have no use_sliding_window: true keeps the class's window
+  // (transformers ignores the key); false turns it off as it does a given window (vLLM).
+  for (const char* type : {"mistral", "gemma2"}) {
+    CAPTURE(type);
+    const auto on = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                            R"(", "use_sliding_window": true})");
+    CHECK(on.sliding_window == 4096);
+    const auto off = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                             R"(", "use_sliding_window": false})");
+    CHECK(off.sliding_window == 0);
+    CHECK(has_note(off, "default sliding_window 4096 ignored: use_sliding_window = false"));
+  }
   // Qwen2: use_sliding_window defaults to false, so a given window is not applied.
   const auto qwen2 = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
       "num_attention_heads": 28, "num_key_value_heads": 4, "sliding_window": 131072})");
@@ -2459,4 +2471,255 @@ TEST_CASE("hf_config: vision towers without a key take their config class's defa
   REQUIRE(llama4.vision_rope);
   CHECK(llama4.vision_rope->head_dim == 48);
   CHECK(llama4.vision_rope->grid_side == 24);
+}
+
+// Round-3 mutation audit of hf_config_from_json: cases no test pinned.
+TEST_CASE("hf_config: zero or too small geometry and theta are refused naming the key",
+          "[hf_config][errors]") {
+  // Ranges the loader documents in its messages: heads and head_dim in [1, ..], L0 in
+  // [1, 2^53], theta > 1, rotary_dim even.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 0, "head_dim": 64,
+      "rope_theta": 10000})"), Contains("\"num_attention_heads\" = 0 must be in [1,"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "head_dim": 0})"), Contains("\"head_dim\" = 0 must be in [1,"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "original_max_position_embeddings": 0})"),
+      Contains("\"original_max_position_embeddings\" = 0 must be in [1, 2^53]"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "rope_theta": 1})"), Contains("\"rope_theta\" = 1 must be > 1"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "rotary_dim": 33})"), Contains("\"rotary_dim\" = 33 must be even"));
+  // ERNIE-4.5-VL's mrope_section is [h, w, t]: four entries (HunYuan's XD-RoPE) do not apply.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+      "num_attention_heads": 32, "hidden_size": 4096,
+      "rope_scaling": {"mrope_section": [22, 22, 20, 0]}})"), Contains("it must have 3 (h, w, t)"));
+}
+
+TEST_CASE("hf_config: zero layers, positions, window and attn_scale are accepted",
+          "[hf_config]") {
+  // The lower bounds the loader documents: num_hidden_layers, max_position_embeddings and
+  // sliding_window in [0, ..], Llama-4's attn_scale >= 0 (t = 1 at every position).
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "num_hidden_layers": 0, "max_position_embeddings": 0, "sliding_window": 0})");
+  CHECK(c.num_hidden_layers == 0);
+  CHECK(c.max_position_embeddings == 0);
+  CHECK(c.sliding_window == 0);
+  const auto l4 = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+      "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
+      "num_hidden_layers": 4, "attn_scale": 0})");
+  REQUIRE(l4.attention_temperature);
+  CHECK(l4.attention_temperature->attn_scale == 0.0);
+}
+
+TEST_CASE("hf_config: head_dim without the key is hidden_size // num_attention_heads",
+          "[hf_config]") {
+  // LlamaAttention / Llama4TextAttention: getattr(config, "head_dim",
+  // config.hidden_size // config.num_attention_heads): 200 // 3 = 66, not 67.
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 3, "hidden_size": 200})");
+  CHECK(c.attention_head_dim == 66);
+  CHECK(c.rope.head_dim == 66);
+}
+
+TEST_CASE("hf_config: Falcon with alibi false rotates", "[hf_config][alibi]") {
+  // FalconConfig: rotary = not alibi (falcon-7b's config.json writes "alibi": false).
+  const auto c = posenc::parse_hf_config(R"({"model_type": "falcon", "hidden_size": 4544,
+      "num_attention_heads": 71, "alibi": false})");
+  CHECK(c.scheme == HfPositionScheme::kRope);
+  CHECK(c.alibi_slopes.empty());
+  CHECK(c.rope.head_dim == 64);
+}
+
+TEST_CASE("hf_config: RoBERTa's position_embedding_type absolute keeps the offset 2",
+          "[hf_config][absolute]") {
+  // transformers create_position_ids_from_input_ids: positions start at padding_idx + 1 = 2
+  // (RoBERTa's pad_token_id 1); its config.json writes position_embedding_type "absolute".
+  const auto c = posenc::parse_hf_config(R"({"model_type": "roberta", "hidden_size": 768,
+      "num_attention_heads": 12, "pad_token_id": 1, "position_embedding_type": "absolute"})");
+  CHECK(c.scheme == HfPositionScheme::kAbsolute);
+  CHECK(c.absolute_position_offset == 2);
+}
+
+TEST_CASE("hf_config: ModernBERT's global_rope_theta sets the global layers' theta",
+          "[hf_config][modernbert]") {
+  // ModernBertConfig.global_rope_theta (default 160000): the global (full) layers' base.
+  const auto c = posenc::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 768,
+      "num_attention_heads": 12, "num_hidden_layers": 6, "global_rope_theta": 80000})");
+  CHECK(c.rope.theta == 80000.0);
+  bool found = false;
+  for (const auto& lr : c.layer_ropes) {
+    if (lr.layer_type == "full_attention") {
+      found = true;
+      CHECK(lr.params.theta == 80000.0);
+    }
+  }
+  CHECK(found);
+}
+
+TEST_CASE("hf_config: Bamba overrides a given partial_rotary_factor with 0.5",
+          "[hf_config][partial]") {
+  // BambaConfig.__init__: kwargs["partial_rotary_factor"] = 0.5  # hardcode for BC.
+  const auto c = posenc::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "partial_rotary_factor": 0.25})");
+  CHECK(posenc::resolved_rotary_dim(c.rope) == 64);  // 128 * 0.5
+}
+
+TEST_CASE("hf_config: Llama-4 attn_temperature_tuning 0 turns the temperature off",
+          "[hf_config][llama4]") {
+  // Llama4TextAttention: "if self.attn_temperature_tuning and not self.use_rope" (0 is falsy).
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+      "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
+      "num_hidden_layers": 4, "attn_temperature_tuning": 0})");
+  CHECK_FALSE(c.attention_temperature);
+}
+
+TEST_CASE("hf_config: a top-level rope_type default is plain RoPE", "[hf_config]") {
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "rope_type": "default"})");
+  CHECK(c.rope.scaling.type == RopeScalingType::kDefault);
+  CHECK(c.rope.theta == 10000.0);
+}
+
+TEST_CASE("hf_config: rope is the full_attention entry and layer_ropes count the layers",
+          "[hf_config][layer_types]") {
+  // HfModelConfig::rope is "the main RoPE (full-attention layers, or every layer)", whatever
+  // the dict's order; HfLayerRope::num_layers counts the layers of its type (0 = unknown).
+  // ("chunked_attention" sorts before "full_attention" in the parsed JSON object.)
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "num_hidden_layers": 4,
+      "layer_types": ["chunked_attention", "full_attention", "chunked_attention", "full_attention"],
+      "rope_parameters": {"chunked_attention": {"rope_type": "default", "rope_theta": 10000},
+                          "full_attention": {"rope_type": "default", "rope_theta": 1000000}}})");
+  REQUIRE(c.layer_ropes.size() == 2);
+  CHECK(c.rope.theta == 1000000.0);
+  const auto plain = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "num_hidden_layers": 32})");
+  REQUIRE(plain.layer_ropes.size() == 1);
+  CHECK(plain.layer_ropes[0].num_layers == 32);
+}
+
+TEST_CASE("hf_config: more refusals name their key", "[hf_config][errors]") {
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "attn_logit_softcapping": 0})"), Contains("\"attn_logit_softcapping\" = 0 must be finite"));
+  // ChatGLM: theta = 10000 * rope_ratio must be > 1 (here 0.5).
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "chatglm",
+      "num_attention_heads": 32, "hidden_size": 4096, "rope_ratio": 0.00005})"),
+      Contains("\"rope_ratio\" = 5.0000000000000002e-05 must make theta"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gemma3_text",
+      "num_attention_heads": 8, "hidden_size": 2304, "num_hidden_layers": 6,
+      "rope_local_base_freq": 1})"), Contains("\"rope_local_base_freq\" = 1 must be > 1"));
+  CHECK_THROWS_AS(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "architectures": "LlamaForCausalLM"})"), std::invalid_argument);
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "dbrx",
+      "num_attention_heads": 48, "hidden_size": 6144,
+      "attn_config": {"kv_n_heads": 0, "rope_theta": 500000}})"),
+      Contains("\"attn_config.kv_n_heads\" = 0 must be in [1,"));
+  // JetMoE's query heads are kv heads (16) times num_experts_per_tok: 16 * 2^20 is too many.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
+      "num_key_value_heads": 16, "kv_channels": 128, "num_experts_per_tok": 1048576})"),
+      Contains("\"num_experts_per_tok\" = 1048576 must be in [1,"));
+}
+
+TEST_CASE("hf_config: lower bounds of zero are accepted where the loader documents them",
+          "[hf_config]") {
+  // MLA with qk_nope_head_dim 0 (range [0, ..]): the q.k width is the rope head alone.
+  const auto mla = posenc::parse_hf_config(R"({"model_type": "deepseek_v3",
+      "num_attention_heads": 16, "hidden_size": 2048, "qk_rope_head_dim": 64,
+      "qk_nope_head_dim": 0, "kv_lora_rank": 512, "v_head_dim": 128})");
+  CHECK(mla.qk_nope_head_dim == 0);
+  CHECK(mla.attention_head_dim == 64);
+  // attn_temperature_len "-1 or absent: none"; the message says "(or <= 0: none)".
+  const auto grok = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "attn_temperature_len": 0})");
+  CHECK_FALSE(grok.attention_temperature);
+  // max_window_layers 0 (Qwen2: every layer from 0 on slides), attention_chunk_size 0.
+  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2",
+      "num_attention_heads": 32, "hidden_size": 4096, "sliding_window": 4096,
+      "use_sliding_window": true, "max_window_layers": 0, "attention_chunk_size": 0})");
+  CHECK(qwen.max_window_layers == 0);
+  CHECK(qwen.attention_chunk_size == 0);
+  // ERNIE-4.5-VL freq_allocation in [0, rotary_dim / 2]: 64 t pairs of a 128-wide head.
+  const auto ernie = posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+      "num_attention_heads": 32, "hidden_size": 4096, "freq_allocation": 64})");
+  REQUIRE(ernie.mrope);
+  CHECK(ernie.mrope->section[0] == 64);
+  CHECK(ernie.mrope->section[1] == 0);
+  CHECK(ernie.mrope->section[2] == 0);
+}
+
+TEST_CASE("hf_config: top-level L0, architectures, sinusoidal and a wrapper's model_type",
+          "[hf_config]") {
+  // L0 = the top-level original_max_position_embeddings (the loader's documented order).
+  const auto l0 = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "original_max_position_embeddings": 4096})");
+  CHECK(l0.original_max_position_embeddings == 4096);
+  const auto arch = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "architectures": ["LlamaForCausalLM", "LlamaModel"]})");
+  REQUIRE(arch.architectures.size() == 2);
+  CHECK(arch.architectures[1] == "LlamaModel");
+  // position_embedding_type absolute / learned / sinusoidal: absolute positions.
+  const auto sin = posenc::parse_hf_config(R"({"hidden_size": 768, "num_attention_heads": 12,
+      "position_embedding_type": "sinusoidal"})");
+  CHECK(sin.scheme == HfPositionScheme::kAbsolute);
+  // A text_config without its own model_type takes the outer one.
+  const auto wrap = posenc::parse_hf_config(R"({"model_type": "llama4",
+      "text_config": {"num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8,
+                      "head_dim": 128, "num_hidden_layers": 4, "rope_theta": 500000}})");
+  CHECK(wrap.model_type == "llama4");
+}
+
+TEST_CASE("hf_config: an absolute family that names a rotary key rotates",
+          "[hf_config][absolute]") {
+  // The documented rule: families that never wrote position_embedding_type are absolute
+  // "unless the config names a rotary key" (rope_theta, rope_scaling, rope_parameters,
+  // rotary_dim, partial_rotary_factor).
+  for (const char* key : {R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})",
+                          R"("rotary_dim": 32)", R"("partial_rotary_factor": 0.5)"}) {
+    INFO(key);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": "gpt2",
+        "n_embd": 768, "n_head": 12, )") + key + "}");
+    CHECK(c.scheme == HfPositionScheme::kRope);
+  }
+}
+
+TEST_CASE("hf_config: Gemma-3 has no attention logit softcap by default", "[hf_config][gemma]") {
+  // Gemma3TextConfig(attn_logit_softcapping=None), unlike Gemma2Config's 50.
+  const auto c = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2304,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+      "num_hidden_layers": 6})");
+  CHECK(c.attn_logit_softcapping == 0.0);
+}
+
+TEST_CASE("hf_config: ERNIE-4.5-VL is recognised by its architecture", "[hf_config][mrope]") {
+  // No model_type: the architecture names the family; no mrope_section, so transformers'
+  // default [h, w, t] = [22, 22, 20] pairs, h / w alternating.
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})");
+  REQUIRE(c.mrope);
+  CHECK(c.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
+  CHECK(c.mrope->section[0] + c.mrope->section[1] + c.mrope->section[2] == 64);
+}
+
+TEST_CASE("hf_config: given layer_types stay as given, and their entries must be strings",
+          "[hf_config][layer_types]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+      "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
+      "num_hidden_layers": 4, "rope_theta": 500000,
+      "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention",
+                      "full_attention"]})");
+  CHECK(c.layer_types.size() == 4);
+  CHECK_THROWS_AS(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "num_hidden_layers": 2, "layer_types": [1, 2]})"), std::invalid_argument);
+}
+
+TEST_CASE("hf_config: DCA local_size 0 is accepted and MPT alibi_bias_max 0 is not",
+          "[hf_config]") {
+  // local_size in [0, chunk_size); alibi_bias_max > 0 (slopes 2^(-8 i / n) at the default 8).
+  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+      "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 0,
+                                      "original_max_position_embeddings": 262144}})");
+  REQUIRE(c.dual_chunk);
+  CHECK(c.dual_chunk->local_size == 0);
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 4096,
+      "n_heads": 32, "attn_config": {"alibi": true, "alibi_bias_max": 0}})"),
+      Contains("\"attn_config.alibi_bias_max\" = 0 must be > 0"));
 }

@@ -1771,10 +1771,17 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     } else {
       out.sliding_window = *sw;
     }
-  } else if (sizes.sliding_window > 0 && !c.contains("sliding_window") &&
-             !HfConfigReader::find(c, "use_sliding_window")) {
-    // (An explicit "sliding_window": null turns the window off, as in Mistral-7B-v0.2+.)
-    size_default("sliding_window", sizes.sliding_window, out.sliding_window);
+  } else if (sizes.sliding_window > 0 && !c.contains("sliding_window")) {
+    // (An explicit "sliding_window": null turns the window off, as in Mistral-7B-v0.2+.) The
+    // classes with a default window (Mistral, Gemma-2, Gemma-3) have no use_sliding_window;
+    // only false turns the window off, as for a given window (vLLM's get_sliding_window).
+    if (auto use = r.boolean(c, "use_sliding_window", path("use_sliding_window")); use && !*use) {
+      out.notes.push_back(out.model_type + "'s default sliding_window " +
+                          std::to_string(sizes.sliding_window) +
+                          " ignored: use_sliding_window = false");
+    } else {
+      size_default("sliding_window", sizes.sliding_window, out.sliding_window);
+    }
   }
   detail::hf_read_encoder_mask(r, c, prefix, out);
   if (auto ch = r.integer(c, "attention_chunk_size", path("attention_chunk_size"))) {
