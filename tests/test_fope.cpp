@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "support/rng.hpp"
@@ -207,4 +209,134 @@ TEST_CASE("fope: plans, coefficients, positions and inverses that had no defined
   call(posenc::RopePositions::contiguous(1, 1), posenc::RopeDirection::kForward);
   CHECK(q[1] == 0.0f);
   CHECK(q[1 + D / 2] == 0.0f);
+}
+
+TEST_CASE("fope: frequency count, cache shapes and coefficient bounds at their limits",
+          "[fope][errors]") {
+  // vLLM FourierRotaryEmbedding._compute_inv_freq keeps inv_freq > 2 pi / L, strictly: a
+  // frequency of exactly one period over L is dropped.
+  posenc::RopeFrequencies fr;
+  const double two_pi = 2.0 * 3.14159265358979323846;
+  fr.inv_freq = {7.0, two_pi, 1.0};
+  CHECK(posenc::fope_num_frequencies(fr, std::nullopt, 1) == 1);
+  CHECK_THROWS_AS(posenc::fope_num_frequencies(plan(8), std::nullopt, 0), std::invalid_argument);
+
+  const Eigen::Index D = 8, F = 2;
+  const auto f = plan(D);
+  std::vector<float> C(64, 0.0f), cache(static_cast<std::size_t>(2 * 10 * D), -9.0f);
+  const auto untouched = [&] {
+    for (const float x : cache) REQUIRE(x == -9.0f);
+  };
+  const posenc::ConstTensorView<float, 3> c1(C.data(), 1, F, F);
+  using CV = posenc::ConstTensorView<float, 3>;
+  const auto fill = [&](CV cc, CV sc, Eigen::Index kv, Eigen::Index len) {
+    posenc::fill_fope_cos_sin_cache<float>(f, cc, sc,
+                                           posenc::TensorView<float, 3>(cache.data(), kv, len, D));
+  };
+  // An empty cache (no kv head, or no position) is a bad shape, not a no-op.
+  CHECK_THROWS_AS(fill(c1, c1, 1, 0), std::invalid_argument);
+  CHECK_THROWS_AS(fill(c1, c1, 0, 10), std::invalid_argument);
+  // cos_coef [1, F, F + 1] and sin_coef [2, F, F] against [1, F, F].
+  CHECK_THROWS_AS(fill(CV(C.data(), 1, F, F + 1), c1, 1, 10), std::invalid_argument);
+  CHECK_THROWS_AS(fill(c1, CV(C.data(), 2, F, F), 2, 10), std::invalid_argument);
+  // Column d = 0 mixes FLT_MAX twice (its sum of magnitudes 2 FLT_MAX): out of range, although
+  // every row (k fixed) sums to FLT_MAX.
+  const float fmax = std::numeric_limits<float>::max();
+  C[0] = fmax;  // C[0, 0, 0]
+  C[2] = fmax;  // C[0, 1, 0]
+  CHECK_THROWS_AS(fill(c1, c1, 1, 10), std::out_of_range);
+  untouched();
+  // A column summing to exactly FLT_MAX fits: cos[0, 0] = cos(0) FLT_MAX = FLT_MAX.
+  C[2] = 0.0f;
+  REQUIRE_NOTHROW(fill(c1, c1, 1, 10));
+  CHECK(cache[0] == fmax);
+}
+
+TEST_CASE("fope: a zero frequency mixes cos 1 and sin 0, by the definition", "[fope]") {
+  const Eigen::Index D = 8, F = 2, L = 6;
+  auto f = plan(D);
+  f.inv_freq[0] = 0.0;  // finite and >= 0: a constant term
+  const std::vector<float> C = {0.5f, -1.0f, 2.0f, 0.25f}, S = {1.5f, 0.75f, -0.5f, 1.0f};
+  std::vector<float> cache(static_cast<std::size_t>(L * D), -9.0f);
+  using CV = posenc::ConstTensorView<float, 3>;
+  REQUIRE_NOTHROW(posenc::fill_fope_cos_sin_cache<float>(
+      f, CV(C.data(), 1, F, F), CV(S.data(), 1, F, F),
+      posenc::TensorView<float, 3>(cache.data(), 1, L, D)));
+  for (Eigen::Index t = 0; t < L; ++t)
+    for (Eigen::Index d = 0; d < D / 2; ++d) {
+      const CosSinLD e = fope_ld(f, C, S, 0, F, t, d);
+      const auto at = static_cast<std::size_t>(t * D + d);
+      CHECK(std::abs(cache[at] - static_cast<double>(e.c)) < 1e-6);
+      CHECK(std::abs(cache[at + D / 2] - static_cast<double>(e.s)) < 1e-6);
+    }
+}
+
+TEST_CASE("fope: apply checks every head count, width, token and inverse pair before writing",
+          "[fope][errors]") {
+  // Per kv head tables, head_dim 4, F = 2 = head_dim / 2: head 0 the identity mixture, head 1
+  // the identity with its last pair's column zeroed (cos = sin = 0 there at every position).
+  const Eigen::Index D = 4, F = 2, L = 5;
+  const auto f = plan(D);
+  const std::vector<float> C = {1, 0, 0, 1, 1, 0, 0, 0};
+  std::vector<float> cache(static_cast<std::size_t>(2 * L * D));
+  const posenc::ConstTensorView<float, 3> cv(C.data(), 2, F, F);
+  posenc::fill_fope_cos_sin_cache<float>(f, cv, cv,
+                                         posenc::TensorView<float, 3>(cache.data(), 2, L, D));
+  const posenc::ConstTensorView<float, 3> cc(cache.data(), 2, L, D);
+  std::vector<float> q(static_cast<std::size_t>(2 * 4 * D), 1.0f);
+  std::vector<float> k(static_cast<std::size_t>(2 * 2 * D), 1.0f);
+  const auto qh = [&](Eigen::Index seq, Eigen::Index heads, Eigen::Index d) {
+    return posenc::rope_heads(posenc::TensorView<float, 4>(q.data(), 1, seq, heads, d));
+  };
+  const auto kh = [&](Eigen::Index seq, Eigen::Index heads, Eigen::Index d) {
+    return posenc::rope_heads(posenc::TensorView<float, 4>(k.data(), 1, seq, heads, d));
+  };
+  const auto one = posenc::RopePositions::contiguous(1, 1);
+  using posenc::apply_fope_qk_inplace;
+  CHECK_THROWS_AS(apply_fope_qk_inplace<float>(qh(1, 3, D), kh(1, 2, D), one, cc),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(apply_fope_qk_inplace<float>(qh(1, 2, D), kh(1, 2, 2 * D), one, cc),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(apply_fope_qk_inplace<float>(qh(2, 2, D), kh(1, 2, D),
+                                               posenc::RopePositions::contiguous(1, 2), cc),
+                  std::invalid_argument);
+  posenc::RopeApplyOptions inv;
+  inv.direction = posenc::RopeDirection::kInverse;
+  CHECK_THROWS_WITH(apply_fope_qk_inplace<float>(qh(1, 2, D), kh(1, 2, D), one, cc, inv),
+                    Contains("kv head 1, position 0) pair 1 has cos = sin = 0"));
+  for (const float x : q) REQUIRE(x == 1.0f);
+  for (const float x : k) REQUIRE(x == 1.0f);
+}
+
+TEST_CASE("fope: a pair with cos 0 but sin not 0 has an inverse, and positions past 2^53 are "
+          "invalid arguments", "[fope]") {
+  // One kv head, head_dim 4, F = 2: cos_coef's column 1 is zero, so pair 1 has cos = 0 and
+  // sin = sin(t w_1) at every t; c^2 + s^2 > 0 for t >= 1, so the inverse exists there.
+  const Eigen::Index D = 4, F = 2, L = 4;
+  const auto f = plan(D);
+  const std::vector<float> C = {1, 0, 0, 0}, S = {1, 0, 0, 1};
+  std::vector<float> cache(static_cast<std::size_t>(L * D));
+  using CV = posenc::ConstTensorView<float, 3>;
+  posenc::fill_fope_cos_sin_cache<float>(f, CV(C.data(), 1, F, F), CV(S.data(), 1, F, F),
+                                         posenc::TensorView<float, 3>(cache.data(), 1, L, D));
+  REQUIRE(cache[static_cast<std::size_t>(1 * D + 1)] == 0.0f);
+  REQUIRE(cache[static_cast<std::size_t>(1 * D + D / 2 + 1)] != 0.0f);
+  const std::vector<double> q0 = {0.3, -1.2, 0.7, 2.5, -0.4, 1.1, 0.9, -0.6};
+  const std::vector<double> k0 = {1.0, 0.5, -0.25, 2.0};
+  auto q = q0, k = k0;
+  const auto qh = posenc::rope_heads(posenc::TensorView<double, 4>(q.data(), 1, 1, 2, D));
+  const auto kh = posenc::rope_heads(posenc::TensorView<double, 4>(k.data(), 1, 1, 1, D));
+  const std::vector<std::int64_t> pos = {1};
+  const auto p = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, 1));
+  const CV cc(cache.data(), 1, L, D);
+  posenc::apply_fope_qk_inplace<double>(qh, kh, p, cc);
+  posenc::RopeApplyOptions inv;
+  inv.direction = posenc::RopeDirection::kInverse;
+  REQUIRE_NOTHROW(posenc::apply_fope_qk_inplace<double>(qh, kh, p, cc, inv));
+  for (std::size_t i = 0; i < q.size(); ++i) CHECK(std::abs(q[i] - q0[i]) < 1e-12);
+  for (std::size_t i = 0; i < k.size(); ++i) CHECK(std::abs(k[i] - k0[i]) < 1e-12);
+  // Offset 2^53 + id 1: the documented std::invalid_argument, not the cache's out_of_range.
+  const auto past = posenc::RopePositions::from_ids(posenc::PositionIdsView(pos.data(), 1, 1),
+                                                    std::int64_t{1} << 53);
+  CHECK_THROWS_AS(posenc::apply_fope_qk_inplace<double>(qh, kh, past, cc), std::invalid_argument);
 }

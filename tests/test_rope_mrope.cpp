@@ -620,3 +620,239 @@ TEMPLATE_TEST_CASE("mrope: matches HF's ERNIE-4.5-VL algorithm (alternating h / 
                       Contains("as many h as w pairs"));
   REQUIRE(y == x0);
 }
+
+TEST_CASE("mrope: section entries, interleave limits and position shapes at their boundaries",
+          "[rope][mrope][errors]") {
+  const Eigen::Index S = 4;
+  const auto plan = [](Eigen::Index d) {
+    posenc::RopeParams params;
+    params.head_dim = d;
+    return posenc::compute_rope_frequencies(params);
+  };
+  std::vector<float> x = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * S * 16), 5);
+  const auto before = x;
+  const auto heads = [&](Eigen::Index b, Eigen::Index s, Eigen::Index d) {
+    return posenc::rope_heads<float>(posenc::TensorView<float, 4>(x.data(), b, s, 1, d));
+  };
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(4 * 2 * S), 1);
+  using PV = posenc::MRopePositionsView;
+  const auto half_split = posenc::RopeLayout::kHalfSplit;
+  posenc::MRopeSections sec;
+  // A negative entry whose sum still is rotary_dim / 2 = 8.
+  sec.section = {-1, 5, 4};
+  CHECK_THROWS_AS(posenc::apply_mrope_inplace<float>(heads(1, S, 16), PV(pos.data(), 3, 1, S),
+                                                     plan(16), half_split, sec),
+                  std::invalid_argument);
+  // Positions [3, 1, S + 1] and [3, 2, S] for tokens [1, S].
+  sec.section = {2, 3, 3};
+  CHECK_THROWS_AS(posenc::apply_mrope_inplace<float>(heads(1, S, 16), PV(pos.data(), 3, 1, S + 1),
+                                                     plan(16), half_split, sec),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(posenc::apply_mrope_inplace<float>(heads(1, S, 16), PV(pos.data(), 3, 2, S),
+                                                     plan(16), half_split, sec),
+                  std::invalid_argument);
+  // A fourth section of one pair makes four streams: three-stream positions are the wrong shape.
+  sec.section = {3, 2, 2, 1};
+  CHECK_THROWS_WITH(posenc::apply_mrope_inplace<float>(heads(1, S, 16), PV(pos.data(), 3, 1, S),
+                                                       plan(16), half_split, sec),
+                    Contains("must be [streams, batch, seq] = [4, 1, 4]"));
+  // Interleaved: h pairs j = 1, 4, .., 3 s_h - 2 and w pairs 2, 5, .., 3 s_w - 1 must be
+  // < rotary_dim / 2. (1, 2, 1) over 4 pairs puts an h pair at 4; (2, 1, 2) over 5 a w pair at 5.
+  sec.layout = posenc::MRopeSectionLayout::kInterleaved;
+  sec.section = {1, 2, 1};
+  CHECK_THROWS_WITH(posenc::apply_mrope_inplace<float>(heads(1, S, 8), PV(pos.data(), 3, 1, S),
+                                                       plan(8), half_split, sec),
+                    Contains("interleaved h / w pairs"));
+  sec.section = {2, 1, 2};
+  CHECK_THROWS_WITH(posenc::apply_mrope_inplace<float>(heads(1, S, 10), PV(pos.data(), 3, 1, S),
+                                                       plan(10), half_split, sec),
+                    Contains("interleaved h / w pairs"));
+  REQUIRE(x == before);
+  sec.layout = posenc::MRopeSectionLayout::kContiguous;
+  sec.section = {3, 2, 2, 1};
+  REQUIRE_NOTHROW(posenc::apply_mrope_inplace<float>(heads(1, S, 16), PV(pos.data(), 4, 1, S),
+                                                     plan(16), half_split, sec));
+}
+
+TEST_CASE("mrope: one stream taking every pair is RoPE of that stream, angles exact up to 2^50",
+          "[rope][mrope]") {
+  // The file comment: angles are formed per token in double (p w rounded once) and reduced
+  // exactly. Reference: that double angle, its cos / sin in long double, HF's rotate_half.
+  const Eigen::Index S = 4, D = 16, half = D / 2;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  params.theta = 100.0;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const std::int64_t big = std::int64_t{1} << 40;
+  const std::int64_t ps[S] = {0, 7, big + 3, 1024 * big + 1};
+  for (int k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S), 1);  // other streams at 1
+    for (Eigen::Index s = 0; s < S; ++s) pos[static_cast<std::size_t>(k * S + s)] = ps[s];
+    posenc::MRopeSections sec;
+    sec.section = {0, 0, 0};
+    sec.section[static_cast<std::size_t>(k)] = half;  // one entry of rotary_dim / 2
+    const auto x0 = posenc_test::random_vector<double>(static_cast<std::size_t>(S * D), 6);
+    auto x = x0;
+    posenc::apply_mrope_inplace<double>(
+        posenc::rope_heads<double>(posenc::TensorView<double, 4>(x.data(), 1, S, 1, D)),
+        posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, posenc::RopeLayout::kHalfSplit,
+        sec);
+    for (Eigen::Index s = 0; s < S; ++s) {
+      const std::int64_t p[3] = {pos[static_cast<std::size_t>(s)],
+                                 pos[static_cast<std::size_t>(S + s)],
+                                 pos[static_cast<std::size_t>(2 * S + s)]};
+      std::vector<long double> emb(static_cast<std::size_t>(D));
+      for (Eigen::Index j = 0; j < half; ++j) {
+        const double a = static_cast<double>(p[k]) * freqs.inv_freq[static_cast<std::size_t>(j)];
+        emb[static_cast<std::size_t>(j)] = emb[static_cast<std::size_t>(half + j)] = a;
+      }
+      const auto y = hf_mrope_rotate_half(x0.data() + s * D, D, emb);
+      for (Eigen::Index i = 0; i < D; ++i)
+        CHECK(std::abs(x[static_cast<std::size_t>(s * D + i)] -
+                       static_cast<double>(y[static_cast<std::size_t>(i)])) < 1e-9);
+    }
+  }
+}
+
+TEST_CASE("mrope: a double cos/sin cache turns forward and inverse as HF's angles",
+          "[rope][mrope][cache]") {
+  const Eigen::Index S = 9, D = 16, half = D / 2, P = 8;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  const std::vector<long double> inv(freqs.inv_freq.begin(), freqs.inv_freq.end());
+  // Row p = cat(cos(p w), sin(p w)), in long double, stored double.
+  std::vector<double> cache(static_cast<std::size_t>(P * D));
+  for (Eigen::Index p = 0; p < P; ++p)
+    for (Eigen::Index j = 0; j < half; ++j) {
+      const long double a = static_cast<long double>(p) * inv[static_cast<std::size_t>(j)];
+      cache[static_cast<std::size_t>(p * D + j)] = static_cast<double>(std::cos(a));
+      cache[static_cast<std::size_t>(p * D + half + j)] = static_cast<double>(std::sin(a));
+    }
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S));
+  posenc::mrope_position_ids({posenc::MRopeSegment::text(2), posenc::MRopeSegment::image(2, 3),
+                              posenc::MRopeSegment::text(1)},
+                             posenc::TensorView<std::int64_t, 3>(pos.data(), 3, 1, S));
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 3};
+  const auto x0 = posenc_test::random_vector<double>(static_cast<std::size_t>(S * D), 7);
+  for (const auto dir : {posenc::RopeDirection::kForward, posenc::RopeDirection::kInverse}) {
+    CAPTURE(static_cast<int>(dir));
+    auto x = x0;
+    posenc::RopeApplyOptions options;
+    options.direction = dir;
+    posenc::apply_mrope_inplace_cached<double>(
+        posenc::rope_heads<double>(posenc::TensorView<double, 4>(x.data(), 1, S, 1, D)),
+        posenc::MRopePositionsView(pos.data(), 3, 1, S),
+        posenc::ConstTensorView<double, 2>(cache.data(), P, D), posenc::RopeLayout::kHalfSplit,
+        sec, 0, options);
+    for (Eigen::Index s = 0; s < S; ++s) {
+      const std::int64_t p[3] = {pos[static_cast<std::size_t>(s)],
+                                 pos[static_cast<std::size_t>(S + s)],
+                                 pos[static_cast<std::size_t>(2 * S + s)]};
+      auto emb = hf_merged_angles(inv, p, sec.section, false);
+      if (dir == posenc::RopeDirection::kInverse)
+        for (auto& a : emb) a = -a;  // the inverse of a rotation by a is the rotation by -a
+      const auto y = hf_mrope_rotate_half(x0.data() + s * D, D, emb);
+      for (Eigen::Index i = 0; i < D; ++i)
+        CHECK(std::abs(x[static_cast<std::size_t>(s * D + i)] -
+                       static_cast<double>(y[static_cast<std::size_t>(i)])) < 1e-12);
+    }
+  }
+}
+
+TEST_CASE("mrope: position 2^53 is in range, 2^53 + 1 is not", "[rope][mrope][errors]") {
+  const Eigen::Index S = 2, D = 16;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto freqs = posenc::compute_rope_frequencies(params);
+  auto x = posenc_test::random_vector<double>(static_cast<std::size_t>(S * D), 8);
+  const auto hx = posenc::rope_heads<double>(posenc::TensorView<double, 4>(x.data(), 1, S, 1, D));
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 3};
+  const std::int64_t top = std::int64_t{1} << 53;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S), top);
+  const posenc::MRopePositionsView pv(pos.data(), 3, 1, S);
+  const auto half_split = posenc::RopeLayout::kHalfSplit;
+  REQUIRE_NOTHROW(posenc::apply_mrope_inplace<double>(hx, pv, freqs, half_split, sec));
+  for (const double v : x) CHECK(std::isfinite(v));
+  pos[1] = top + 1;
+  CHECK_THROWS_AS(posenc::apply_mrope_inplace<double>(hx, pv, freqs, half_split, sec),
+                  std::invalid_argument);
+}
+
+TEST_CASE("mrope: position ids of empty text, a zero time scale and the 2^53 bound",
+          "[rope][mrope][positions]") {
+  using posenc::MRopeSegment;
+  using V = std::vector<std::int64_t>;
+  using Out = posenc::TensorView<std::int64_t, 3>;
+  // get_rope_index: an empty text run adds nothing. text 2 | image 2 x 2 | text 1:
+  // t = 0 1 2 2 2 2 4, h = 0 1 2 2 3 3 4, w = 0 1 2 3 2 3 4, delta = 5 - 7.
+  std::vector<std::int64_t> ids(3 * 7, -1);
+  auto delta = posenc::mrope_position_ids({MRopeSegment::text(2), MRopeSegment::text(0),
+                                           MRopeSegment::image(2, 2), MRopeSegment::text(0),
+                                           MRopeSegment::text(1)},
+                                          Out(ids.data(), 3, 1, 7));
+  CHECK(stream(ids, 1, 7, 0, 0, 0, 7) == V{0, 1, 2, 2, 2, 2, 4});
+  CHECK(stream(ids, 1, 7, 1, 0, 0, 7) == V{0, 1, 2, 2, 3, 3, 4});
+  CHECK(stream(ids, 1, 7, 2, 0, 0, 7) == V{0, 1, 2, 3, 2, 3, 4});
+  CHECK(delta == 5 - 7);
+  // Qwen2.5-VL: second_per_grid_t = 0 puts every frame at time 0 (t * 0 * 2 = 0): text 1 |
+  // video 3 x 1 x 2 | text 1: t = 0 1 1 1 1 1 1 3, next text at 1 + max(0, 0, 1) + 1 = 3.
+  ids.assign(3 * 8, -1);
+  delta = posenc::mrope_position_ids({MRopeSegment::text(1),
+                                      MRopeSegment::video(3, 1, 2, 0.0f, 2.0f),
+                                      MRopeSegment::text(1)},
+                                     Out(ids.data(), 3, 1, 8));
+  CHECK(stream(ids, 1, 8, 0, 0, 0, 8) == V{0, 1, 1, 1, 1, 1, 1, 3});
+  CHECK(stream(ids, 1, 8, 1, 0, 0, 8) == V{0, 1, 1, 1, 1, 1, 1, 3});
+  CHECK(stream(ids, 1, 8, 2, 0, 0, 8) == V{0, 1, 2, 1, 2, 1, 2, 3});
+  CHECK(delta == 4 - 8);
+  // A negative first column, nothing written.
+  ids.assign(3 * 8, -1);
+  using posenc::mrope_position_ids;
+  CHECK_THROWS_AS(mrope_position_ids({MRopeSegment::text(2)}, Out(ids.data(), 3, 1, 8), 0, -1),
+                  std::invalid_argument);
+  for (const auto v : ids) REQUIRE(v == -1);
+  // Positions up to 2^53 are allowed: text 2^29 - 1 | video 2 x 1 x 1 with (1 s) * 2^53 - 2^29
+  // (exact in float32) reaches 2^29 - 1 + 2^53 - 2^29 + 1 = 2^53 exactly. That only fails for
+  // the output's size; three more text tokens put the last frame at 2^53 + 2, past 2^53
+  // (one more would end at 2^53 itself, which apply accepts). A 2^27 x 2^27 image stays at
+  // position 2^27 but has 2^54 tokens, past 2^53 too.
+  const auto t29 = (Eigen::Index{1} << 29) - 1;
+  const float last = static_cast<float>((std::int64_t{1} << 53) - (std::int64_t{1} << 29));
+  REQUIRE(static_cast<double>(last) == 9007198717870080.0);
+  CHECK_THROWS_WITH(mrope_position_ids({MRopeSegment::text(t29),
+                                        MRopeSegment::video(2, 1, 1, last)},
+                                       Out(ids.data(), 3, 1, 8)),
+                    Contains("must fit in seq = 8"));
+  CHECK_THROWS_WITH(mrope_position_ids({MRopeSegment::text(t29 + 3),
+                                        MRopeSegment::video(2, 1, 1, last)},
+                                       Out(ids.data(), 3, 1, 8)),
+                    Contains("past 2^53"));
+  const Eigen::Index g = Eigen::Index{1} << 27;
+  CHECK_THROWS_WITH(mrope_position_ids({MRopeSegment::image(g, g)}, Out(ids.data(), 3, 1, 8)),
+                    Contains("past 2^53"));
+  for (const auto v : ids) REQUIRE(v == -1);
+}
+
+TEST_CASE("mrope: a negative rotary_offset with a cos/sin cache throws before writing",
+          "[rope][mrope][cache][errors]") {
+  const Eigen::Index S = 2, D = 16;
+  posenc::RopeParams params;
+  params.head_dim = D;
+  const auto cache = posenc::make_rope_cos_sin_cache(posenc::compute_rope_frequencies(params), 4);
+  // The heads sit 8 floats into the buffer: an offset of -2 would reach before them.
+  std::vector<float> buf(static_cast<std::size_t>(8 + S * D), 3.0f);
+  const auto hx =
+      posenc::rope_heads<float>(posenc::TensorView<float, 4>(buf.data() + 8, 1, S, 1, D));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * S), 1);
+  posenc::MRopeSections sec;
+  sec.section = {2, 3, 3};
+  CHECK_THROWS_WITH(posenc::apply_mrope_inplace_cached<float>(
+                        hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), cache,
+                        posenc::RopeLayout::kHalfSplit, sec, -2),
+                    Contains("rotary_offset = -2 must be >= 0"));
+  for (const float v : buf) REQUIRE(v == 3.0f);
+}

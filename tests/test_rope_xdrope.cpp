@@ -404,3 +404,30 @@ TEST_CASE("xdrope: a HunYuan-VL prompt in the KV cache, then decode by the cache
     }
   }
 }
+
+TEST_CASE("xdrope: five streams, a negative n or a negative first throw before writing",
+          "[rope][mrope][xdrope][errors]") {
+  const Eigen::Index n = 6;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(5 * n), -7);
+  using posenc::xdrope_position_ids;
+  const posenc::TensorView<std::int64_t, 3> out5(pos.data(), 5, 1, n);
+  CHECK_THROWS_AS(xdrope_position_ids({}, 4, out5), std::invalid_argument);
+  const posenc::TensorView<std::int64_t, 3> out(pos.data(), 4, 1, n);
+  CHECK_THROWS_AS(xdrope_position_ids({}, -1, out), std::invalid_argument);
+  CHECK_THROWS_AS(xdrope_position_ids({}, 2, out, 0, -1), std::invalid_argument);
+  for (const auto v : pos) REQUIRE(v == -7);
+}
+
+TEST_CASE("xdrope: the delta reads only the written columns, not the left padding",
+          "[rope][mrope][xdrope][positions]") {
+  // Columns 0, 1 are padding holding 100; tokens 2 .. 6 are text 0, a 1 x 2 image at 1, text 3,
+  // 4. Tencent's get_xdrope_input_positions: the largest position is n - 1 = 4, delta 0.
+  const Eigen::Index seq = 7, n = 5;
+  for (const Eigen::Index streams : {Eigen::Index{3}, Eigen::Index{4}}) {
+    CAPTURE(streams);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(streams * seq), 100);
+    const posenc::TensorView<std::int64_t, 3> out(pos.data(), streams, 1, seq);
+    CHECK(posenc::xdrope_position_ids({{1, 1, 2}}, n, out, 0, 2) == 0);
+    CHECK(out(streams - 3, 0, 0) == 100);
+  }
+}

@@ -238,3 +238,34 @@ TEMPLATE_TEST_CASE("vision rope: Llama-4's 2-D RoPE (interleaved pairs, 1-based 
                       Contains("grid (h, w) = (0, 2) must be >= 1"));
   for (auto v : small) REQUIRE(v == -1);
 }
+
+TEST_CASE("vision rope: grid, merge, output and width limits of the position writers",
+          "[rope][vision][errors]") {
+  std::vector<std::int64_t> pos(4 * 16, -1);
+  const posenc::TensorView<std::int64_t, 3> out(pos.data(), 3, 1, 16);
+  const posenc::TensorView<std::int64_t, 3> out4(pos.data(), 4, 1, 16);
+  using posenc::vision_rope_2d_positions;
+  using posenc::vision_rope_2d_positions_llama4;
+  CHECK_THROWS_AS(vision_rope_2d_positions(1, 2, 2, 1, out4), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions_llama4(2, 2, out4), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions_llama4(2, 0, out), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions_llama4(0, 2, out), std::invalid_argument);
+  // 2 does not divide grid_h = 3.
+  CHECK_THROWS_AS(vision_rope_2d_positions(1, 3, 4, 2, out), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions(1, 2, 2, 0, out), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions(1, 2, 2, 1, out, 0, -1), std::invalid_argument);
+  CHECK_THROWS_AS(vision_rope_2d_positions_llama4(1, 2, out, 0, -1), std::invalid_argument);
+  for (auto v : pos) REQUIRE(v == -1);
+  // The widest head rope.hpp allows (kMaxRotaryDim = 1024, a multiple of 4) is a valid plan:
+  // f_i = theta^(-2i / (head_dim / 2)) on both axes (HF VisionRotaryEmbedding(head_dim // 2)).
+  const auto plan = posenc::vision_rope_2d(posenc::kMaxRotaryDim);
+  const Eigen::Index q = posenc::kMaxRotaryDim / 4;
+  REQUIRE(plan.freqs.inv_freq.size() == static_cast<std::size_t>(2 * q));
+  for (const Eigen::Index i : {Eigen::Index{0}, Eigen::Index{1}, q - 1}) {
+    const long double e = std::pow(10000.0L, -2.0L * static_cast<long double>(i) / (2.0L * q));
+    CHECK(std::abs(plan.freqs.inv_freq[static_cast<std::size_t>(i)] - static_cast<double>(e)) <
+          1e-15);
+    CHECK(plan.freqs.inv_freq[static_cast<std::size_t>(q + i)] ==
+          plan.freqs.inv_freq[static_cast<std::size_t>(i)]);
+  }
+}
