@@ -8,9 +8,11 @@
 
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -2722,4 +2724,395 @@ TEST_CASE("hf_config: DCA local_size 0 is accepted and MPT alibi_bias_max 0 is n
   CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 4096,
       "n_heads": 32, "attn_config": {"alibi": true, "alibi_bias_max": 0}})"),
       Contains("\"attn_config.alibi_bias_max\" = 0 must be > 0"));
+}
+
+// Round-3 mutation audit of the loader's detail:: helpers (HfConfigReader, the RoPE dict
+// reader, the family tables, the vision and layer-type readers): each case below pins a change
+// no earlier test noticed. Expected values come from the transformers classes named in each
+// comment, or from the loader's documented contract.
+
+// HfConfigReader::integer: "a float is accepted when it is integral" (some exporters write
+// 4096.0), up to 2^53, the largest range where every integer is a double;
+// max_position_embeddings' own range is [0, 2^53].
+TEST_CASE("hf_config: integral floats up to 2^53 read as integers, fractional ones are refused",
+          "[hf_config][reader]") {
+  const std::string head = R"({"model_type": "llama", "num_attention_heads": 4,
+      "num_key_value_heads": 4, )";
+  const auto c = posenc::parse_hf_config(
+      head + R"("hidden_size": 256.0, "max_position_embeddings": 9007199254740992.0})");
+  CHECK(c.rope.head_dim == 64);
+  CHECK(c.max_position_embeddings == (std::int64_t{1} << 53));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("hidden_size": 256.5})", "f.json"),
+                      Contains("f.json: key \"hidden_size\" = 256.5 must be an integer"));
+}
+
+// parse_hf_config refuses JSON nested deeper than 64 levels (kHfMaxDepth); 64 itself is read.
+TEST_CASE("hf_config: JSON nested exactly 64 levels deep is read, 65 levels are refused",
+          "[hf_config][reader]") {
+  const auto nested = [](std::size_t depth) {  // the root object is level 1
+    return std::string(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+        "unread": )") + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  CHECK(posenc::parse_hf_config(nested(64)).rope.head_dim == 64);
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(nested(65), "d.json"),
+                      Contains("d.json: JSON nested deeper than 64 levels"));
+}
+
+// The loader's contract: errors name the file and the key. A bad value inside the RoPE dict is
+// named by its own key, not only as "rope_scaling describes RoPE parameters posenc rejects"
+// (the planner's re-check, which would still refuse these).
+TEST_CASE("hf_config: a bad value inside rope_scaling is named by its own key",
+          "[hf_config][errors]") {
+  const std::string head = R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
+      "max_position_embeddings": 8192, "rope_scaling": )";
+  std::string ones = "[1.0", zero_first = "[0.0";
+  for (int i = 1; i < 32; ++i) {
+    ones += ", 1.0";
+    zero_first += ", 1.0";
+  }
+  ones += "]";
+  zero_first += "]";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"rope_type": "default", "rope_theta": 1.0})",
+       "key \"rope_scaling.rope_theta\" = 1 must be > 1"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 0})",
+       "key \"rope_scaling.original_max_position_embeddings\" = 0 must be > 0"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 1024})",
+       "key \"rope_scaling.low_freq_factor\" = 0 must be > 0"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "attention_factor": 0.0,
+           "original_max_position_embeddings": 2048})",
+       "key \"rope_scaling.attention_factor\" = 0 must be > 0"},
+      {R"({"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 2048,
+           "short_factor": )" + zero_first + R"(, "long_factor": )" + ones + "}",
+       "key \"rope_scaling.short_factor\" [0] = 0 must be > 0"},
+      {R"({"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 2048,
+           "short_factor": )" + ones.substr(0, ones.size() - 1) + R"(, 1.0], "long_factor": )" +
+           ones + "}",
+       "key \"rope_scaling.short_factor\" has 33 entries; it must have rotary_dim / 2 = 32"},
+      {R"({"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 2048,
+           "short_factor": )" + ones + R"(, "long_factor": )" + ones.substr(0, ones.size() - 1) +
+           ", 1.0]}",
+       "key \"rope_scaling.long_factor\" has 33 entries; it must have rotary_dim / 2 = 32"},
+  };
+  for (const auto& [dict, message] : cases) {
+    CAPTURE(dict);
+    REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + dict + "}", "k.json"),
+                        Contains("k.json: " + message));
+  }
+}
+
+// transformers' rope_config_validation / standardize_rope_params read
+// rope_scaling.get("rope_type", rope_scaling.get("type")): the new key wins over the legacy one.
+TEST_CASE("hf_config: rope_type wins over a legacy type key in the same dict",
+          "[hf_config][legacy]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+      "num_attention_heads": 4, "max_position_embeddings": 8192,
+      "rope_scaling": {"rope_type": "linear", "type": "dynamic", "factor": 2.0}})");
+  CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
+  CHECK(c.rope.scaling.factor == 2.0);
+}
+
+// _validate_linear_scaling_rope_parameters warns only for factor < 1: 1 is a valid factor.
+TEST_CASE("hf_config: a scaling factor of exactly 1 is accepted", "[hf_config]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+      "num_attention_heads": 4, "rope_scaling": {"rope_type": "linear", "factor": 1.0}})");
+  CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
+  CHECK(c.rope.scaling.factor == 1.0);
+}
+
+// transformers' _compute_longrope_parameters: attention_factor = the dict's attention_factor;
+// else, with a top-level original_max_position_embeddings, factor = max / original (the dict's
+// factor is not used) and attention_factor = sqrt(1 + ln factor / ln original); without it,
+// from the dict's factor, and 1 only when factor <= 1.
+TEST_CASE("hf_config: longrope's attention factor - explicit, from max / original, from factor",
+          "[hf_config][longrope]") {
+  std::string ones = "[1.0";
+  for (int i = 1; i < 32; ++i) ones += ", 1.0";
+  ones += "]";
+  const std::string lists = R"("short_factor": )" + ones + R"(, "long_factor": )" + ones;
+  const std::string head = R"({"model_type": "phi3", "hidden_size": 256,
+      "num_attention_heads": 4, "num_key_value_heads": 4, )";
+  // Top-level original 4096, max 131072: factor 32, whatever the dict's factor 2 says.
+  const auto top = posenc::parse_hf_config(head + R"("max_position_embeddings": 131072,
+      "original_max_position_embeddings": 4096,
+      "rope_scaling": {"rope_type": "longrope", "factor": 2.0, )" + lists + "}}");
+  const long double top_expected = std::sqrt(1.0L + std::log(32.0L) / std::log(4096.0L));
+  CHECK_THAT(posenc::compute_rope_frequencies(top.rope, 8192).attention_factor,
+             WithinRel(static_cast<double>(top_expected), 1e-12));
+  // No top-level original, factor 1.5 in (1, 2): sqrt(1 + ln 1.5 / ln 4096), not 1.
+  const auto small = posenc::parse_hf_config(head + R"("max_position_embeddings": 6144,
+      "rope_scaling": {"rope_type": "longrope", "factor": 1.5,
+                       "original_max_position_embeddings": 4096, )" + lists + "}}");
+  const long double small_expected = std::sqrt(1.0L + std::log(1.5L) / std::log(4096.0L));
+  CHECK_THAT(posenc::compute_rope_frequencies(small.rope, 6144).attention_factor,
+             WithinRel(static_cast<double>(small_expected), 1e-12));
+  // An explicit attention_factor is used as given.
+  const auto given = posenc::parse_hf_config(head + R"("max_position_embeddings": 131072,
+      "original_max_position_embeddings": 4096,
+      "rope_scaling": {"rope_type": "longrope", "attention_factor": 1.5, )" + lists + "}}");
+  CHECK(posenc::compute_rope_frequencies(given.rope, 8192).attention_factor == 1.5);
+}
+
+// PhimoeRotaryEmbedding reads short_mscale and long_mscale by name, one per table.
+TEST_CASE("hf_config: short_mscale and long_mscale are read into their own fields",
+          "[hf_config][longrope]") {
+  const auto c = posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
+      "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+      "rope_scaling": {"type": "longrope", "short_mscale": 1.125, "long_mscale": 1.375,
+                       "short_factor": [1, 1, 1, 1], "long_factor": [1, 2, 4, 8]}})");
+  CHECK(c.rope.scaling.short_mscale == 1.125);
+  CHECK(c.rope.scaling.long_mscale == 1.375);
+}
+
+// Llama4VisionConfig: the grid is image_size // patch_size patches a side; a patch as large
+// as the image is one patch (plus the class token), not a refusal.
+TEST_CASE("hf_config: a Llama-4 vision patch as large as the image gives a 1 x 1 grid",
+          "[hf_config][vision]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4",
+      "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
+                      "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                      "num_hidden_layers": 4, "rope_theta": 500000},
+      "vision_config": {"image_size": 14, "patch_size": 14}})");
+  REQUIRE(c.vision_rope);
+  CHECK(c.vision_rope->grid_side == 1);
+}
+
+// Qwen3VLMoeVisionConfig / Glm4vMoeVisionConfig: hidden_size over num_heads, spatial merge 2;
+// the towers rotate with VisionRotaryEmbedding(head_dim / 2), theta 10000 (its default).
+TEST_CASE("hf_config: the MoE Qwen3-VL and GLM-4V towers' 2-D RoPE is read, theta 10000",
+          "[hf_config][vision]") {
+  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen3_vl_moe",
+      "text_config": {"model_type": "qwen3_vl_moe_text", "hidden_size": 2048,
+                      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+                      "rope_theta": 5000000},
+      "vision_config": {"hidden_size": 1152, "num_heads": 16, "spatial_merge_size": 2}})");
+  REQUIRE(qwen.vision_rope);
+  CHECK(qwen.vision_rope->head_dim == 72);
+  CHECK(qwen.vision_rope->spatial_merge_size == 2);
+  CHECK(qwen.vision_rope->theta == 10000.0);
+  const auto glm = posenc::parse_hf_config(R"({"model_type": "glm4v_moe",
+      "text_config": {"model_type": "glm4v_moe_text", "hidden_size": 4096,
+                      "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+                      "rope_theta": 10000},
+      "vision_config": {"hidden_size": 1536, "num_heads": 12}})");
+  REQUIRE(glm.vision_rope);
+  CHECK(glm.vision_rope->head_dim == 128);
+  CHECK(glm.vision_rope->theta == 10000.0);
+}
+
+// head_dim field defaults of HeliumConfig, Qwen3Config, SeedOssConfig and Llama4TextConfig
+// (all 128): a config without head_dim whose hidden_size / heads is 64 keeps 128.
+TEST_CASE("hf_config: helium, qwen3, seed_oss and llama4_text default head_dim to 128",
+          "[hf_config][defaults]") {
+  for (const char* type : {"helium", "qwen3", "seed_oss", "llama4_text"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "hidden_size": 2048, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "num_hidden_layers": 4, "rope_theta": 10000})");
+    CHECK(c.rope.head_dim == 128);
+  }
+}
+
+// Qwen3MoeConfig: use_sliding_window = False, so sliding_window is dropped (as Qwen2 / Qwen3).
+// GemmaConfig: num_key_value_heads = 16, whatever num_attention_heads says.
+TEST_CASE("hf_config: qwen3_moe ignores sliding_window by default, gemma has 16 kv heads",
+          "[hf_config][defaults]") {
+  const auto moe = posenc::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+      "sliding_window": 4096})");
+  CHECK(moe.sliding_window == 0);
+  const auto gemma = posenc::parse_hf_config(R"({"model_type": "gemma",
+      "num_attention_heads": 32})");
+  CHECK(gemma.num_key_value_heads == 16);
+}
+
+// A hub list of 0 / 1 per layer must have exactly one entry per layer: a longer one is refused
+// as a shorter one is.
+TEST_CASE("hf_config: an attn_type_list longer than num_hidden_layers is refused",
+          "[hf_config][layers]") {
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "minimax", "hidden_size": 6144,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64,
+      "rope_theta": 10000000, "num_hidden_layers": 4, "attn_type_list": [0, 1, 0, 1, 1]})",
+                                              "l.json"),
+                      Contains("l.json: key \"attn_type_list\" has 5 entries; one per layer "
+                               "(num_hidden_layers = 4) expected"));
+}
+
+// GPTBigCodeConfig has no scale_attn_by_inverse_layer_idx (GPT-2's key): every layer keeps
+// head_dim^-1/2 = 1/8.
+TEST_CASE("hf_config: gpt_bigcode does not divide by the layer index", "[hf_config]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "gpt_bigcode", "n_embd": 768,
+      "n_head": 12, "n_positions": 1024, "scale_attn_by_inverse_layer_idx": true})");
+  CHECK(posenc::hf_attention_params(c, 3).scale == 0.125);
+}
+
+// transformers' modeling code: M2M100 / XGLM sinusoids (offset 2), MBartLearnedPositionalEmbedding
+// (offset 2), CamemBERT = RoBERTa's embeddings (padding_idx + 1 = 2), BlenderbotLearned-
+// PositionalEmbedding (no offset).
+TEST_CASE("hf_config: more absolute-position families and their row offsets",
+          "[hf_config][absolute]") {
+  const std::vector<std::tuple<std::string, std::int64_t, std::string>> families = {
+      {R"({"model_type": "m2m_100", "d_model": 1024, "encoder_attention_heads": 16})", 2,
+       "sinusoidal"},
+      {R"({"model_type": "xglm", "d_model": 1024, "attention_heads": 16})", 2, "sinusoidal"},
+      {R"({"model_type": "mbart", "d_model": 1024, "encoder_attention_heads": 16})", 2,
+       "learned"},
+      {R"({"model_type": "camembert", "hidden_size": 768, "num_attention_heads": 12})", 2,
+       "learned"},
+      {R"({"model_type": "blenderbot", "d_model": 2560, "encoder_attention_heads": 32})", 0,
+       "learned"},
+  };
+  for (const auto& [json, offset, kind] : families) {
+    CAPTURE(json);
+    const auto f = posenc::parse_hf_config(json);
+    CHECK(f.scheme == HfPositionScheme::kAbsolute);
+    CHECK(f.absolute_position_offset == offset);
+    CHECK(has_note(f, kind + " absolute positions"));
+  }
+}
+
+// Qwen3_5TextConfig: head_dim = 256 (the M03 case above has 4096 / 16 = 256 anyway).
+// Glm4Config: head_dim = 128. Each against a hidden_size / heads of 128 or 64.
+TEST_CASE("hf_config: qwen3_5 and glm4 without head_dim take their config classes' widths",
+          "[hf_config][defaults]") {
+  for (const char* type : {"qwen3_5", "qwen3_5_text"}) {
+    CAPTURE(type);
+    const auto qwen = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                              R"(", "hidden_size": 2048,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "rope_theta": 10000000})");
+    CHECK(qwen.rope.head_dim == 256);
+    CHECK(posenc::resolved_rotary_dim(qwen.rope) == 64);  // partial_rotary_factor 0.25
+  }
+  const auto glm4 = posenc::parse_hf_config(R"({"model_type": "glm4", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 2, "rope_theta": 10000})");
+  CHECK(glm4.rope.head_dim == 128);
+  CHECK(posenc::resolved_rotary_dim(glm4.rope) == 64);  // partial_rotary_factor 0.5
+}
+
+// Qwen2MoeConfig.__post_init__: sliding_window = sliding_window if use_sliding_window else 0,
+// use_sliding_window defaulting to False.
+TEST_CASE("hf_config: qwen2_moe ignores sliding_window unless use_sliding_window",
+          "[hf_config][defaults]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 2048,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "sliding_window": 4096})");
+  CHECK(c.sliding_window == 0);
+}
+
+// transformers' yarn / llama3 / longrope read original_max_position_embeddings or, absent,
+// max_position_embeddings (standardize_rope_params; 4.x: `... or config.max_position_embeddings`).
+TEST_CASE("hf_config: yarn without any original length takes max_position_embeddings as L0",
+          "[hf_config][yarn]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+      "num_attention_heads": 4, "max_position_embeddings": 32768,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+  CHECK(c.rope.scaling.original_max_position_embeddings == 32768);
+}
+
+// Vision towers: spatial_merge_size must be in [1, 2^30], as num_heads and the width.
+TEST_CASE("hf_config: a vision spatial_merge_size of 0 is refused by name", "[hf_config][vision]") {
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+      "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
+      "vision_config": {"embed_dim": 1280, "num_heads": 16, "spatial_merge_size": 0}})", "v.json"),
+                      Contains("v.json: key \"vision_config.spatial_merge_size\" = 0 "
+                               "must be in [1, "));
+}
+
+// MiMo-V2: posenc plans one value width per model, so a sliding value width that differs is
+// refused (as swa_head_dim is); OpenELM's two per-layer lists must have the same length, and
+// without any layer count the lists give it.
+TEST_CASE("hf_config: per-layer head widths and counts that disagree are refused",
+          "[hf_config][layers][heads]") {
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mimo_v2", "hidden_size": 4096,
+      "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128,
+      "swa_head_dim": 192, "swa_v_head_dim": 64, "rope_theta": 5000000,
+      "num_hidden_layers": 2, "hybrid_layer_pattern": [0, 1]})", "m.json"),
+                      Contains("m.json: key \"swa_v_head_dim\" = 64 differs from "
+                               "v_head_dim = 128"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+      "model_dim": 1280, "num_query_heads": [12, 12], "num_kv_heads": [3]})", "o.json"),
+                      Contains("o.json: key \"num_kv_heads\" has a different length than "
+                               "num_query_heads"));
+  const auto e = posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+      "model_dim": 1280, "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5]})");
+  CHECK(e.num_hidden_layers == 3);
+  CHECK(e.layer_num_attention_heads.size() == 3);
+}
+
+// OlmoHybridConfig: full_attention where i % 4 == 3, and the last layer only when no layer is
+// full otherwise; 6 layers: layer 3 full, the others linear.
+TEST_CASE("hf_config: OLMo-Hybrid's default layer types for 6 layers", "[hf_config][layers]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 3840,
+      "num_attention_heads": 30, "num_hidden_layers": 6})");
+  CHECK(c.layer_types == std::vector<std::string>{"linear_attention", "linear_attention",
+                                                  "linear_attention", "full_attention",
+                                                  "linear_attention", "linear_attention"});
+}
+
+// GraniteMoeSharedAttention: scaling = config.attention_multiplier (default 1.0).
+// ZambaAttention: scaling = (head_dim / 2)^-1/2 with ZambaConfig's attention_head_dim =
+// 2 * hidden_size // num_attention_heads when absent: 2 * 3712 / 16 = 464, so 232^-1/2.
+TEST_CASE("hf_config: GraniteMoeShared's and Zamba's attention scales", "[hf_config]") {
+  CHECK(posenc::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
+      "num_attention_heads": 16, "rope_theta": 10000})").softmax_scale == 1.0);
+  CHECK(posenc::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
+      "num_attention_heads": 16, "rope_theta": 10000, "attention_multiplier": 0.015625})")
+            .softmax_scale == 0.015625);
+  const auto zamba = posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+      "num_attention_heads": 16, "num_key_value_heads": 16})");
+  CHECK_THAT(zamba.softmax_scale,
+             WithinRel(static_cast<double>(1.0L / std::sqrt(232.0L)), 1e-15));
+  // ZambaAttention reads config.attention_head_dim when given: (128 / 2)^-1/2 = 1/8.
+  CHECK(posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "attention_head_dim": 128})")
+            .softmax_scale == 0.125);
+}
+
+// HfConfigReader names the key of a value of the wrong JSON type (invalid_argument, not
+// nlohmann's type_error): a list element and a string.
+TEST_CASE("hf_config: values of the wrong JSON type are refused by key", "[hf_config][reader]") {
+  const std::string head = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8,
+      "max_position_embeddings": 8192, "original_max_position_embeddings": 4096, )";
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("rope_scaling": {"rope_type": "longrope",
+      "short_factor": ["1", 1, 1, 1], "long_factor": [1, 1, 1, 1]}})", "t.json"),
+                      Contains("t.json: key \"rope_scaling.short_factor\" [0] must be a number"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("rope_scaling": {"rope_type": 5}})",
+                                              "t.json"),
+                      Contains("t.json: key \"rope_scaling.rope_type\" must be a string"));
+}
+
+// The nesting limit counts depth, not brackets: 70 sibling lists two levels deep are read.
+TEST_CASE("hf_config: many shallow lists are not mistaken for deep nesting",
+          "[hf_config][reader]") {
+  std::string lists;
+  for (int i = 0; i < 70; ++i) lists += ", \"k" + std::to_string(i) + "\": [1]";
+  CHECK(posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+      "num_attention_heads": 4)" + lists + "}").rope.head_dim == 64);
+}
+
+// transformers 5 _compute_longrope_parameters: `if factor is None: factor = max / original`,
+// then attention_factor = sqrt(1 + ln factor / ln original): max 131072 / original 4096 = 32.
+TEST_CASE("hf_config: longrope without factor takes max / original for its attention factor",
+          "[hf_config][longrope]") {
+  const auto c = posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
+      "max_position_embeddings": 131072,
+      "rope_scaling": {"type": "longrope", "original_max_position_embeddings": 4096,
+                       "short_factor": [1.0, 1.0, 1.0, 1.0],
+                       "long_factor": [1.0, 2.0, 4.0, 8.0]}})");
+  const long double expected = std::sqrt(1.0L + std::log(32.0L) / std::log(4096.0L));
+  CHECK_THAT(posenc::compute_rope_frequencies(c.rope, 8192).attention_factor,
+             WithinRel(static_cast<double>(expected), 1e-12));
+}
+
+// Scales that would zero or blow up q.k are refused by key: query_pre_attn_scalar^-1/2 and
+// MPT's attn_config.softmax_scale must be > 0.
+TEST_CASE("hf_config: a query_pre_attn_scalar or MPT softmax_scale of 0 is refused",
+          "[hf_config][errors]") {
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gemma2", "hidden_size": 2304,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+      "query_pre_attn_scalar": 0})", "g.json"),
+                      Contains("g.json: key \"query_pre_attn_scalar\" = 0 must be > 0"));
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
+      "n_heads": 12, "attn_config": {"alibi": true, "softmax_scale": 0}})", "p.json"),
+                      Contains("p.json: key \"attn_config.softmax_scale\" = 0 must be > 0"));
 }

@@ -198,3 +198,36 @@ TEST_CASE("hf_config: T5's relative attention bias, not RoPE", "[hf_config][rela
       "relative_attention_num_buckets": 32, "relative_attention_max_distance": 16})"),
                       Contains("relative_attention_max_distance\" = 16 must be in (16 (the exact buckets)"));
 }
+
+// SwitchTransformersAttention is T5's (copied from T5Attention): scores = q k^T, no scaling,
+// although its model_type has no "t5" in it.
+TEST_CASE("hf_config: Switch Transformers do not scale q.k, as T5", "[hf_config][relative_bias]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "switch_transformers", "d_model": 768,
+      "d_kv": 64, "num_heads": 12, "relative_attention_num_buckets": 32,
+      "relative_attention_max_distance": 128, "is_encoder_decoder": true})");
+  REQUIRE(c.scheme == posenc::HfPositionScheme::kRelativeBias);
+  CHECK(c.attention_head_dim == 64);
+  CHECK(c.softmax_scale == 1.0);
+}
+
+// Pix2StructTextAttention, UdopAttention and Pop2PianoAttention are T5's attention (no q.k
+// scaling, "Mesh TensorFlow initialization to avoid scaling before softmax").
+TEST_CASE("hf_config: Pix2Struct, UDOP and Pop2Piano do not scale q.k, as T5",
+          "[hf_config][relative_bias]") {
+  for (const char* type : {"pix2struct", "udop", "pop2piano"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "d_model": 768, "d_kv": 64, "num_heads": 12,
+        "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+        "is_encoder_decoder": true})");
+    REQUIRE(c.scheme == posenc::HfPositionScheme::kRelativeBias);
+    CHECK(c.softmax_scale == 1.0);
+  }
+}
+
+// d_kv is a head width: 0 is refused by name.
+TEST_CASE("hf_config: a T5 d_kv of 0 is refused", "[hf_config][relative_bias]") {
+  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "t5", "d_model": 512, "d_kv": 0,
+      "num_heads": 8, "relative_attention_num_buckets": 32})", "t.json"),
+                      Contains("t.json: key \"d_kv\" = 0 must be in [1, "));
+}

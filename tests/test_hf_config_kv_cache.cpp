@@ -70,3 +70,24 @@ TEST_CASE("hf_config: quantization_config tells per-tensor from per-head FP8 KV 
   REQUIRE_THROWS_WITH(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": "8"}})"), "q.json"),
                       Contains("quantization_config.kv_cache_scheme.num_bits\" must be an integer"));
 }
+
+// compressed-tensors' QuantizationArgs: num_bits defaults to 8, and a strategy left unset with
+// no group_size is inferred as "tensor" (validate_model_after). A float scheme that omits them
+// is an FP8 per-tensor cache.
+TEST_CASE("hf_config: kv_cache_scheme without num_bits or strategy takes QuantizationArgs' "
+          "defaults", "[hf_config][fp8]") {
+  const auto no_bits = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
+      "type": "float", "strategy": "tensor"}})"));
+  CHECK(no_bits.kv_cache_scales == HfKvCacheScales::kPerTensor);
+  const auto no_strategy = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
+      "num_bits": 8, "type": "float"}})"));
+  CHECK(no_strategy.kv_cache_scales == HfKvCacheScales::kPerTensor);
+}
+
+// compressed-tensors' num_bits 4 with type "float" is FP4 (FP4_E2M1), not an FP8 cache.
+TEST_CASE("hf_config: a 4-bit float kv_cache_scheme is not read as FP8", "[hf_config][fp8]") {
+  const auto c = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 4,
+      "type": "float", "strategy": "tensor"}})"));
+  CHECK(c.kv_cache_scales == HfKvCacheScales::kNone);
+  CHECK(has_note(c, "4-bit float KV cache, not an FP8 cache posenc stores"));
+}
