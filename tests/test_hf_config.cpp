@@ -2927,6 +2927,36 @@ TEST_CASE("hf_config: qwen3_moe ignores sliding_window by default, gemma has 16 
   CHECK(gemma.num_key_value_heads == 16);
 }
 
+// Qwen3MoeConfig num_key_value_heads: int = 4; Qwen2MoeConfig num_key_value_heads = 16: a config
+// without the key has those, not num_attention_heads (a dividing count is kept as it is).
+TEST_CASE("hf_config: qwen3_moe and qwen2_moe without num_key_value_heads take 4 and 16",
+          "[hf_config][defaults]") {
+  const auto q3 = posenc::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+      "num_attention_heads": 32, "head_dim": 128})");
+  CHECK(q3.num_key_value_heads == 4);
+  CHECK(has_note(q3, "num_key_value_heads absent: qwen3_moe's default 4"));
+  const auto q2 = posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 4096,
+      "num_attention_heads": 32})");
+  CHECK(q2.num_key_value_heads == 16);
+  // 28 heads cannot share 16 kv heads (repeat_kv fails in transformers): refused by name.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 3584,
+      "num_attention_heads": 28})"), Contains("num_key_value_heads"));
+}
+
+// Qwen3_5MoeTextConfig: head_dim: int = 256, kwargs.setdefault("partial_rotary_factor", 0.25):
+// 2048 / 16 heads would be 128 wide, all rotated.
+TEST_CASE("hf_config: qwen3_5_moe_text without head_dim is 256 wide, a quarter rotated",
+          "[hf_config][defaults]") {
+  for (const char* type : {"qwen3_5_moe", "qwen3_5_moe_text"}) {
+    CAPTURE(type);
+    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                           R"(", "hidden_size": 2048, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "num_hidden_layers": 4, "rope_theta": 10000000})");
+    CHECK(c.rope.head_dim == 256);
+    CHECK(posenc::resolved_rotary_dim(c.rope) == 64);
+  }
+}
+
 // A hub list of 0 / 1 per layer must have exactly one entry per layer: a longer one is refused
 // as a shorter one is.
 TEST_CASE("hf_config: an attn_type_list longer than num_hidden_layers is refused",
@@ -2962,6 +2992,12 @@ TEST_CASE("hf_config: more absolute-position families and their row offsets",
        "learned"},
       {R"({"model_type": "blenderbot", "d_model": 2560, "encoder_attention_heads": 32})", 0,
        "learned"},
+      // Speech2TextSinusoidalPositionalEmbedding (offset 2; positions cumsum + padding_idx) and
+      // FSMT's make_positions ("Position numbers begin at padding_idx+1"), pad id 1.
+      {R"({"model_type": "speech_to_text", "d_model": 256, "encoder_attention_heads": 4})", 2,
+       "sinusoidal"},
+      {R"({"model_type": "fsmt", "d_model": 1024, "encoder_attention_heads": 16})", 2,
+       "sinusoidal"},
   };
   for (const auto& [json, offset, kind] : families) {
     CAPTURE(json);

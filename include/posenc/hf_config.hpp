@@ -64,7 +64,8 @@
 ///              DistilBERT, ELECTRA, ALBERT, CLIP, SigLIP, BART, mBART, Blenderbot, Whisper;
 ///              sinusoidal Marian, Pegasus, M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT) unless
 ///              the config names a rotary key; absolute_position_offset 2 where the table has two
-///              leading rows (OPT, BART, RoBERTa, M2M-100). relative_key(_query): refused.
+///              leading rows (OPT, BART, RoBERTa, M2M-100, Speech2Text, FSMT).
+///              relative_key(_query): refused.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -279,8 +280,9 @@ struct HfAbsoluteFamily {
 inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
   // transformers' modeling code: learned tables (GPT-2 wpe, BERT / CLIP position_embedding,
   // OPTLearnedPositionalEmbedding / BartLearnedPositionalEmbedding offset 2, RoBERTa's
-  // padding_idx + 1 = 2) and sinusoidal ones (Marian, Pegasus, M2M-100 / NLLB offset 2, XGLM
-  // offset 2, Speech2Text, FSMT). Whisper: a learned decoder table (its encoder's sinusoids are
+  // padding_idx + 1 = 2) and sinusoidal ones (Marian, Pegasus; M2M-100 / NLLB, XGLM,
+  // Speech2Text and FSMT offset 2: their positions start at padding_idx + 1, pad id 1, into
+  // rows numbered by position). Whisper: a learned decoder table (its encoder's sinusoids are
   // stored as weights).
   static constexpr HfAbsoluteFamily kFamilies[] = {
       {"gpt2", false, 0},       {"gptbigcode", false, 0},     {"gptneo", false, 0},
@@ -293,7 +295,7 @@ inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
       {"bart", false, 2},       {"mbart", false, 2},          {"blenderbot", false, 0},
       {"whisper", false, 0},    {"marian", true, 0},          {"pegasus", true, 0},
       {"m2m100", true, 2},      {"nllbmoe", true, 2},         {"xglm", true, 2},
-      {"speechtotext", true, 0}, {"fsmt", true, 0},
+      {"speechtotext", true, 2}, {"fsmt", true, 2},
   };
   const std::string n = hf_lower_alnum(model_type);
   for (const HfAbsoluteFamily& f : kFamilies) {
@@ -1119,7 +1121,8 @@ inline HfFamilyDefaults hf_family_defaults(std::string_view family) {
       {"nemotron", {0, 0.5, 0}},        {"recurrentgemma", {0, 0.5, 0}},
       {"stablelm", {0, 0.25, 0}},       {"gptneox", {0, 0.25, 0}},
       {"qwen3next", {0, 0.25, 256}},    {"qwen35", {0, 0.25, 256}},
-      {"qwen35text", {0, 0.25, 256}},   {"gemma", {0, 0, 256}},
+      {"qwen35text", {0, 0.25, 256}},   {"qwen35moe", {0, 0.25, 256}},
+      {"qwen35moetext", {0, 0.25, 256}}, {"gemma", {0, 0, 256}},
       {"gemma2", {0, 0, 256}},          {"qwen3", {0, 0, 128}},
       {"seedoss", {0, 0, 128}},         {"gemma3text", {1e6, 0, 256}},
   };
@@ -1151,9 +1154,9 @@ inline HfFamilySizes hf_family_sizes(std::string_view family) {
       {"llama", {4096, 32, 0, 2048, 0, false}},
       {"mistral", {4096, 32, 8, 131072, 4096, false}},
       {"qwen2", {4096, 32, 32, 32768, 0, true}},
-      {"qwen2moe", {0, 0, 0, 0, 0, true}},
+      {"qwen2moe", {0, 0, 16, 0, 0, true}},
       {"qwen3", {4096, 32, 32, 32768, 0, true}},
-      {"qwen3moe", {0, 0, 0, 0, 0, true}},
+      {"qwen3moe", {0, 0, 4, 0, 0, true}},
       {"gemma", {3072, 16, 16, 8192, 0, false}},
       {"gemma2", {2304, 8, 4, 8192, 4096, false}},
       {"gemma3text", {2304, 8, 4, 131072, 4096, false}},
