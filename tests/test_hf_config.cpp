@@ -3104,6 +3104,21 @@ TEST_CASE("hf_config: GraniteMoeShared's and Zamba's attention scales", "[hf_con
             .softmax_scale == 0.125);
 }
 
+// transformers' ZambaConfig (models/zamba/configuration_zamba.py): attention_head_dim =
+// 2 * self.hidden_size // self.num_attention_heads when absent (2 * 3712 // 16 = 464), the q.k
+// width of ZambaAttention, whose scaling (464 / 2)^-1/2 stays as it was.
+TEST_CASE("hf_config: Zamba's attention_head_dim defaults to 2 hidden_size / heads",
+          "[hf_config]") {
+  const auto zamba = posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+      "num_attention_heads": 16, "num_key_value_heads": 16})");
+  CHECK(zamba.attention_head_dim == 464);
+  CHECK_THAT(zamba.softmax_scale,
+             WithinRel(static_cast<double>(1.0L / std::sqrt(232.0L)), 1e-15));
+  CHECK(posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "attention_head_dim": 128})")
+            .attention_head_dim == 128);
+}
+
 // HfConfigReader names the key of a value of the wrong JSON type (invalid_argument, not
 // nlohmann's type_error): a list element and a string.
 TEST_CASE("hf_config: values of the wrong JSON type are refused by key", "[hf_config][reader]") {

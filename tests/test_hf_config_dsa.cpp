@@ -127,3 +127,36 @@ TEST_CASE("hf_config: an indexer head as wide as qk_rope_head_dim is accepted") 
   CHECK(c.index_head_dim == 64);
   CHECK_THROWS_AS(posenc::parse_hf_config(base + "62}"), std::invalid_argument);
 }
+
+// transformers' DeepseekV32Config (models/deepseek_v32/configuration_deepseek_v32.py):
+// index_topk = 2048, index_head_dim = 128, index_n_heads = 64 by default, so a deepseek_v32
+// config that omits them still has its indexer. Other MLA models (GLM-5's glm_moe_dsa,
+// DeepSeek-V3) get no default indexer.
+TEST_CASE("hf_config: deepseek_v32 without index keys takes DeepseekV32Config's indexer defaults",
+          "[hf_config][mla][dsa]") {
+  const std::string mla = R"("hidden_size": 7168, "num_attention_heads": 128,
+      "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "kv_lora_rank": 512,
+      "rope_theta": 10000)";
+  const auto c = posenc::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla + "}");
+  CHECK(c.index_head_dim == 128);
+  CHECK(c.index_n_heads == 64);
+  CHECK(c.index_topk == 2048);
+  CHECK(c.indexer_layout == RopeLayout::kHalfSplit);
+  const auto idx = posenc::hf_mla_rope_params(c, HfMlaHead::kIndexer);
+  CHECK(idx.head_dim == 128);
+  CHECK(posenc::resolved_rotary_dim(idx) == 64);
+  // A key that is given wins; the absent ones still default.
+  const auto some = posenc::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla +
+                                            R"(, "index_n_heads": 4})");
+  CHECK(some.index_head_dim == 128);
+  CHECK(some.index_n_heads == 4);
+  CHECK(some.index_topk == 2048);
+  for (const char* type : {"glm_moe_dsa", "deepseek_v3"}) {
+    CAPTURE(type);
+    const auto other = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+                                               "\", " + mla + "}");
+    CHECK(other.index_head_dim == 0);
+    CHECK(other.index_n_heads == 0);
+    CHECK(other.index_topk == 0);
+  }
+}

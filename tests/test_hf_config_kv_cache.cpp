@@ -91,3 +91,16 @@ TEST_CASE("hf_config: a 4-bit float kv_cache_scheme is not read as FP8", "[hf_co
   CHECK(c.kv_cache_scales == HfKvCacheScales::kNone);
   CHECK(has_note(c, "4-bit float KV cache, not an FP8 cache posenc stores"));
 }
+
+// compressed-tensors' QuantizationArgs (src/compressed_tensors/quantization/quant_args.py):
+// `type: QuantizationType = QuantizationType.INT`. A kv_cache_scheme without "type" is an
+// 8-bit int cache, handled as "type": "int" is: no FP8 scales, a note naming the key.
+TEST_CASE("hf_config: kv_cache_scheme without type is an int cache by QuantizationArgs' default",
+          "[hf_config][fp8]") {
+  const auto c = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+      "kv_cache_scheme": {"num_bits": 8, "strategy": "tensor"}})"));
+  CHECK(c.kv_cache_scales == HfKvCacheScales::kNone);
+  CHECK(has_note(c, "8-bit int KV cache, not an FP8 cache posenc stores"));
+  CHECK(has_note(c, "quantization_config.kv_cache_scheme.type absent"));
+  CHECK(c.rope.theta == 500000.0);
+}

@@ -20,7 +20,8 @@
 ///              (hf_read_layer_heads, hf_layer_heads).
 ///              DeepSeek MLA: qk_rope_head_dim is the rotated head (q_pe / k_pe); the
 ///              sparse-attention indexer (index_head_dim, indexer_rope_interleave) rotates
-///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer).
+///              the first qk_rope_head_dim of its heads (hf_mla_rope_params, kIndexer);
+///              deepseek_v32 without them takes DeepseekV32Config's 128 / 64 heads / top 2048.
 ///   theta      rope_parameters.rope_theta (transformers >= 5), rope_theta, rotary_emb_base
 ///              (GPT-NeoX), rope_freq_constant (OpenELM), 10000 * rope_ratio (ChatGLM), else
 ///              the family's transformers
@@ -973,7 +974,8 @@ inline void hf_read_mistral_temperature(const HfConfigReader& r, const nlohmann:
 
 /// quantization_config's KV cache (compressed-tensors' kv_cache_scheme, ModelOpt's
 /// kv_cache_quant_algo): whether the checkpoint's k_scale / v_scale are per tensor or per kv
-/// head. Integer or other-width schemes are noted, not mapped (posenc's caches are FP8).
+/// head. Integer or other-width schemes are noted, not mapped (posenc's caches are FP8); a
+/// kv_cache_scheme without "type" is integer (compressed-tensors' QuantizationArgs default).
 inline void hf_read_kv_cache_scheme(const HfConfigReader& r, const nlohmann::json& root,
                                     HfModelConfig& out) {
   const nlohmann::json* qc = HfConfigReader::find(root, "quantization_config");
@@ -982,11 +984,16 @@ inline void hf_read_kv_cache_scheme(const HfConfigReader& r, const nlohmann::jso
     const std::string p = "quantization_config.kv_cache_scheme.";
     if (!kv->is_object()) r.fail("quantization_config.kv_cache_scheme", "must be an object");
     const auto bits = r.integer(*kv, "num_bits", p + "num_bits").value_or(8);
-    const std::string type = r.string(*kv, "type", p + "type").value_or("float");
+    // compressed-tensors' QuantizationArgs: `type: QuantizationType = QuantizationType.INT`, so
+    // a scheme without "type" is an int cache (quant_args.py), not FP8.
+    const auto given_type = r.string(*kv, "type", p + "type");
+    const std::string type = given_type.value_or("int");
     const std::string strategy = r.string(*kv, "strategy", p + "strategy").value_or("tensor");
     if (bits != 8 || type != "float") {
       out.notes.push_back("quantization_config.kv_cache_scheme: " + std::to_string(bits) +
-                          "-bit " + type + " KV cache, not an FP8 cache posenc stores");
+                          "-bit " + type + " KV cache, not an FP8 cache posenc stores" +
+                          (given_type ? "" : " (" + p + "type absent: QuantizationArgs' "
+                                             "default \"int\")"));
       return;
     }
     if (strategy == "tensor") {
@@ -1023,7 +1030,9 @@ inline void hf_read_kv_cache_scheme(const HfConfigReader& r, const nlohmann::jso
 }
 
 /// DeepSeek sparse attention's indexer (index_head_dim, index_n_heads, index_topk,
-/// indexer_rope_interleave) of an MLA config whose rope head is rope_hd.
+/// indexer_rope_interleave) of an MLA config whose rope head is rope_hd. deepseek_v32 takes
+/// DeepseekV32Config's defaults (128, 64, 2048) for absent keys; other models need
+/// index_head_dim.
 inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
                             const std::string& prefix, std::int64_t rope_hd, HfModelConfig& out) {
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
@@ -1031,15 +1040,21 @@ inline void hf_read_indexer(const HfConfigReader& r, const nlohmann::json& c,
   // the first qk_rope_head_dim dims of its index_head_dim heads, half-split unless
   // indexer_rope_interleave (DeepSeek's own demo code rotated them interleaved until its
   // 2025-11-17 fix, which degraded the model).
-  if (auto ihd = r.integer(c, "index_head_dim", path("index_head_dim"))) {
+  // DeepseekV32Config (transformers): index_head_dim = 128, index_n_heads = 64,
+  // index_topk = 2048 by default, so every deepseek_v32 model has its indexer.
+  const bool v32 = hf_lower_alnum(out.model_type) == "deepseekv32";
+  auto ihd = r.integer(c, "index_head_dim", path("index_head_dim"));
+  if (!ihd && v32) ihd = 128;
+  if (ihd) {
     if (*ihd < rope_hd || *ihd > detail::kHfMaxDim) {
       r.fail(path("index_head_dim"), "= ", *ihd, " must be in [qk_rope_head_dim = ", rope_hd,
              ", ", detail::kHfMaxDim, "]");
     }
     out.index_head_dim = *ihd;
-    for (auto [key, field] : {std::pair{"index_n_heads", &out.index_n_heads},
-                              std::pair{"index_topk", &out.index_topk}}) {
-      const auto value = r.integer(c, key, path(key)).value_or(0);
+    for (auto [key, field, v32_default] :
+         {std::tuple{"index_n_heads", &out.index_n_heads, std::int64_t{64}},
+          std::tuple{"index_topk", &out.index_topk, std::int64_t{2048}}}) {
+      const auto value = r.integer(c, key, path(key)).value_or(v32 ? v32_default : 0);
       if (value < 0 || value > detail::kHfMaxPosition) {
         r.fail(path(key), "= ", value, " must be >= 0");
       }
@@ -1946,11 +1961,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       r.fail(path("head_dim"), "= ", *hd, " must be in [1, ", detail::kHfMaxDim, "]");
     }
     head_dim = *hd;
-  } else if (family == "zamba2" && out.hidden_size > 0 &&
+  } else if ((family == "zamba" || family == "zamba2") && out.hidden_size > 0 &&
              out.num_attention_heads > 0) {
+    // ZambaConfig / Zamba2Config: attention_head_dim = 2 * hidden_size // num_attention_heads
+    // (attention over [hidden state, first embedding]), not hidden_size / heads.
     head_dim = detail::hf_zamba_attention_head_dim(r, c, prefix, out);
-    out.notes.push_back("zamba2: heads of attention_head_dim = " + std::to_string(head_dim) +
-                        " (2 hidden_size / num_attention_heads)");
+    out.notes.push_back(out.model_type + ": heads of attention_head_dim = " +
+                        std::to_string(head_dim) + " (given, else 2 hidden_size / " +
+                        "num_attention_heads)");
   } else if (auto kc = r.integer(c, "kv_channels", path("kv_channels"))) {  // ChatGLM, JetMoE
     if (*kc <= 0 || *kc > detail::kHfMaxDim) {
       r.fail(path("kv_channels"), "= ", *kc, " must be in [1, ", detail::kHfMaxDim, "]");
