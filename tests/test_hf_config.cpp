@@ -2662,11 +2662,48 @@ TEST_CASE("hf_config: top-level L0, architectures, sinusoidal and a wrapper's mo
   const auto sin = posenc::parse_hf_config(R"({"hidden_size": 768, "num_attention_heads": 12,
       "position_embedding_type": "sinusoidal"})");
   CHECK(sin.scheme == HfPositionScheme::kAbsolute);
-  // A text_config without its own model_type takes the outer one.
-  const auto wrap = posenc::parse_hf_config(R"({"model_type": "llama4",
+  // A text_config without its own model_type takes the outer one when no wrapper class says
+  // otherwise.
+  const auto wrap = posenc::parse_hf_config(R"({"model_type": "llama",
       "text_config": {"num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8,
                       "head_dim": 128, "num_hidden_layers": 4, "rope_theta": 500000}})");
-  CHECK(wrap.model_type == "llama4");
+  CHECK(wrap.model_type == "llama");
+}
+
+TEST_CASE("hf_config: a wrapper's text_config without model_type is its language model class",
+          "[hf_config][defaults]") {
+  // Llama4Config builds Llama4TextConfig(**text_config): rope_theta 500000, head_dim 128,
+  // Meta's interleaved pairs, every 4th layer NoPE.
+  const auto l4 = posenc::parse_hf_config(R"({"model_type": "llama4",
+      "text_config": {"num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8,
+                      "num_hidden_layers": 4}})");
+  CHECK(l4.model_type == "llama4_text");
+  CHECK(l4.rope.theta == 500000.0);
+  CHECK(l4.rope.head_dim == 128);
+  CHECK(l4.rope.layout == posenc::RopeLayout::kInterleaved);
+  CHECK(has_note(l4, "text_config.model_type absent: llama4's language model, llama4_text"));
+  // Gemma3Config builds Gemma3TextConfig: sliding layers on base 10000, every 6th global on
+  // rope_theta 1e6 (the class defaults), a 256-wide head scaled by 256^-1/2.
+  const auto g3 = posenc::parse_hf_config(R"({"model_type": "gemma3",
+      "text_config": {"hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
+                      "num_hidden_layers": 6}})");
+  CHECK(g3.model_type == "gemma3_text");
+  CHECK(g3.rope.head_dim == 256);
+  CHECK(g3.rope.theta == 1e6);
+  CHECK(g3.layer_types == std::vector<std::string>{"sliding_attention", "sliding_attention",
+                                                   "sliding_attention", "sliding_attention",
+                                                   "sliding_attention", "full_attention"});
+  // Mistral3Config / LlavaConfig default the dict's model_type to "mistral" / "llama": Mistral's
+  // 8 kv heads and 4096 window, Llama's 32 heads.
+  const auto m3 = posenc::parse_hf_config(R"({"model_type": "mistral3",
+      "text_config": {"hidden_size": 5120, "num_attention_heads": 32, "head_dim": 128}})");
+  CHECK(m3.model_type == "mistral");
+  CHECK(m3.num_key_value_heads == 8);
+  CHECK(m3.sliding_window == 4096);
+  const auto llava = posenc::parse_hf_config(R"({"model_type": "llava",
+      "text_config": {"vocab_size": 32064}})");
+  CHECK(llava.model_type == "llama");
+  CHECK(llava.num_attention_heads == 32);
 }
 
 TEST_CASE("hf_config: an absolute family that names a rotary key rotates",

@@ -268,6 +268,25 @@ inline bool hf_family_is_ernie_vl(std::string_view name) {
   return hf_family_is_ernie(n) && n.find("vl", 7) != std::string::npos;
 }
 
+/// The language model class a multimodal wrapper builds from a text_config dict without its own
+/// model_type (transformers: Gemma3Config / Llama4Config / Gemma3nConfig / Qwen*VLConfig build
+/// their *TextConfig; LlavaConfig and Mistral3Config default the dict's model_type to "llama" /
+/// "mistral"). Empty when the wrapper is not listed (the outer model_type is kept).
+inline std::string_view hf_wrapper_text_model_type(std::string_view wrapper) {
+  static constexpr std::pair<std::string_view, std::string_view> kWrappers[] = {
+      {"gemma3", "gemma3_text"},       {"gemma3n", "gemma3n_text"},
+      {"llama4", "llama4_text"},       {"llava", "llama"},
+      {"mistral3", "mistral"},         {"qwen2vl", "qwen2_vl_text"},
+      {"qwen25vl", "qwen2_5_vl_text"}, {"qwen35", "qwen3_5_text"},
+      {"qwen35moe", "qwen3_5_moe_text"},
+  };
+  const std::string n = hf_lower_alnum(wrapper);
+  for (const auto& [outer, text] : kWrappers) {
+    if (n == outer) return text;
+  }
+  return {};
+}
+
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
 /// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 /// Model families whose positions are absolute embeddings, with no position_embedding_type key
@@ -1635,6 +1654,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     out.model_type = *mt;
   } else if (auto outer = r.string(root, "model_type", "model_type")) {
     out.model_type = *outer;
+    if (const auto text = detail::hf_wrapper_text_model_type(*outer);
+        !prefix.empty() && !text.empty()) {
+      out.model_type = std::string(text);
+      out.notes.push_back(path("model_type") + " absent: " + *outer + "'s language model, " +
+                          out.model_type);
+    }
   }
   detail::hf_read_vision_rope(r, root, out);
   detail::hf_read_kv_cache_scheme(r, root, out);
