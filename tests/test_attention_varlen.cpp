@@ -371,3 +371,53 @@ TEST_CASE("attention varlen: per-token positions and draft-tree masks equal the 
                       Contains("query_positions[0, 1] = -1 must be in [0, 2^53]"));
   for (const float y : untouched) REQUIRE(y == -9.0f);
 }
+
+TEST_CASE("attention varlen: out, lse, v and query_positions of the wrong shape throw",
+          "[attention][varlen][errors]") {
+  const Packed x({3, 2}, {4, 2});
+  std::vector<float> out(static_cast<std::size_t>((x.total_q() + 1) * H * d), 5.0f);
+  std::vector<float> lse(static_cast<std::size_t>((x.total_q() + 1) * H), 5.0f);
+  const std::vector<std::int64_t> qpos = {0, 1, 2, 3};  // total_q is 5
+  const auto call = [&](Eigen::Index out_rows, Eigen::Index out_dv, Eigen::Index lse_rows,
+                        Eigen::Index lse_heads, Eigen::Index v_rows, Eigen::Index v_dv,
+                        bool positions) {
+    posenc::VarlenMetadata meta;
+    if (positions) meta.query_positions.emplace(qpos.data(), 4);
+    posenc::attention_varlen<float>(
+        ConstTensorView<float, 3>(x.q.data(), x.total_q(), H, d),
+        ConstTensorView<float, 3>(x.k.data(), x.total_k(), KH, d),
+        ConstTensorView<float, 3>(x.v.data(), v_rows, KH, v_dv),
+        TensorView<float, 3>(out.data(), out_rows, H, out_dv),
+        ConstTensorView<std::int64_t, 1>(x.cu_q.data(), 3),
+        ConstTensorView<std::int64_t, 1>(x.cu_k.data(), 3), {}, meta, nullptr,
+        TensorView<float, 2>(lse.data(), lse_rows, lse_heads));
+  };
+  const Eigen::Index tq = x.total_q(), tk = x.total_k();
+  REQUIRE_NOTHROW(call(tq, d, tq, H, tk, d, false));
+  std::fill(out.begin(), out.end(), 5.0f);
+  std::fill(lse.begin(), lse.end(), 5.0f);
+  REQUIRE_THROWS_WITH(call(tq + 1, d, tq, H, tk, d, false), Contains("out shape [6, 8, 40]"));
+  REQUIRE_THROWS_WITH(call(tq, d - 8, tq, H, tk, d, false), Contains("out shape [5, 8, 32]"));
+  REQUIRE_THROWS_WITH(call(tq, d, tq + 1, H, tk, d, false), Contains("lse shape [6, 8]"));
+  REQUIRE_THROWS_WITH(call(tq, d, tq, H - 1, tk, d, false), Contains("lse shape [5, 7]"));
+  REQUIRE_THROWS_WITH(call(tq, d, tq, H, tk - 1, d, false), Contains("v shape [5, 2, 40]"));
+  REQUIRE_THROWS_WITH(call(tq, 0, tq, H, tk, 0, false), Contains("v shape [6, 2, 0]"));
+  REQUIRE_THROWS_WITH(call(tq, d, tq, H, tk, d, true), Contains("query_positions has 4 entries"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
+}
+
+TEST_CASE("attention varlen: head_dim 0 is rejected even when no sequence has a query",
+          "[attention][varlen][errors]") {
+  std::vector<float> buf(16, 5.0f);
+  const std::vector<std::int64_t> cu_q = {0, 0}, cu_k = {0, 2};
+  REQUIRE_THROWS_WITH(posenc::attention_varlen<float>(
+                          ConstTensorView<float, 3>(buf.data(), 0, 2, 0),
+                          ConstTensorView<float, 3>(buf.data(), 2, 1, 0),
+                          ConstTensorView<float, 3>(buf.data(), 2, 1, 4),
+                          TensorView<float, 3>(buf.data(), 0, 2, 4),
+                          ConstTensorView<std::int64_t, 1>(cu_q.data(), 2),
+                          ConstTensorView<std::int64_t, 1>(cu_k.data(), 2)),
+                      Contains("q head_dim = 0 and k head_dim = 0 must be equal and > 0"));
+  CHECK(std::all_of(buf.begin(), buf.end(), [](float x) { return x == 5.0f; }));
+}

@@ -476,3 +476,142 @@ TEST_CASE("diagnostics: linear scaling without an original length says what it a
   REQUIRE(rep.trained_length == 131072);
   REQUIRE(any_contains(rep.warnings, "pre-training was about 16384"));  // 131072 / 8
 }
+
+TEST_CASE("diagnostics: lengths at their limits and a window longer than the target",
+          "[diagnostics][length]") {
+  posenc::RopeParams p;
+  p.head_dim = 128;
+  p.max_position_embeddings = 2048;
+  // A target of exactly max_position_embeddings (or of the window) is accepted silently.
+  const auto at_max = posenc::analyze_rope_length(p, 2048, 2048);
+  CHECK(!any_contains(at_max.warnings, "exceeds max_position_embeddings"));
+  CHECK(!any_contains(at_max.warnings, "sliding window"));
+  CHECK(any_contains(posenc::analyze_rope_length(p, 2049).warnings,
+                     "exceeds max_position_embeddings"));
+  // A window past the target caps nothing: distances stay < 1000 <= L0, all within training.
+  const auto wide = posenc::analyze_rope_length(p, 1000, 4096);
+  CHECK(wide.unseen_pairs == 0);
+  for (const auto& pr : wide.pairs) CHECK(pr.range == RopePairRange::kWithinTraining);
+  CHECK(wide.warnings == posenc::analyze_rope_length(p, 1000).warnings);
+  // Positions are exact doubles up to 2^53 itself.
+  const std::int64_t two53 = std::int64_t{1} << 53;
+  CHECK(!any_contains(posenc::analyze_rope_length(p, two53).warnings, "exceeds 2^53"));
+  CHECK(any_contains(posenc::analyze_rope_length(p, two53 + 1).warnings, "exceeds 2^53"));
+}
+
+TEST_CASE("diagnostics: periods in training and the factor of each recipe",
+          "[diagnostics][length]") {
+  // periods_in_training = L0 / (2 pi / theta^(-2j/d)) with the UNSCALED frequency.
+  const auto rep = posenc::analyze_rope_length(llama31(), 131072);
+  const long double pi = 3.141592653589793238462643383279503L;
+  for (std::size_t j = 0; j < rep.pairs.size(); ++j) {
+    CAPTURE(j);
+    const long double w = std::pow(500000.0L, -2.0L * static_cast<long double>(j) / 128.0L);
+    CHECK_THAT(rep.pairs[j].periods_in_training,
+               WithinRel(static_cast<double>(8192.0L * w / (2.0L * pi)), 1e-12));
+  }
+  // Plain RoPE applies no factor, whatever a stray rope_scaling factor says.
+  posenc::RopeParams plain;
+  plain.head_dim = 8;
+  plain.max_position_embeddings = 4096;
+  plain.scaling.factor = 4.0;
+  const auto p1 = posenc::analyze_rope_length(plain, 100);
+  CHECK(p1.factor == 1.0);
+  CHECK(p1.covered_length == 4096.0);
+  // LongRoPE without max_position_embeddings keeps the config's factor.
+  posenc::RopeParams lr;
+  lr.head_dim = 8;
+  lr.scaling.type = posenc::RopeScalingType::kLongRope;
+  lr.scaling.factor = 4.0;
+  lr.scaling.original_max_position_embeddings = 4096;
+  lr.scaling.short_factor = {1, 1, 1, 1};
+  lr.scaling.long_factor = {1, 2, 4, 4};
+  const auto p2 = posenc::analyze_rope_length(lr, 8192);
+  CHECK(p2.factor == 4.0);
+  CHECK(p2.covered_length == 16384.0);
+}
+
+TEST_CASE("diagnostics: a proportional plan with factor 2 is a scaled plan",
+          "[diagnostics][length][proportional]") {
+  // Only factor 1 makes a proportional plan unscaled (the Gemma-4 case): with factor 2 the
+  // missing original length is reported as an assumption, not as unscaled use.
+  posenc::RopeParams p;
+  p.head_dim = 16;
+  p.partial_rotary_factor = 0.5;
+  p.max_position_embeddings = 4096;
+  p.scaling.type = posenc::RopeScalingType::kProportional;
+  p.scaling.factor = 2.0;
+  const auto rep = posenc::analyze_rope_length(p, 8192);
+  CHECK(any_contains(rep.warnings, "gives no original_max_position_embeddings"));
+  CHECK(!any_contains(rep.warnings, "every pair is used unscaled"));
+}
+
+TEST_CASE("diagnostics: validate_position_ids compares rows by padding, not mask values",
+          "[diagnostics][positions]") {
+  const std::vector<std::int64_t> pos = {0, 0, 1, 2, 0, 0, 1, 2};
+  const posenc::PositionIdsView pv(pos.data(), 2, 4);
+  // Same positions, same padding (1 and 2 are both "real"): nothing shared by mistake.
+  const std::vector<std::uint8_t> same = {0, 1, 1, 1, 0, 2, 2, 1};
+  posenc::PositionCheckOptions opt;
+  opt.attention_mask = posenc::ConstTensorView<std::uint8_t, 2>(same.data(), 2, 4);
+  CHECK(posenc::validate_position_ids(pv, opt).ok());
+  // A mask whose batch differs from the positions' is a shape error.
+  opt.attention_mask = posenc::ConstTensorView<std::uint8_t, 2>(same.data(), 1, 4);
+  REQUIRE_THROWS_WITH(posenc::validate_position_ids(pv, opt),
+                      Contains("attention_mask shape [1, 4]"));
+}
+
+TEST_CASE("diagnostics: check_prefill_vs_decode shape errors and a report with no difference",
+          "[diagnostics][decode]") {
+  const Eigen::Index batch = 2, seq = 5, heads = 2, d = 8;
+  Rng rng{7};
+  std::vector<float> q(static_cast<std::size_t>(batch * seq * heads * d)), k(q.size());
+  for (auto& x : q) x = rng.next();
+  for (auto& x : k) x = rng.next();
+  const std::vector<float> zeros(q.size(), 0.0f);
+  const posenc::ConstTensorView<float, 4> qv(q.data(), batch, seq, heads, d);
+  const posenc::ConstTensorView<float, 4> kv(k.data(), batch, seq, heads, d);
+  const posenc::ConstTensorView<float, 4> v0(zeros.data(), batch, seq, heads, d);
+  // V = 0: both paths output exactly 0 at every step, so no step is worse than step 0.
+  const auto rep = posenc::check_prefill_vs_decode<float>(qv, kv, v0, {}, std::nullopt);
+  CHECK(rep.worst == 0.0);
+  CHECK(rep.worst_step == 0);
+  // Keys of a different length than the queries are not a prefill of the same tokens.
+  REQUIRE_THROWS_WITH(posenc::check_prefill_vs_decode<float>(
+                          posenc::ConstTensorView<float, 4>(q.data(), batch, seq - 1, heads, d),
+                          posenc::ConstTensorView<float, 4>(k.data(), batch, seq, heads, d), v0, {},
+                          std::nullopt),
+                      Contains("k seq = 5 must equal q seq = 4"));
+  // A valid mask of the wrong batch.
+  const std::vector<std::uint8_t> valid(static_cast<std::size_t>(seq), 1);
+  const posenc::ConstTensorView<std::uint8_t, 2> one_row(valid.data(), 1, seq);
+  REQUIRE_THROWS_WITH(posenc::check_prefill_vs_decode<float>(
+                          qv, kv, v0, {}, std::nullopt, posenc::RopeLayout::kHalfSplit,
+                          std::nullopt, one_row),
+                      Contains("valid shape [1, 5]"));
+}
+
+TEST_CASE("diagnostics: no training length, no covered-length or unscaled-use warning",
+          "[diagnostics][length]") {
+  // Without L0 nothing can be judged against training: only the "no training length" warning.
+  posenc::RopeParams p;
+  p.head_dim = 8;
+  const auto rep = posenc::analyze_rope_length(p, 100);
+  CHECK(rep.trained_length == 0);
+  CHECK(any_contains(rep.warnings, "no training length"));
+  CHECK(!any_contains(rep.warnings, "exceeds the length covered by training"));
+  CHECK(!any_contains(rep.warnings, "unscaled beyond the training length"));
+}
+
+TEST_CASE("diagnostics: validate_position_ids treats any nonzero mask entry as a real token",
+          "[diagnostics][positions]") {
+  // Mask 0 = padding; 2 is a real token, so position 0 after position 0 does not grow.
+  const std::vector<std::int64_t> pos = {0, 0, 1};
+  const std::vector<std::uint8_t> mask = {1, 2, 1};
+  posenc::PositionCheckOptions opt;
+  opt.attention_mask = posenc::ConstTensorView<std::uint8_t, 2>(mask.data(), 1, 3);
+  const auto rep = posenc::validate_position_ids(posenc::PositionIdsView(pos.data(), 1, 3), opt);
+  REQUIRE(rep.issues.size() == 1);
+  CHECK(rep.issues[0].kind == posenc::PositionIssueKind::kNonMonotonic);
+  CHECK(rep.issues[0].index == 1);
+}

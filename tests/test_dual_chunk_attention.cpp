@@ -635,3 +635,197 @@ TEST_CASE("dual chunk attention: a page pool (prompt, decode steps, a fork) equa
                       Contains("chunk_len = chunk_size - local_size = 8") && Contains("page_size = 3"));
   CHECK(std::all_of(o1.begin(), o1.end(), [](float x) { return x == 3.0f; }));
 }
+
+TEST_CASE("dual chunk attention: position 0 and 2^53, chunk_size 2^53, and a part out of range",
+          "[dual_chunk]") {
+  const std::int64_t two53 = std::int64_t{1} << 53;
+  const posenc::DualChunkParams c3{4, 1, 0};  // chunk_len 3; 2^53 = 2 (mod 3): 2^odd = 2 (mod 3)
+  CHECK(posenc::dual_chunk_key_position(0, c3) == 0);
+  CHECK(posenc::dual_chunk_key_position(two53, c3) == 2);
+  CHECK(posenc::dual_chunk_query_position(two53, DualChunkPart::kIntra, c3) == 2);
+  CHECK(posenc::dual_chunk_key_position(5, {two53, 1, 0}) == 5);
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_key_position(5, {two53 + 1, 1, 0}),
+                      Contains("chunk_size = 9007199254740993"));
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_query_position(3, static_cast<DualChunkPart>(3), c3),
+                      Contains("part = 3"));
+}
+
+TEST_CASE("dual chunk attention: sinks, attention chunks and query temperatures are rejected",
+          "[dual_chunk]") {
+  Problem pb;
+  pb.k_len = pb.q_len = 9;
+  const Inputs in = random_inputs(pb, 83);
+  std::vector<float> out(static_cast<std::size_t>(9 * pb.heads * pb.dv), 5.0f);
+  const auto attend = [&](const AttentionParams& params) {
+    posenc::dual_chunk_attention<float>(ConstTensorView<float, 4>(in.q.data(), 1, 9, 4, 32),
+                                        ConstTensorView<float, 4>(in.k.data(), 1, 9, 2, 32),
+                                        ConstTensorView<float, 4>(in.v.data(), 1, 9, 2, 32),
+                                        TensorView<float, 4>(out.data(), 1, 9, 4, 32), pb.plan(),
+                                        params);
+  };
+  AttentionParams sinks;
+  sinks.sink_logits.assign(4, 0.5);
+  REQUIRE_THROWS_WITH(attend(sinks), Contains("sink_logits (4)"));
+  AttentionParams chunked;
+  chunked.attention_chunk_size = 8;
+  REQUIRE_THROWS_WITH(attend(chunked), Contains("attention_chunk_size = 8"));
+  AttentionParams temperature;
+  temperature.query_temperature = posenc::AttentionTemperature{};
+  REQUIRE_THROWS_WITH(attend(temperature), Contains("query_temperature must be unset"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 5.0f; }));
+}
+
+TEST_CASE("dual chunk attention: v_head_dim narrower than head_dim, batch 2", "[dual_chunk]") {
+  Problem pb;
+  pb.batch = 2;
+  pb.dv = 16;
+  const Inputs in = random_inputs(pb, 131);
+  require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 2e-6);
+}
+
+TEST_CASE("dual chunk attention: s(L) takes the largest query position, not the last one",
+          "[dual_chunk]") {
+  // Positions 0..29, then a shift back to 10..16: L = 30, not 17 (l0 = 5).
+  Problem pb;
+  pb.l0 = 5;
+  pb.k_pos.resize(static_cast<std::size_t>(pb.k_len));
+  for (Eigen::Index j = 0; j < pb.k_len; ++j) {
+    pb.k_pos[static_cast<std::size_t>(j)] = j < 30 ? j : j - 20;
+  }
+  pb.q_pos = pb.k_pos;
+  const Inputs in = random_inputs(pb, 137);
+  require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 2e-6);
+}
+
+TEST_CASE("dual chunk attention: query positions ahead of keys at their default slots",
+          "[dual_chunk]") {
+  // Only query positions given (each 12 past its slot): the keys' chunk ranges come from the
+  // slots, and the causal mask still stops at each query's own slot.
+  Problem pb;
+  pb.q_pos.resize(static_cast<std::size_t>(pb.q_len));
+  for (Eigen::Index i = 0; i < pb.q_len; ++i) pb.q_pos[static_cast<std::size_t>(i)] = i + 12;
+  const Inputs in = random_inputs(pb, 139);
+  require_matches(run_posenc<float>(pb, in), reference(pb, in.q, in.k, in.v), 2e-6);
+}
+
+TEST_CASE("dual chunk attention: keys rotate without seq_len when there is no length scaling",
+          "[dual_chunk]") {
+  Problem pb;
+  const Inputs in = random_inputs(pb, 149);
+  std::vector<float> k = in.k;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(pb.k_len));
+  for (Eigen::Index j = 0; j < pb.k_len; ++j) pos[static_cast<std::size_t>(j)] = j;
+  const TensorView<float, 4> kw(k.data(), 1, pb.k_len, pb.kv_heads, pb.d);
+  posenc::dual_chunk_rotate_keys_inplace<float>(kw, PositionIdsView(pos.data(), 1, pb.k_len),
+                                                pb.plan());
+  double worst = 0.0;
+  for (Eigen::Index r = 0; r < pb.k_len * pb.kv_heads; ++r) {
+    const auto want = rotate(&in.k[static_cast<std::size_t>(r * pb.d)], pb, (r / pb.kv_heads) % 8);
+    for (Eigen::Index e = 0; e < pb.d; ++e) {
+      const double got = k[static_cast<std::size_t>(r * pb.d + e)];
+      const auto ref = static_cast<double>(want[static_cast<std::size_t>(e)]);
+      worst = std::max(worst, std::abs(got - ref));
+    }
+  }
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("dual chunk attention: caches with a window, latent rows or no query are rejected",
+          "[dual_chunk]") {
+  Problem pb;
+  pb.k_len = pb.q_len = 9;
+  const Inputs in = random_inputs(pb, 151);
+  const DualChunkPlan plan = pb.plan();
+  std::vector<std::int64_t> pos(9);
+  for (int j = 0; j < 9; ++j) pos[static_cast<std::size_t>(j)] = j;
+  const ConstTensorView<float, 4> kv(in.k.data(), 1, 9, 2, 32), vv(in.v.data(), 1, 9, 2, 32),
+      qv(in.q.data(), 1, 9, 4, 32);
+  std::vector<float> out(static_cast<std::size_t>(9 * 4 * 32), 5.0f);
+  const TensorView<float, 4> ov(out.data(), 1, 9, 4, 32);
+  posenc::KvCache<float> windowed(1, 16, 2, 32, 12);
+  windowed.append<float>(kv, vv, PositionIdsView(pos.data(), 1, 9));
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(windowed, qv, ov, plan),
+                      Contains("no window (12)"));
+  auto latent = posenc::KvCache<float>::latent(1, 16, 2, 32, 16);
+  latent.append_latent<float>(kv, PositionIdsView(pos.data(), 1, 9));
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(latent, qv, ov, plan),
+                      Contains("has_rope = 0"));
+  posenc::KvCache<float> cache(1, 16, 2, 32);
+  cache.append<float>(kv, vv, PositionIdsView(pos.data(), 1, 9));
+  const ConstTensorView<float, 4> q0(in.q.data(), 1, 0, 4, 32);
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(
+                          cache, q0, TensorView<float, 4>(out.data(), 1, 0, 4, 32), plan),
+                      Contains("q_len = 0"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 5.0f; }));
+}
+
+TEST_CASE("dual chunk attention: a page pool call with no sequence or a too short one throws",
+          "[dual_chunk][paged]") {
+  Problem pb;
+  const Inputs in = random_inputs(pb, 157);
+  const DualChunkPlan plan = pb.plan();
+  posenc::PagedKvCache<float> pool(8, 4, pb.kv_heads, pb.d);
+  const auto a = pool.add_sequence(), b = pool.add_sequence();
+  const Eigen::Index krow = pb.kv_heads * pb.d;
+  pool.append<float>(a, ConstTensorView<float, 3>(in.k.data(), 2, pb.kv_heads, pb.d),
+                     ConstTensorView<float, 3>(in.v.data(), 2, pb.kv_heads, pb.dv));
+  pool.append<float>(b, ConstTensorView<float, 3>(in.k.data() + 2 * krow, 5, pb.kv_heads, pb.d),
+                     ConstTensorView<float, 3>(in.v.data() + 2 * krow, 5, pb.kv_heads, pb.dv));
+  std::vector<float> out(static_cast<std::size_t>(2 * 3 * pb.heads * pb.dv), 3.0f);
+  const ConstTensorView<float, 4> q3(in.q.data(), 2, 3, pb.heads, pb.d), qn(in.q.data(), 0, 1,
+                                                                             pb.heads, pb.d);
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(
+                          pool, {a, b}, q3, TensorView<float, 4>(out.data(), 2, 3, pb.heads, pb.dv),
+                          plan),
+                      Contains("q_len = 3 must be in [1, length = 2]"));
+  REQUIRE_THROWS_WITH(posenc::dual_chunk_attend<float>(
+                          pool, {}, qn, TensorView<float, 4>(out.data(), 0, 1, pb.heads, pb.dv),
+                          plan),
+                      Contains("number of sequences listed (0"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 3.0f; }));
+}
+
+TEST_CASE("dual chunk attention: a KvCache batch of two, one left-padded, not full",
+          "[dual_chunk]") {
+  // max_len 40 > size 30: sequence b's slots start at b * max_len. Sequence 0 has 4 padding
+  // slots (position 0, masked) before positions 0..25; sequence 1 holds positions 0..29.
+  Problem pb;
+  pb.batch = 2;
+  pb.k_len = pb.q_len = 30;
+  pb.k_pos.resize(60);
+  pb.key_valid.assign(60, 1);
+  for (Eigen::Index j = 0; j < 30; ++j) {
+    pb.k_pos[static_cast<std::size_t>(j)] = std::max<Eigen::Index>(0, j - 4);
+    pb.k_pos[static_cast<std::size_t>(30 + j)] = j;
+    if (j < 4) pb.key_valid[static_cast<std::size_t>(j)] = 0;
+  }
+  pb.q_pos = pb.k_pos;
+  const Inputs in = random_inputs(pb, 163);
+  const DualChunkPlan plan = pb.plan();
+  std::vector<float> k = in.k;
+  posenc::dual_chunk_rotate_keys_inplace<float>(
+      TensorView<float, 4>(k.data(), 2, 30, pb.kv_heads, pb.d),
+      PositionIdsView(pb.k_pos.data(), 2, 30), plan, 30);
+  posenc::KvCache<float> cache(2, 40, pb.kv_heads, pb.d);
+  cache.append<float>(ConstTensorView<float, 4>(k.data(), 2, 30, pb.kv_heads, pb.d),
+                      ConstTensorView<float, 4>(in.v.data(), 2, 30, pb.kv_heads, pb.dv),
+                      PositionIdsView(pb.k_pos.data(), 2, 30),
+                      ConstTensorView<std::uint8_t, 2>(pb.key_valid.data(), 2, 30));
+  std::vector<float> out(static_cast<std::size_t>(2 * 30 * pb.heads * pb.dv), 9.0f);
+  posenc::dual_chunk_attend<float>(cache,
+                                   ConstTensorView<float, 4>(in.q.data(), 2, 30, pb.heads, pb.d),
+                                   TensorView<float, 4>(out.data(), 2, 30, pb.heads, pb.dv), plan);
+  // Padding query rows see no valid key: only the real rows (slot >= 4 of sequence 0) count.
+  const auto want = reference(pb, in.q, in.k, in.v);
+  const Eigen::Index orow = pb.heads * pb.dv;
+  std::vector<double> got;
+  std::vector<long double> ref;
+  for (Eigen::Index r = 0; r < 60; ++r) {
+    if (r < 4) continue;
+    for (Eigen::Index e = 0; e < orow; ++e) {
+      got.push_back(out[static_cast<std::size_t>(r * orow + e)]);
+      ref.push_back(want[static_cast<std::size_t>(r * orow + e)]);
+    }
+  }
+  require_matches(got, ref, 2e-6);
+}
