@@ -249,6 +249,10 @@ TEST_CASE("diagnostics: a proportional plan's still pairs are kept, never NaN",
   p.scaling.type = posenc::RopeScalingType::kProportional;
   p.scaling.factor = 2.0;
   const auto rep = posenc::analyze_rope_length(p, 8192);
+  // Only factor 1 makes a proportional plan unscaled (the Gemma-4 case below): with factor 2 the
+  // missing original length is reported as an assumption, not as unscaled use.
+  CHECK(any_contains(rep.warnings, "gives no original_max_position_embeddings"));
+  CHECK(!any_contains(rep.warnings, "every pair is used unscaled"));
   REQUIRE(rep.pairs.size() == 8);
   for (std::size_t j = 0; j < 8; ++j) {
     CAPTURE(j);
@@ -529,21 +533,6 @@ TEST_CASE("diagnostics: periods in training and the factor of each recipe",
   const auto p2 = posenc::analyze_rope_length(lr, 8192);
   CHECK(p2.factor == 4.0);
   CHECK(p2.covered_length == 16384.0);
-}
-
-TEST_CASE("diagnostics: a proportional plan with factor 2 is a scaled plan",
-          "[diagnostics][length][proportional]") {
-  // Only factor 1 makes a proportional plan unscaled (the Gemma-4 case): with factor 2 the
-  // missing original length is reported as an assumption, not as unscaled use.
-  posenc::RopeParams p;
-  p.head_dim = 16;
-  p.partial_rotary_factor = 0.5;
-  p.max_position_embeddings = 4096;
-  p.scaling.type = posenc::RopeScalingType::kProportional;
-  p.scaling.factor = 2.0;
-  const auto rep = posenc::analyze_rope_length(p, 8192);
-  CHECK(any_contains(rep.warnings, "gives no original_max_position_embeddings"));
-  CHECK(!any_contains(rep.warnings, "every pair is used unscaled"));
 }
 
 TEST_CASE("diagnostics: validate_position_ids compares rows by padding, not mask values",

@@ -51,6 +51,16 @@ posenc::HfModelConfig parse(const GgufWriter& w, const std::string& name = "m.gg
   return posenc::parse_gguf_config(bytes.data(), bytes.size(), name);
 }
 
+/// The file is refused with invalid_argument, the message naming the file and `what`.
+void refuse(const GgufWriter& w, const std::string& what) {
+  INFO(what);
+  const auto bytes = w.bytes();
+  REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                    std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+                      Contains("bad.gguf") && Contains(what));
+}
+
 /// The Llama-3.1 factors convert_hf_to_gguf.py writes into rope_freqs.weight (its
 /// LlamaModel.generate_extra_tensors), from factor 8, low 1, high 4, L0 8192, theta 500000.
 std::vector<float> llama31_rope_freqs() {
@@ -853,14 +863,6 @@ TEST_CASE("gguf config: an architecture outside the table needs a layout", "[ggu
 }
 
 TEST_CASE("gguf config: bad files name the key and the value", "[gguf]") {
-  const auto refuse = [](const GgufWriter& w, const std::string& what) {
-    INFO(what);
-    const auto bytes = w.bytes();
-    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
-                      std::invalid_argument);
-    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
-                        Contains("bad.gguf") && Contains(what));
-  };
   const auto base = [](const std::string& arch) {
     GgufWriter w;
     w.str("general.architecture", arch)
@@ -1238,14 +1240,6 @@ TEST_CASE("gguf config: more of llama.cpp's reading rules, one file each", "[ggu
         .u32(a + ".block_count", layers)
         .u32(a + ".attention.head_count", heads);
     return w;
-  };
-  const auto refuse = [](const GgufWriter& w, const std::string& what) {
-    INFO(what);
-    const auto bytes = w.bytes();
-    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
-                      std::invalid_argument);
-    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
-                        Contains("bad.gguf") && Contains(what));
   };
   SECTION("glm4moe without dimension_sections rotates NEOX (half-split) pairs") {
     CHECK(parse(base("glm4moe", 2, 512, 4)).rope.layout == RopeLayout::kHalfSplit);
