@@ -900,3 +900,54 @@ TEST_CASE("kv_cache: an empty append or a validity mask of the wrong length thro
                     std::invalid_argument);
   CHECK(cache.size() == 1);
 }
+
+TEST_CASE("kv_cache: constructor bounds - no zero batch, kv_heads or head_dim",
+          "[kv_cache][errors]") {
+  // Documented: std::invalid_argument when a dimension is <= 0.
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(0, 4, 1, 2), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 4, 0, 2), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 4, 1, 0), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::KvCache<float>(1, 4, 1, 0, 0, 2), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::KvCache<float>::latent(0, 4, 1, 4, 2), std::invalid_argument);
+}
+
+TEST_CASE("kv_cache: append checks the kv_heads extent of k and changes nothing",
+          "[kv_cache][errors]") {
+  constexpr Eigen::Index kvh = 2, d = 4;
+  posenc::KvCache<float> cache(1, 4, kvh, d);
+  std::vector<float> x(static_cast<std::size_t>((kvh + 1) * d), 1.5f);
+  std::int64_t pos = 0;
+  // k with one kv head too many (v right): documented to throw std::invalid_argument.
+  REQUIRE_THROWS_AS(cache.append(posenc::ConstTensorView<float, 4>(x.data(), 1, 1, kvh + 1, d),
+                                 posenc::ConstTensorView<float, 4>(x.data(), 1, 1, kvh, d),
+                                 posenc::PositionIdsView(&pos, 1, 1)),
+                    std::invalid_argument);
+  CHECK(cache.size() == 0);
+  CHECK(cache.keys().data()[0] == 0.0f);
+}
+
+
+TEST_CASE("kv_cache: erase and shift_positions refuse a negative count or a reversed range",
+          "[kv_cache][errors][shift]") {
+  // Documented: erase needs 0 <= first <= first + count <= size(), shift_positions
+  // 0 <= first <= last <= size(); either throws std::invalid_argument, changing nothing.
+  constexpr Eigen::Index d = 2;
+  posenc::KvCache<float> cache(1, 4, 1, d);
+  std::vector<float> k(static_cast<std::size_t>(3 * d), 1.0f);
+  const std::vector<std::int64_t> pos{10, 11, 12};
+  cache.append(posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 1, d),
+               posenc::ConstTensorView<float, 4>(k.data(), 1, 3, 1, d),
+               posenc::PositionIdsView(pos.data(), 1, 3));
+  const auto unchanged = [&] {
+    return cache.size() == 3 && cache.positions()(0, 0) == 10 && cache.positions()(0, 1) == 11 &&
+           cache.positions()(0, 2) == 12;
+  };
+  REQUIRE_THROWS_AS(cache.erase(0, -1), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.erase(1, -1), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.shift_positions(2, 1, 5), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.shift_positions(-1, 1, 5), std::invalid_argument);
+  CHECK(unchanged());
+}

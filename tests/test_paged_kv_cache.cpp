@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "support/check.hpp"
@@ -442,4 +443,76 @@ TEST_CASE("paged kv cache: a sliding-window pool does not count a shared dropped
   CHECK(cache.pages(s) == pages_before);
   CHECK(cache.free_pages() == 1);
   for (const std::int32_t p : cache.pages(child)) CHECK(cache.page_refs(p) == 2);
+}
+
+TEST_CASE("paged kv cache: the file comment's example - lowest free page ids first, fork copies "
+          "the partial page into the next", "[paged][kv_cache][fork]") {
+  // paged_kv_cache.hpp: page_size 4, a holds 6 tokens in pages {0, 1}, c = fork(a) shares p0
+  // (refcount 2) and copies a's partial p1 into p2, leaving p3 free.
+  posenc::PagedKvCache<float> cache(4, 4, KH, d);
+  History h;
+  const std::int64_t a = cache.add_sequence();
+  append(cache, a, h, 6, 21);
+  CHECK(cache.pages(a) == std::vector<std::int32_t>{0, 1});
+  const std::int64_t c = cache.fork(a);
+  CHECK(cache.pages(c) == std::vector<std::int32_t>{0, 2});
+  CHECK(cache.page_refs(0) == 2);
+  CHECK(cache.page_refs(1) == 1);
+  CHECK(cache.page_refs(2) == 1);
+  CHECK(cache.page_refs(3) == 0);
+  CHECK(cache.free_pages() == 1);
+}
+
+TEST_CASE("paged kv cache: constructor bounds - no zero page_size, num_pages below 2^31 - 1",
+          "[paged][kv_cache][errors]") {
+  // Documented: every dimension > 0, num_pages must fit int32 page ids (< 2^31 - 1: the zero
+  // stand-in page takes id num_pages).
+  REQUIRE_THROWS_AS(posenc::PagedKvCache<float>(3, 0, KH, d), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::PagedKvCache<float>(3, 4, 0, d), std::invalid_argument);
+  REQUIRE_THROWS_AS(posenc::PagedKvCache<float>(3, 4, KH, 0), std::invalid_argument);
+  constexpr Eigen::Index kMax32 = std::numeric_limits<std::int32_t>::max();
+  constexpr Eigen::Index big = Eigen::Index{1} << 20;  // makes any storage unaddressable
+  // num_pages = 2^31 - 1 is refused for its id range (not only for its size) ...
+  REQUIRE_THROWS_WITH(posenc::PagedKvCache<float>(kMax32, big, big, big),
+                      Contains("int32 page ids"));
+  // ... and one page fewer passes that check (and fails on the storage size only).
+  REQUIRE_THROWS_WITH(posenc::PagedKvCache<float>(kMax32 - 1, big, big, big),
+                      !Contains("int32 page ids"));
+}
+
+TEST_CASE("paged kv cache: append checks every extent of k and v and changes nothing",
+          "[paged][kv_cache][errors]") {
+  posenc::PagedKvCache<float> cache(4, 4, KH, d);
+  History h;
+  const std::int64_t s = cache.add_sequence();
+  append(cache, s, h, 3, 22);
+  const std::vector<float> k_before(cache.key_pages().data(),
+                                    cache.key_pages().data() + cache.key_pages().size());
+  const std::vector<float> v_before(cache.value_pages().data(),
+                                    cache.value_pages().data() + cache.value_pages().size());
+  const auto unchanged = [&] {
+    return cache.length(s) == 3 && cache.free_pages() == 3 && cache.pages(s).size() == 1 &&
+           std::equal(k_before.begin(), k_before.end(), cache.key_pages().data()) &&
+           std::equal(v_before.begin(), v_before.end(), cache.value_pages().data());
+  };
+  const auto x = posenc_test::random_vector<float>(static_cast<std::size_t>(4 * row), 23);
+  const ConstTensorView<float, 3> one(x.data(), 1, KH, d);
+  const ConstTensorView<float, 3> more_heads(x.data(), 1, KH + 1, d);
+  const ConstTensorView<float, 3> narrow(x.data(), 1, KH, d - 1);
+  REQUIRE_THROWS_AS(cache.append(s, more_heads, one), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.append(s, one, more_heads), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.append(s, one, narrow), std::invalid_argument);
+  CHECK(unchanged());
+  REQUIRE_THROWS_AS(cache.append(s, one, ConstTensorView<float, 3>(x.data(), 2, KH, d)),
+                    std::invalid_argument);
+  CHECK(unchanged());
+}
+
+TEST_CASE("paged kv cache: page_refs refuses a negative page id", "[paged][kv_cache][errors]") {
+  posenc::PagedKvCache<float> cache(3, 4, KH, d);
+  REQUIRE_THROWS_AS(cache.page_refs(-1), std::invalid_argument);
+  REQUIRE_THROWS_WITH(cache.page_refs(-1), Contains("page = -1 must be in [0, num_pages = 3)"));
+  CHECK(cache.page_refs(0) == 0);
 }
