@@ -1211,3 +1211,52 @@ TEST_CASE("attention: RoPE queries before the first key sit at position 0, for t
   posenc::attention_with_rope<float>(p.Q(), p.K(), p.V(), p.view(out), freqs, layout, params);
   POSENC_REQUIRE_CLOSE(close(out, reference(r, params, meta), 1e-5));
 }
+
+// ---- mutation audit: posenc/reference/attention.hpp pinned on its own ----------------------
+
+TEST_CASE("attention: the reference chunks by key position, not by key index",
+          "[attention][reference][chunked]") {
+  // Llama-4 chunked attention: query position a sees key position p when a / C == p / C (HF
+  // llama4 chunked mask on cache positions). Keys held at positions 4..7 (their slots 0..3),
+  // the query at 7, C = 4: all four keys share chunk 1, so zero scores give each weight 1/4.
+  const std::vector<float> q(2, 0.0f), k(8, 0.0f), v = {1, 0, 0, 1, 2, 0, 0, 2};
+  const std::vector<std::int64_t> qpos = {7}, kpos = {4, 5, 6, 7};
+  AttentionParams params = make_params(MaskMode::kCausal);
+  params.attention_chunk_size = 4;
+  AttentionMetadata meta;
+  meta.query_positions = posenc::PositionIdsView(qpos.data(), 1, 1);
+  meta.key_positions = posenc::PositionIdsView(kpos.data(), 1, 4);
+  std::vector<float> out(2, -1.0f);
+  std::vector<double> w(4, -1.0);
+  posenc::reference::attention<float>(
+      posenc::ConstTensorView<float, 4>(q.data(), 1, 1, 1, 2),
+      posenc::ConstTensorView<float, 4>(k.data(), 1, 4, 1, 2),
+      posenc::ConstTensorView<float, 4>(v.data(), 1, 4, 1, 2),
+      posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 2), params, meta,
+      posenc::TensorView<double, 4>(w.data(), 1, 1, 1, 4));
+  for (std::size_t j = 0; j < 4; ++j) CHECK_THAT(w[j], WithinAbs(0.25, 1e-15));
+  // O = mean of V's rows [1,0], [0,1], [2,0], [0,2] = [0.75, 0.75].
+  CHECK_THAT(out[0], WithinAbs(0.75, 1e-7));
+  CHECK_THAT(out[1], WithinAbs(0.75, 1e-7));
+}
+
+TEST_CASE("attention: the reference's row maximum includes the sink, so a far sink never "
+          "overflows",
+          "[attention][reference][sink]") {
+  // softmax over [sink, s] = [720, 0]: the key's weight is e^(0 - 720) / (1 + e^-720), a
+  // subnormal 2.5e-313, not 0 from an e^720 = inf denominator (max-subtracted softmax).
+  const std::vector<float> q(2, 0.0f), k(2, 0.0f), v = {1, 1};
+  AttentionParams params = make_params(MaskMode::kCausal);
+  params.sink_logits = {720.0};
+  std::vector<float> out(2, -1.0f);
+  std::vector<double> w(1, -1.0);
+  posenc::reference::attention<float>(
+      posenc::ConstTensorView<float, 4>(q.data(), 1, 1, 1, 2),
+      posenc::ConstTensorView<float, 4>(k.data(), 1, 1, 1, 2),
+      posenc::ConstTensorView<float, 4>(v.data(), 1, 1, 1, 2),
+      posenc::TensorView<float, 4>(out.data(), 1, 1, 1, 2), params, {},
+      posenc::TensorView<double, 4>(w.data(), 1, 1, 1, 1));
+  CHECK(w[0] > 0.0);
+  CHECK_THAT(w[0], Catch::Matchers::WithinRel(std::exp(-720.0), 1e-9));  // 36 significant bits as a subnormal
+  CHECK(out[0] == 0.0f);  // the sink has no value row; 2.5e-313 rounds to 0 in float
+}

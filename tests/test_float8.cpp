@@ -164,3 +164,28 @@ TEST_CASE("float8: == and != compare the codes", "[float8]") {
   CHECK(E5::from_bits(0x3C) != E5::from_bits(0xBC));
   CHECK_FALSE(E5::from_bits(0x7B) != E5(57344.0f));
 }
+
+TEST_CASE("float8: the tie between the largest finite value and the next code saturates",
+          "[float8]") {
+  // E5M2's largest finite value 57344 = 1.11b x 2^15 has an odd mantissa; half-way to the next
+  // code (2^16, infinity) is 61440, where round-to-nearest-even alone would pick 2^16, the
+  // even one, and give infinity. The header (and CUDA's __NV_SATFINITE) saturates every
+  // magnitude above the largest finite value: 0x7B. E4M3's 448 = 1.110b x 2^8 is even, so its
+  // tie 464 with the NaN code 480 stays 448 either way; past it, still 448.
+  using E5 = posenc::float8_e5m2;
+  using E4 = posenc::float8_e4m3;
+  for (const float x : {61440.0f, std::nextafter(61440.0f, 0.0f), std::nextafter(61440.0f, 1e30f),
+                        65536.0f, 57344.0f}) {
+    INFO("x = " << x);
+    CHECK(static_cast<int>(E5(x).bits) == 0x7B);
+    CHECK(static_cast<int>(E5(-x).bits) == 0xFB);
+    CHECK(static_cast<int>(E5(static_cast<double>(x)).bits) == 0x7B);
+    CHECK(spec_nearest(kE5M2, x) == 0x7B);
+  }
+  for (const float x : {464.0f, std::nextafter(464.0f, 1e30f), 480.0f, 496.0f}) {
+    INFO("x = " << x);
+    CHECK(static_cast<int>(E4(x).bits) == 0x7E);
+    CHECK(static_cast<int>(E4(-x).bits) == 0xFE);
+    CHECK(spec_nearest(kE4M3, x) == 0x7E);
+  }
+}

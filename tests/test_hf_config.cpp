@@ -3204,3 +3204,89 @@ TEST_CASE("hf_config: a query_pre_attn_scalar or MPT softmax_scale of 0 is refus
       "n_heads": 12, "attn_config": {"alibi": true, "softmax_scale": 0}})", "p.json"),
                       Contains("p.json: key \"attn_config.softmax_scale\" = 0 must be > 0"));
 }
+
+// ---- mutation audit: model_config.hpp's helpers on hand-built configs ---------------------
+
+// detail::hf_lower_alnum's contract: "GptOss", "gpt_oss", "gpt-oss" -> "gptoss"; every letter
+// A..Z lowered, every digit 0..9 kept, anything else dropped (the ends included).
+TEST_CASE("hf_config: family names keep every digit and lower every letter A to Z",
+          "[hf_config][family]") {
+  CHECK(posenc::detail::hf_lower_alnum("GptOss") == "gptoss");
+  CHECK(posenc::detail::hf_lower_alnum("gpt-oss") == "gptoss");
+  CHECK(posenc::detail::hf_lower_alnum("gpt_oss") == "gptoss");
+  CHECK(posenc::detail::hf_lower_alnum("AZ-az_09.Gemma2") == "azaz09gemma2");
+}
+
+// hf_mla_rope_params: "the exponent runs over rotary_dim = qk_rope_head_dim either way": a
+// rope head given as head_dim 64 with rotary_dim 0 (HF's rule: int(64 * f)) must keep that
+// width on the widened head, not re-derive it from the 192-wide [nope | rope] head.
+TEST_CASE("hf_config: hf_mla_rope_params resolves rotary_dim 0 from the rope head, not the "
+          "widened one",
+          "[hf_config][mla]") {
+  posenc::HfModelConfig c;
+  c.rope.head_dim = 64;
+  c.qk_nope_head_dim = 128;
+  c.kv_lora_rank = 512;
+  for (const double f : {1.0, 0.5}) {
+    CAPTURE(f);
+    c.rope.partial_rotary_factor = f;
+    const auto expected_rotary = static_cast<Eigen::Index>(64 * f);
+    for (const auto head : {posenc::HfMlaHead::kConcatenated, posenc::HfMlaHead::kLatent}) {
+      const auto wide = posenc::hf_mla_rope_params(c, head);
+      CHECK(wide.head_dim == (head == posenc::HfMlaHead::kLatent ? 512 : 128) + 64);
+      CHECK(posenc::resolved_rotary_dim(wide) == expected_rotary);
+      // theta^(-2j / rotary_dim) with the rope head's rotary_dim (RoFormer eq. 15).
+      const auto fw = posenc::compute_rope_frequencies(wide);
+      REQUIRE(fw.inv_freq.size() == static_cast<std::size_t>(expected_rotary / 2));
+      CHECK_THAT(fw.inv_freq[1],
+                 WithinRel(std::pow(10000.0, -2.0 / static_cast<double>(expected_rotary)), 1e-12));
+    }
+  }
+}
+
+// "Throws ... a width past 2^20": 2^20 itself is not past it.
+TEST_CASE("hf_config: hf_mla_rope_params accepts a prefix of exactly 2^20", "[hf_config][mla]") {
+  posenc::HfModelConfig c;
+  c.rope.head_dim = 64;
+  c.rope.rotary_dim = 64;
+  c.qk_nope_head_dim = Eigen::Index{1} << 20;
+  c.kv_lora_rank = (Eigen::Index{1} << 20) + 1;
+  const auto p = posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kConcatenated);
+  CHECK(p.head_dim == (Eigen::Index{1} << 20) + 64);
+  CHECK(p.rotary_offset == Eigen::Index{1} << 20);
+  REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(c, posenc::HfMlaHead::kLatent),
+                      Contains("kv_lora_rank = 1048577") && Contains("must be in [0, 2^20]"));
+}
+
+// The scheme decides the bias: a RoPE model's layers get no ALiBi slopes, even when a
+// hand-built config carries a leftover alibi_max_bias (HfModelConfig: the slopes are for
+// scheme == kAlibi).
+TEST_CASE("hf_config: hf_attention_params gives ALiBi slopes to an ALiBi scheme only",
+          "[hf_config][alibi]") {
+  posenc::HfModelConfig c;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.alibi_max_bias = 8.0;
+  CHECK(posenc::hf_attention_params(c, 1).alibi_slopes.empty());
+  // The same config as ALiBi: the paper's slopes for 4 heads, 2^(-8 (h + 1) / 4).
+  c.scheme = HfPositionScheme::kAlibi;
+  const auto slopes = posenc::hf_attention_params(c, 1).alibi_slopes;
+  REQUIRE(slopes.size() == 4);
+  for (std::size_t h = 0; h < 4; ++h) {
+    CHECK_THAT(slopes[h], WithinRel(std::pow(2.0, -2.0 * static_cast<double>(h + 1)), 1e-15));
+  }
+}
+
+// hf_mark_layers_without_attention reports how many layers it took RoPE from: LFM2 with
+// layer_types [conv, full_attention, conv] has two.
+TEST_CASE("hf_config: the layers without softmax attention are counted in a note",
+          "[hf_config][layers]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "lfm2", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 3,
+      "rope_theta": 1000000.0, "layer_types": ["conv", "full_attention", "conv"]})");
+  CHECK(has_note(c, "2 layers without softmax attention"));
+  const auto dense = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 2048,
+      "num_attention_heads": 32, "num_hidden_layers": 3})");
+  CHECK_FALSE(has_note(dense, "without softmax attention"));
+}

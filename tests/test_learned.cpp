@@ -7,9 +7,20 @@
 
 #include <cstdint>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "support/rng.hpp"
+
+// A request of ~2^63 bytes: ASan aborts on it instead of returning null.
+#if defined(__SANITIZE_ADDRESS__)
+#define POSENC_TEST_LEARNED_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POSENC_TEST_LEARNED_ASAN 1
+#endif
+#endif
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
@@ -301,3 +312,50 @@ TEST_CASE("learned: a table of 2^53 rows is accepted, one more row is not", "[le
   CHECK(out[0] == -1.0f);
 }
 
+
+TEST_CASE("learned: position_ids of the wrong seq length are rejected by add and lookup",
+          "[learned][errors]") {
+  // position_ids must be [batch, seq] (the header's contract): [2, 2] against embeddings
+  // [2, 3, 2] differs only in seq, so only that half of the shape check can refuse it.
+  const std::vector<float> table(4 * 2, 1.0f);
+  std::vector<float> emb(2 * 3 * 2, 0.5f);
+  const auto before = emb;
+  const std::vector<std::int64_t> ids{0, 1, 2, 3};
+  const posenc::ConstTensorView<float, 2> tv(table.data(), 4, 2);
+  const posenc::PositionIdsView short_ids(ids.data(), 2, 2);
+  REQUIRE_THROWS_WITH(posenc::add_learned_positions_inplace<float>(
+                          posenc::TensorView<float, 3>(emb.data(), 2, 3, 2), tv, short_ids),
+                      Contains("position_ids shape [2, 2]"));
+  CHECK(emb == before);
+  REQUIRE_THROWS_AS(posenc::lookup_learned_positions<float>(
+                        tv, short_ids, posenc::TensorView<float, 3>(emb.data(), 2, 3, 2)),
+                    std::invalid_argument);
+  CHECK(emb == before);
+}
+
+TEST_CASE("learned: extending a table of d_model 0 is a shape error", "[learned][extend]") {
+  // The header: extend_learned_table throws std::invalid_argument when the table is empty;
+  // [3, 0] has rows but no columns (the size bound divides by d_model).
+  const std::vector<float> storage(1, 0.0f);
+  REQUIRE_THROWS_WITH(posenc::extend_learned_table<float>(
+                          posenc::ConstTensorView<float, 2>(storage.data(), 3, 0), 5),
+                      Contains("must have max_positions > 0 and d_model > 0"));
+}
+
+TEST_CASE("learned: extending to exactly PTRDIFF_MAX bytes passes the size check",
+          "[learned][extend]") {
+#if defined(POSENC_TEST_LEARNED_ASAN)
+  // ASan aborts on an allocation request this large instead of returning null.
+  SUCCEED("skipped under AddressSanitizer");
+#else
+  // The bound is new_max_positions * d_model elements past PTRDIFF_MAX bytes: at d_model = 2
+  // floats that is (2^63 - 1) / 4 / 2 = 1152921504606846975 rows inclusive. That many rows are
+  // not past it, so the request reaches the allocator, which cannot give 2^63 - 8 bytes
+  // (std::bad_alloc, as documented); one row more is the size error.
+  const std::vector<float> weights{1, 2, 3, 4, 5, 6};  // [3, 2]
+  const posenc::ConstTensorView<float, 2> w(weights.data(), 3, 2);
+  const Eigen::Index top = 1152921504606846975;
+  REQUIRE_THROWS_AS(posenc::extend_learned_table<float>(w, top), std::bad_alloc);
+  REQUIRE_THROWS_AS(posenc::extend_learned_table<float>(w, top + 1), std::invalid_argument);
+#endif
+}

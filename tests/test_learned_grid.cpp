@@ -211,3 +211,60 @@ TEST_CASE("learned grid: a zero output width, d_model 0, a bad mode or an infini
   REQUIRE_THROWS_WITH(run(2, 36, 6, 6, inf), Contains("must be finite and >= 0"));
   for (const float x : out) REQUIRE(x == -9.0f);
 }
+
+TEST_CASE("learned grid: align_corners ignores a scale factor, as PyTorch's does",
+          "[learned][grid]") {
+  // PyTorch area_pixel_compute_scale: with align_corners the step is (in - 1) / (out - 1)
+  // whatever scale_factor says (only the half-pixel rule reads 1 / scale_factor); the file
+  // comment states the same. 1 x 2 -> 1 x 4 bilinear with scale factor 2: x = o / 3, so
+  // [0, 1/3, 2/3, 1] (1 / 2 would read x = 0, 0.5, 1, 1.5: [0, 0.5, 1, 1]).
+  const std::vector<float> in = {0.0f, 1.0f};
+  GridResize o;
+  o.mode = GridInterpolation::kBilinear;
+  o.align_corners = true;
+  o.scale_factor_h = 2.0;
+  o.scale_factor_w = 2.0;
+  const auto out = resize(in, 1, 2, 1, 1, 4, o);
+  CHECK(out[0] == 0.0f);
+  CHECK_THAT(out[1], Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-7));
+  CHECK_THAT(out[2], Catch::Matchers::WithinAbs(2.0 / 3.0, 1e-7));
+  CHECK(out[3] == 1.0f);
+  // Bicubic too: the long-double taps with the corner rule, the factor unused.
+  o.mode = GridInterpolation::kBicubic;
+  o.scale_factor_h = 1.7;
+  o.scale_factor_w = 0.6;
+  const Eigen::Index ih = 5, iw = 4, oh = 7, ow = 3, d = 2;
+  const auto grid = posenc_test::random_vector<float>(static_cast<std::size_t>(ih * iw * d), 704);
+  const auto got = resize(grid, ih, iw, d, oh, ow, o);
+  for (Eigen::Index y = 0; y < oh; ++y)
+    for (Eigen::Index x = 0; x < ow; ++x) {
+      const auto ty = axis(y, ih, oh, true, true, 0);
+      const auto tx = axis(x, iw, ow, true, true, 0);
+      for (Eigen::Index e = 0; e < d; ++e) {
+        LD want = 0;
+        for (const auto& [ry, wy] : ty)
+          for (const auto& [rx, wx] : tx)
+            want += wy * wx * grid[static_cast<std::size_t>((ry * iw + rx) * d + e)];
+        CAPTURE(y, x, e);
+        REQUIRE_THAT(got[static_cast<std::size_t>((y * ow + x) * d + e)],
+                     Catch::Matchers::WithinAbs(static_cast<double>(want), 1e-6));
+      }
+    }
+}
+
+TEST_CASE("learned grid: an empty input grid and an out of another d_model throw",
+          "[learned][grid]") {
+  const std::vector<float> in(static_cast<std::size_t>(4 * 4 * 2), 1.0f);
+  std::vector<float> out(static_cast<std::size_t>(6 * 6 * 3), -9.0f);
+  // in_h = 0 with a table of 0 rows that agrees with it: only the size check refuses it.
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(
+                          posenc::ConstTensorView<float, 2>(in.data(), 0, 2), 0, 4,
+                          posenc::TensorView<float, 2>(out.data(), 36, 2), 6, 6),
+                      Contains("must have positive sizes"));
+  // out has the right rows but 3 channels for the table's 2.
+  REQUIRE_THROWS_WITH(posenc::resize_learned_grid<float>(
+                          posenc::ConstTensorView<float, 2>(in.data(), 16, 2), 4, 4,
+                          posenc::TensorView<float, 2>(out.data(), 36, 3), 6, 6),
+                      Contains("out shape [36, 3] must be [out_h * out_w = 36, d_model = 2]"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+}

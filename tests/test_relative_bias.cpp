@@ -377,3 +377,94 @@ TEST_CASE("relative bias: the parameter ranges are inclusive at their documented
   REQUIRE_THROWS_WITH(posenc::relative_position_bias(no_heads),
                       Contains("table heads = 0 must be >= 1"));
 }
+
+TEST_CASE("relative bias: an integer log bucket stays whole in HF's order of operations",
+          "[relative_bias]") {
+  // HF: max_exact + (log(r / max_exact) / log(max_distance / max_exact) * (n - max_exact)),
+  // divided before multiplied. Where (r / e)^(n - e) is a power of D / e the exact value is an
+  // integer, e.g. 18 buckets bidirectional (n = 9, e = 4), D = 128, r = 32: ln 8 / ln 32 * 5 =
+  // (3/5) 5 = 3, bucket 4 + 3 = 7 (+ 9 after the query); float32 in that order lands on 3.
+  // Multiplying first (ln 8 * 5 / ln 32) lands an ulp below and truncates to 2.
+  CHECK(relative_position_bucket(-32, 18, 128, true) == 7);
+  CHECK(relative_position_bucket(32, 18, 128, true) == 16);
+  CHECK(bucket_ld(-32, 18, 128, true) == 7);
+  // Unidirectional: 10 buckets, D = 160 (e = 5): r = 40 -> 5 + 5 ln 8 / ln 32 = 5 + 3 = 8;
+  // 20 buckets, D = 320 (e = 10): r = 80 -> 10 + 10 (3/5) = 16.
+  CHECK(relative_position_bucket(-40, 10, 160, false) == 8);
+  CHECK(relative_position_bucket(-80, 20, 320, false) == 16);
+  CHECK(bucket_ld(-40, 10, 160, false) == 8);
+  CHECK(bucket_ld(-80, 20, 320, false) == 16);
+}
+
+TEST_CASE("relative bias: the plan refuses the bucket parameters the bucket function refuses",
+          "[relative_bias][errors]") {
+  // relative_position_bias: "Throws std::invalid_argument (bucket parameters as
+  // relative_position_bucket ...)": max_distance past 2^20, at the exact buckets, too few buckets.
+  const std::vector<float> table(32 * 2, 0.5f);
+  const posenc::ConstTensorView<float, 2> tv(table.data(), 32, 2);
+  REQUIRE_THROWS_WITH(posenc::relative_position_bias(tv, (std::int64_t{1} << 20) + 1),
+                      Contains("max_distance = 1048577"));
+  REQUIRE_THROWS_WITH(posenc::relative_position_bias(tv, 8),
+                      Contains("max_distance = 8 must be in (8 (the exact buckets), 2^20]"));
+  REQUIRE_THROWS_WITH(posenc::relative_position_bias(
+                          posenc::ConstTensorView<float, 2>(table.data(), 3, 2), 16),
+                      Contains("num_buckets = 3 must be in [4, 2^20]"));
+}
+
+TEST_CASE("relative bias: the bias matrix checks its plan and positions before writing",
+          "[relative_bias][errors]") {
+  // "Throws std::invalid_argument (a plan not built for out's heads, positions outside
+  // [0, 2^53], shapes) before writing anything."
+  std::vector<float> table;
+  const auto r = plan(32, 3, 128, true, table, 515);
+  std::vector<std::int64_t> q = {4}, k = {0, 5};
+  std::vector<float> out(3 * 2, -9.0f);
+  const auto run = [&](Eigen::Index heads, Eigen::Index q_len) {
+    posenc::relative_position_bias_matrix<float>(
+        r, posenc::PositionIdsView(q.data(), 1, q_len), posenc::PositionIdsView(k.data(), 1, 2),
+        posenc::TensorView<float, 4>(out.data(), 1, heads, 1, 2));
+  };
+  REQUIRE_THROWS_WITH(run(2, 1), Contains("relative_bias has 3 heads; q has heads = 2"));
+  q[0] = -1;
+  REQUIRE_THROWS_WITH(run(3, 1), Contains("query_positions[0, 0] = -1 must be in [0, 2^53]"));
+  q[0] = 4;
+  k[1] = (std::int64_t{1} << 53) + 1;
+  REQUIRE_THROWS_WITH(run(3, 1), Contains("key_positions[0, 1] = 9007199254740993"));
+  k[1] = 5;
+  // query_positions [1, 1] for an out of q_len 2 (out's rows 0..1 hold 2 x 2 entries of head 0).
+  REQUIRE_THROWS_WITH(
+      posenc::relative_position_bias_matrix<float>(
+          r, posenc::PositionIdsView(q.data(), 1, 1), posenc::PositionIdsView(k.data(), 1, 1),
+          posenc::TensorView<float, 4>(out.data(), 1, 3, 2, 1)),
+      Contains("query_positions shape [1, 1]"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+  run(3, 1);  // the same call with valid input writes table[bucket(k - q), h]
+  for (Eigen::Index h = 0; h < 3; ++h) {
+    CHECK(out[static_cast<std::size_t>(h * 2)] == table[static_cast<std::size_t>(4 * 3 + h)]);
+    CHECK(out[static_cast<std::size_t>(h * 2 + 1)] == table[static_cast<std::size_t>(17 * 3 + h)]);
+  }
+}
+
+TEST_CASE("relative bias: a key max_distance after the query reads the last bucket, one before "
+          "does not", "[relative_bias]") {
+  // 32 buckets bidirectional (16 a side, e = 8) with D = 9: r = +8 is e + trunc(8 ln(8 / 8) /
+  // ln(9 / 8)) = 8, bucket 16 + 8 = 24; r = +9 is 8 + 8 = 16, capped at 15: bucket 31, as is
+  // every r past it. So the plan's positive end (r = +D) must be read as it is, not as D - 1.
+  std::vector<float> table;
+  const auto r = plan(32, 2, 9, true, table, 516);
+  const std::vector<std::int64_t> q = {100};
+  const std::vector<std::int64_t> k = {91, 92, 108, 109, 110, 5000};
+  const std::vector<std::int64_t> want = {15, 8, 24, 31, 31, 31};
+  std::vector<float> out(2 * k.size());
+  posenc::relative_position_bias_matrix<float>(
+      r, posenc::PositionIdsView(q.data(), 1, 1), posenc::PositionIdsView(k.data(), 1, 6),
+      posenc::TensorView<float, 4>(out.data(), 1, 2, 1, 6));
+  for (std::size_t j = 0; j < k.size(); ++j) {
+    CAPTURE(j);
+    REQUIRE(bucket_ld(k[j] - q[0], 32, 9, true) == want[j]);
+    for (std::size_t h = 0; h < 2; ++h) {
+      CAPTURE(h);
+      REQUIRE(out[h * k.size() + j] == table[static_cast<std::size_t>(want[j]) * 2 + h]);
+    }
+  }
+}

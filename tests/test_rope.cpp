@@ -1214,3 +1214,53 @@ TEST_CASE("rope: Q+K calls name the tensor (q or k) whose view is bad", "[rope][
                       Contains("must be <= k head_dim (8)"));
   CHECK(std::all_of(wide.begin(), wide.end(), [](float v) { return v == 1.0f; }));
 }
+
+// ---- mutation audit: posenc/reference/rope.hpp's rotation pinned on its own ---------------
+
+TEST_CASE("rope: the reference rotation meets the seed's cos 1 and the 2x2 closed form",
+          "[rope][reference][seed]") {
+  const std::vector<long double> w1 = {1.0L};
+  // Seed: with w = 1, <R(1)q, R(2)k> = cos 1 for q = k = [1, 0].
+  const double e0[2] = {1.0, 0.0};
+  for (const auto layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+    const auto a = posenc::reference::rope_vector(e0, 2, 1, w1, 1.0L, 0, layout);
+    const auto b = posenc::reference::rope_vector(e0, 2, 2, w1, 1.0L, 0, layout);
+    CHECK(std::fabs(a[0] * b[0] + a[1] * b[1] - std::cos(1.0L)) < 1e-18L);
+    CHECK(std::fabs(a[1] - std::sin(1.0L)) < 1e-18L);  // R(1)[1, 0] = [cos 1, sin 1]
+  }
+  // General q, k: <R(m)q, R(n)k> = <q, R(n - m)k> = cos(n-m) q.k + sin(n-m) (q2 k1 - q1 k2).
+  const double q[2] = {0.3, -0.7}, k[2] = {0.5, 0.2};
+  const auto rq = posenc::reference::rope_vector(q, 2, 11, w1, 1.0L, 0, RopeLayout::kHalfSplit);
+  const auto rk = posenc::reference::rope_vector(k, 2, 13, w1, 1.0L, 0, RopeLayout::kHalfSplit);
+  const long double qk = 0.3L * 0.5L - 0.7L * 0.2L, cross = -0.7L * 0.5L - 0.3L * 0.2L;
+  CHECK(std::fabs(rq[0] * rk[0] + rq[1] * rk[1] -
+                  (std::cos(2.0L) * qk + std::sin(2.0L) * cross)) < 1e-15L);
+}
+
+TEST_CASE("rope: the reference scales both dims of a pair by the attention factor and "
+          "inverts exactly",
+          "[rope][reference]") {
+  // y = a R(p) x: |y| = a |x| per pair; the inverse R(-p) y / a gives x back (file comment).
+  const std::vector<long double> w = {1.0L, 0.01L};
+  const double x[6] = {0.3, -0.7, 0.5, 0.2, 9.0, -9.0};  // dims 4, 5 pass through
+  const long double a = 2.0L;
+  for (const auto layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+    const auto y = posenc::reference::rope_vector(x, 6, 7, w, a, 0, layout);
+    for (Eigen::Index j = 0; j < 2; ++j) {
+      CAPTURE(j);
+      const auto [i1, i2] = posenc::reference::rope_pair(layout, j, 4, 0);
+      const auto u1 = static_cast<std::size_t>(i1), u2 = static_cast<std::size_t>(i2);
+      const long double before = std::hypot(static_cast<long double>(x[u1]),
+                                            static_cast<long double>(x[u2]));
+      CHECK(std::fabs(std::hypot(y[u1], y[u2]) - a * before) < 1e-15L);
+    }
+    CHECK(y[4] == 9.0L);
+    CHECK(y[5] == -9.0L);
+    std::vector<double> yd(y.begin(), y.end());
+    const auto back = posenc::reference::rope_vector(yd.data(), 6, 7, w, a, 0, layout, true);
+    for (std::size_t i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      CHECK(std::fabs(back[i] - static_cast<long double>(x[i])) < 1e-14L);
+    }
+  }
+}

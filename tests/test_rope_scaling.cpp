@@ -992,3 +992,145 @@ TEST_CASE("rope scaling: a YaRN softmax_scale_multiplier g^2 past DBL_MAX is rej
   const long double g = 0.1L * 1e100L * std::log(4.0L) + 1.0L;
   CHECK_THAT(f.softmax_scale_multiplier, WithinRel(static_cast<double>(g * g), 1e-14));
 }
+
+// ---- mutation audit: posenc/reference/rope.hpp's recipes pinned on their own ---------------
+// The reference is the oracle the fast planner is compared with, and users copy it as the
+// textbook math: each recipe below is checked against the file comment's closed form written
+// out here in long double (theta_j = theta^(-2j/d), RoFormer eq. 15), not against the planner.
+
+namespace {
+
+void require_reference_inv_freq(const posenc::RopeParams& p, std::int64_t seq_len,
+                                const std::vector<long double>& expected) {
+  const auto ref = posenc::reference::rope_frequencies(p, seq_len);
+  REQUIRE(ref.inv_freq.size() == expected.size());
+  for (std::size_t j = 0; j < expected.size(); ++j) {
+    CAPTURE(j);
+    REQUIRE(std::fabs(ref.inv_freq[j] / expected[j] - 1.0L) < 1e-15L);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("rope scaling: the reference's linear, NTK and dynamic recipes equal their closed forms",
+          "[rope][scaling][reference]") {
+  posenc::RopeParams p;
+  p.head_dim = 16;
+  p.max_position_embeddings = 2048;
+  p.scaling.factor = 4.0;
+  std::vector<long double> expected(8);
+  SECTION("linear: theta_j / s") {
+    p.scaling.type = RopeScalingType::kLinear;
+    for (int j = 0; j < 8; ++j) expected[static_cast<std::size_t>(j)] = theta_j(1e4L, j, 16) / 4.0L;
+    require_reference_inv_freq(p, 0, expected);
+  }
+  SECTION("static NTK: base theta s^(d/(d-2)) = 1e4 4^(16/14)") {
+    p.scaling.type = RopeScalingType::kNtk;
+    const long double base = 1e4L * std::pow(4.0L, 16.0L / 14.0L);
+    for (int j = 0; j < 8; ++j) expected[static_cast<std::size_t>(j)] = theta_j(base, j, 16);
+    require_reference_inv_freq(p, 0, expected);
+  }
+  SECTION("dynamic: L = max(seq_len, L0), so a short sequence keeps theta_j") {
+    p.scaling.type = RopeScalingType::kDynamic;
+    for (int j = 0; j < 8; ++j) expected[static_cast<std::size_t>(j)] = theta_j(1e4L, j, 16);
+    require_reference_inv_freq(p, 100, expected);
+    // L = 4096 = 2 L0: base theta (4 * 2 - 3)^(16/14).
+    const long double base = 1e4L * std::pow(5.0L, 16.0L / 14.0L);
+    for (int j = 0; j < 8; ++j) expected[static_cast<std::size_t>(j)] = theta_j(base, j, 16);
+    require_reference_inv_freq(p, 4096, expected);
+  }
+}
+
+TEST_CASE("rope scaling: the reference's YaRN range clamps and its attention factor rules",
+          "[rope][scaling][reference][yarn]") {
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.scaling.type = RopeScalingType::kYarn;
+  p.scaling.factor = 4.0;
+  const auto ramp_inv_freq = [](long double lo, long double hi) {
+    std::vector<long double> w(32);
+    for (int j = 0; j < 32; ++j) {
+      const long double ramp = std::clamp((j - lo) / (hi - lo), 0.0L, 1.0L);
+      const long double th = theta_j(1e4L, j, 64);
+      w[static_cast<std::size_t>(j)] = th / 4.0L * ramp + th * (1.0L - ramp);
+    }
+    return w;
+  };
+  SECTION("L0 = 100: floor(corr(32)) < 0 is clamped to 0 (HF find_correction_range)") {
+    p.scaling.original_max_position_embeddings = 100;
+    p.scaling.beta_fast = 32.0;
+    p.scaling.beta_slow = 1.0;
+    REQUIRE(std::floor(yarn_corr_64(100.0L, 32.0L)) < 0.0L);
+    require_reference_inv_freq(p, 0, ramp_inv_freq(0.0L, std::ceil(yarn_corr_64(100.0L, 1.0L))));
+  }
+  SECTION("floor(corr(140)) = ceil(corr(170)) = 5: linear_ramp_factor's range [5, 5.001]") {
+    p.scaling.original_max_position_embeddings = 4096;
+    p.scaling.beta_fast = 140.0;
+    p.scaling.beta_slow = 170.0;
+    require_reference_inv_freq(p, 0, ramp_inv_freq(5.0L, 5.001L));
+  }
+  // g(s, m) = 0.1 m ln s + 1; s = 4.
+  const auto g = [](long double m) { return 0.1L * m * std::log(4.0L) + 1.0L; };
+  p.scaling.original_max_position_embeddings = 4096;
+  SECTION("attention_factor given: taken as is") {
+    p.scaling.attention_factor = 1.25;
+    p.scaling.mscale = 2.0;
+    p.scaling.mscale_all_dim = 1.0;
+    CHECK(posenc::reference::rope_frequencies(p).attention_factor == 1.25L);
+  }
+  SECTION("mscale and mscale_all_dim both set: g(s, mscale) / g(s, mscale_all_dim)") {
+    p.scaling.mscale = 1.0;
+    p.scaling.mscale_all_dim = 0.5;
+    const auto f = posenc::reference::rope_frequencies(p);
+    CHECK(std::fabs(f.attention_factor - g(1.0L) / g(0.5L)) < 1e-15L);
+    CHECK(std::fabs(f.softmax_scale_multiplier - g(0.5L) * g(0.5L)) < 1e-15L);
+  }
+  SECTION("mscale alone (mscale_all_dim 0): g(s, 1), the mscale is not read") {
+    p.scaling.mscale = 2.0;
+    p.scaling.mscale_all_dim = 0.0;
+    const auto f = posenc::reference::rope_frequencies(p);
+    CHECK(std::fabs(f.attention_factor - g(1.0L)) < 1e-15L);
+    CHECK(f.softmax_scale_multiplier == 1.0L);
+  }
+}
+
+TEST_CASE("rope scaling: the reference takes a given attention_factor for the other recipes",
+          "[rope][scaling][reference]") {
+  // The file comment: an explicit attention_factor is the cos/sin multiplier of any recipe.
+  posenc::RopeParams p;
+  p.head_dim = 16;
+  p.scaling.type = RopeScalingType::kLinear;
+  p.scaling.factor = 2.0;
+  p.scaling.attention_factor = 1.5;
+  CHECK(posenc::reference::rope_frequencies(p).attention_factor == 1.5L);
+}
+
+TEST_CASE("rope scaling: the reference's Llama-3 rule with lf == hf on the bound wavelength",
+          "[rope][scaling][reference][llama3]") {
+  // File comment: lf == hf leaves no smoothing band, the boundary wavelength takes th_j / s
+  // (vLLM's m = 0) instead of 0 / 0. Pair 0 (th_0 = 1, wavelength 2 pi) lies on L0 / lf in
+  // x87 long double for L0 = 30239, lf = hf = 0x1.2ccafb2f09bb7p+12 (found by search). With
+  // another long double (AArch64's binary128, or double) that pair is off the bound, so the
+  // case is checked where long double has a 64-bit significand only.
+  if (std::numeric_limits<long double>::digits != 64) {
+    SUCCEED("the boundary pair was searched for x87 long double");
+    return;
+  }
+  posenc::RopeParams p;
+  p.head_dim = 64;
+  p.theta = 500000.0;
+  p.scaling.type = RopeScalingType::kLlama3;
+  p.scaling.factor = 8.0;
+  p.scaling.original_max_position_embeddings = 30239;
+  p.scaling.low_freq_factor = 0x1.2ccafb2f09bb7p+12;
+  p.scaling.high_freq_factor = 0x1.2ccafb2f09bb7p+12;
+  REQUIRE(30239.0L / static_cast<long double>(p.scaling.low_freq_factor) ==
+          2.0L * posenc::reference::kPi);
+  const auto f = posenc::reference::rope_frequencies(p);
+  CHECK(f.inv_freq[0] == 1.0L / 8.0L);
+  for (std::size_t j = 1; j < 32; ++j) {
+    CAPTURE(j);
+    CHECK(std::fabs(f.inv_freq[j] / (theta_j(5e5L, static_cast<int>(j), 64) / 8.0L) - 1.0L) <
+          1e-15L);
+  }
+}

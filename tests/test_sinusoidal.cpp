@@ -500,3 +500,45 @@ TEST_CASE("sinusoidal: runs that break inside a group of four match the long-dou
     }
   }
 }
+
+// ---- mutation audit: posenc/reference/sinusoidal.hpp pinned on its own -------------------
+
+TEST_CASE("sinusoidal: the long-double reference equals each layout's closed form, any base",
+          "[sinusoidal][reference]") {
+  // The file comment's formulas, written out here in long double:
+  //   kInterleaved PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d));
+  //   kSinCos      PE(p, i) = sin(p base^(-i/(d/2-1))), PE(p, d/2+i) = cos(...);
+  //   kCosSin      PE(p, i) = cos(p base^(-i/(d/2))),   PE(p, d/2+i) = sin(...).
+  // Base 100 (not 10000) so that a reference ignoring params.base is told apart.
+  const Eigen::Index d = 8;
+  const long double p = 3.0L;
+  for (const double base : {10000.0, 100.0}) {
+    CAPTURE(base);
+    const long double b = base;
+    for (Eigen::Index i = 0; i < d / 2; ++i) {
+      CAPTURE(i);
+      const long double ii = static_cast<long double>(i);
+      const long double a_int = p / std::pow(b, 2.0L * ii / 8.0L);
+      const auto inter = with_layout(SinusoidalLayout::kInterleaved, base);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, 2 * i, d, inter) - std::sin(a_int)) <
+            1e-15L);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, 2 * i + 1, d, inter) -
+                      std::cos(a_int)) < 1e-15L);
+      const long double a_sc = p * std::pow(b, -ii / 3.0L);
+      const auto sincos = with_layout(SinusoidalLayout::kSinCos, base);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, i, d, sincos) - std::sin(a_sc)) <
+            1e-15L);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, 4 + i, d, sincos) -
+                      std::cos(a_sc)) < 1e-15L);
+      const long double a_cs = p * std::pow(b, -ii / 4.0L);
+      const auto cossin = with_layout(SinusoidalLayout::kCosSin, base);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, i, d, cossin) - std::cos(a_cs)) <
+            1e-15L);
+      CHECK(std::fabs(posenc::reference::sinusoidal_value(p, 4 + i, d, cossin) -
+                      std::sin(a_cs)) < 1e-15L);
+    }
+  }
+  // A worked number: interleaved, base 100, d = 8, PE(3, 2) = sin(3 / 100^(1/4)) = sin(0.9487).
+  const auto inter100 = with_layout(SinusoidalLayout::kInterleaved, 100.0);
+  CHECK(std::fabs(posenc::reference::sinusoidal_value(3.0L, 2, 8, inter100) - 0.81265L) < 5e-5L);
+}

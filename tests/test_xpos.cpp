@@ -173,3 +173,15 @@ TEST_CASE("xpos: positions and the centre reach 2^53 inclusive", "[rope][xpos][e
   REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<double>(f, {512.0, top + 1}, q, k, top - 4),
                       Contains("must be in [0, 2^53]"));
 }
+
+TEST_CASE("xpos: a q_cache of the wrong width is rejected before writing",
+          "[rope][xpos][errors]") {
+  // q_cache must be [rows, rotary_dim] (k_cache right here, so only q's check can refuse it).
+  const auto f = plan(16);
+  std::vector<float> qc(4 * 16, -1.0f), kc(4 * 16, -1.0f);
+  const TensorView<float, 2> narrow(qc.data(), 4, 8), k(kc.data(), 4, 16);
+  REQUIRE_THROWS_WITH(posenc::fill_xpos_cos_sin_caches<float>(f, {512.0, 0}, narrow, k),
+                      Contains("q_cache shape [4, 8] must be [rows > 0, rotary_dim = 16]"));
+  REQUIRE(std::all_of(qc.begin(), qc.end(), [](float e) { return e == -1.0f; }));
+  REQUIRE(std::all_of(kc.begin(), kc.end(), [](float e) { return e == -1.0f; }));
+}
