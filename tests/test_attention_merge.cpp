@@ -361,3 +361,44 @@ TEST_CASE("attention merge: each dimension and each lse entry is checked, nothin
   CHECK(out == out0);
   CHECK(lse == lse_inf);
 }
+
+// From a mutation audit (thirty-second session): the batch axis of every view and the first
+// lse entry are checked too.
+TEST_CASE("attention merge: the batch axis and the first lse entry are checked, nothing written",
+          "[attention][merge][errors]") {
+  // out [1, 2, 3, 4]; the views below differ from it in the batch axis only (2, not 1).
+  std::vector<float> out(24, 5.0f), lse(6, 1.0f), other(48, 1.0f), other_lse(12, 0.0f);
+  const std::vector<float> out0 = out, lse0 = lse;
+  const auto run = [&](Eigen::Index other_batch, Eigen::Index lse_batch,
+                       Eigen::Index other_lse_batch) {
+    posenc::merge_attention_state_inplace<float>(
+        TensorView<float, 4>(out.data(), 1, 2, 3, 4),
+        TensorView<float, 3>(lse.data(), lse_batch, 2, 3),
+        ConstTensorView<float, 4>(other.data(), other_batch, 2, 3, 4),
+        ConstTensorView<float, 3>(other_lse.data(), other_lse_batch, 2, 3));
+  };
+  const auto unchanged = [&] { return out == out0 && lse == lse0; };
+  std::vector<float> lse_big(12, 1.0f);
+  REQUIRE_THROWS_WITH(run(2, 1, 1), Contains("other_out shape [2, 2, 3, 4] must equal"));
+  CHECK(unchanged());
+  REQUIRE_THROWS_WITH(run(1, 1, 2), Contains("other_lse shape [2, 2, 3]"));
+  CHECK(unchanged());
+  REQUIRE_THROWS_WITH(posenc::merge_attention_state_inplace<float>(
+                          TensorView<float, 4>(out.data(), 1, 2, 3, 4),
+                          TensorView<float, 3>(lse_big.data(), 2, 2, 3),
+                          ConstTensorView<float, 4>(other.data(), 1, 2, 3, 4),
+                          ConstTensorView<float, 3>(other_lse.data(), 1, 2, 3)),
+                      Contains("lse shape [2, 2, 3]"));
+  CHECK(unchanged());
+  CHECK(std::all_of(lse_big.begin(), lse_big.end(), [](float x) { return x == 1.0f; }));
+  // +inf as the first entry (row 0) of other_lse, then of lse.
+  other_lse[0] = std::numeric_limits<float>::infinity();
+  REQUIRE_THROWS_WITH(run(1, 1, 1), Contains("other_lse entry 0 = inf"));
+  CHECK(unchanged());
+  other_lse[0] = 0.0f;
+  lse[0] = std::numeric_limits<float>::infinity();
+  const std::vector<float> lse_inf = lse;
+  REQUIRE_THROWS_WITH(run(1, 1, 1), Contains("lse entry 0 = inf") && !Contains("other_lse"));
+  CHECK(out == out0);
+  CHECK(lse == lse_inf);
+}

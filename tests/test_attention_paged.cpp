@@ -432,3 +432,376 @@ TEST_CASE("attention paged: v_pages must match k_pages in pages and kv heads",
   REQUIRE_THROWS_AS(call(fewer_heads), std::invalid_argument);
   CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
 }
+
+// ---- From a mutation audit (thirty-second session) ----
+
+TEST_CASE("attention paged: views over no memory are refused before anything is written",
+          "[attention][paged][errors]") {
+  // As attention() (test_limits.cpp): a null view with extents was read or written through.
+  const PagedBatch<float> x({5, 3}, 2, 4);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f), lse(16, 5.0f);
+  const ConstTensorView<float, 4> qv(q.data(), 2, 1, 8, d);
+  const TensorView<float, 4> ov(out.data(), 2, 1, 8, d);
+  const ConstTensorView<float, 4> no_k(nullptr, x.num_pages, 4, 2, d);
+  const ConstTensorView<std::int32_t, 2> no_table(nullptr, 2, x.max_pages);
+  const ConstTensorView<std::int64_t, 1> no_lens(nullptr, 2);
+  const auto paged = [&](ConstTensorView<float, 4> q4, ConstTensorView<float, 4> k,
+                         ConstTensorView<float, 4> v, ConstTensorView<std::int32_t, 2> table,
+                         ConstTensorView<std::int64_t, 1> lens, TensorView<float, 4> o) {
+    posenc::attention_paged<float, float>(q4, k, v, table, lens, o, {}, nullptr,
+                                          TensorView<float, 3>(lse.data(), 2, 1, 8));
+  };
+  REQUIRE_THROWS_WITH(paged(qv, no_k, x.v_pages(), x.page_table(), x.seq_lens(), ov),
+                      Contains("k_pages data is null"));
+  REQUIRE_THROWS_WITH(paged(qv, x.k_pages(), no_k, x.page_table(), x.seq_lens(), ov),
+                      Contains("v_pages data is null"));
+  REQUIRE_THROWS_WITH(paged(qv, x.k_pages(), x.v_pages(), no_table, x.seq_lens(), ov),
+                      Contains("page_table data is null"));
+  REQUIRE_THROWS_WITH(paged(qv, x.k_pages(), x.v_pages(), x.page_table(), no_lens, ov),
+                      Contains("seq_lens data is null"));
+  REQUIRE_THROWS_WITH(paged(ConstTensorView<float, 4>(nullptr, 2, 1, 8, d), x.k_pages(),
+                            x.v_pages(), x.page_table(), x.seq_lens(), ov),
+                      Contains("q data is null"));
+  REQUIRE_THROWS_WITH(paged(qv, x.k_pages(), x.v_pages(), x.page_table(), x.seq_lens(),
+                            TensorView<float, 4>(nullptr, 2, 1, 8, d)),
+                      Contains("out data is null"));
+  // Latent pages: the same checks on q and out.
+  AttentionParams latent;
+  latent.scale = 0.125;
+  const auto paged_latent = [&](ConstTensorView<float, 4> q4, TensorView<float, 4> o) {
+    posenc::attention_paged_latent<float, float>(q4, x.k_pages(), x.page_table(), x.seq_lens(),
+                                                 o, latent);
+  };
+  REQUIRE_THROWS_WITH(paged_latent(ConstTensorView<float, 4>(nullptr, 2, 1, 8, d), ov),
+                      Contains("q data is null"));
+  REQUIRE_THROWS_WITH(paged_latent(qv, TensorView<float, 4>(nullptr, 2, 1, 8, d)),
+                      Contains("out data is null"));
+  // Varlen: q, out, lse, cu_seqlens_q and seq_lens (2 sequences of one query each).
+  const std::vector<std::int64_t> cu = {0, 1, 2};
+  const auto varlen = [&](ConstTensorView<float, 3> q3, TensorView<float, 3> o,
+                          TensorView<float, 2> l, ConstTensorView<std::int64_t, 1> lens,
+                          ConstTensorView<std::int64_t, 1> cuv) {
+    posenc::attention_paged_varlen<float, float>(q3, x.k_pages(), x.v_pages(), x.page_table(),
+                                                 lens, cuv, o, {}, nullptr, l);
+  };
+  const ConstTensorView<float, 3> q3(q.data(), 2, 8, d);
+  const TensorView<float, 3> o3(out.data(), 2, 8, d);
+  const TensorView<float, 2> l2(lse.data(), 2, 8);
+  const ConstTensorView<std::int64_t, 1> cuv(cu.data(), 3);
+  REQUIRE_THROWS_WITH(varlen(ConstTensorView<float, 3>(nullptr, 2, 8, d), o3, l2, x.seq_lens(),
+                             cuv),
+                      Contains("q data is null"));
+  REQUIRE_THROWS_WITH(varlen(q3, TensorView<float, 3>(nullptr, 2, 8, d), l2, x.seq_lens(), cuv),
+                      Contains("out data is null"));
+  REQUIRE_THROWS_WITH(varlen(q3, o3, TensorView<float, 2>(nullptr, 2, 8), x.seq_lens(), cuv),
+                      Contains("lse data is null"));
+  REQUIRE_THROWS_WITH(varlen(q3, o3, l2, no_lens, cuv), Contains("seq_lens data is null"));
+  REQUIRE_THROWS_WITH(varlen(q3, o3, l2, x.seq_lens(),
+                             ConstTensorView<std::int64_t, 1>(nullptr, 3)),
+                      Contains("cu_seqlens_q data is null"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
+}
+
+TEST_CASE("attention paged: every axis of the pool and the page table is checked",
+          "[attention][paged][errors]") {
+  // k_pages and v_pages are [num_pages, page_size, kv_heads, head_dim / v_head_dim > 0] with
+  // the same first three axes, page_table [batch, max_pages] (the file comment); a view that
+  // is not throws, writing nothing. Sequences of no key read no page, so only the shape checks
+  // stand between these calls and a zero output.
+  const std::vector<float> pool(4096, 0.25f);
+  const std::vector<std::int32_t> table = {0, 0, 0};
+  const std::vector<std::int64_t> empty = {0, 0}, lens = {3, 2};
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * 4 * 8), 9);
+  std::vector<float> out(q.size(), 5.0f);
+  const auto call = [&](ConstTensorView<float, 4> k, ConstTensorView<float, 4> v,
+                        Eigen::Index table_rows, const std::vector<std::int64_t>& l) {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, 4, 8), k, v,
+        ConstTensorView<std::int32_t, 2>(table.data(), table_rows, 1),
+        ConstTensorView<std::int64_t, 1>(l.data(), 2),
+        TensorView<float, 4>(out.data(), 2, 1, 4, 8));
+  };
+  const auto pages = [&](Eigen::Index n, Eigen::Index page, Eigen::Index kvh, Eigen::Index w) {
+    return ConstTensorView<float, 4>(pool.data(), n, page, kvh, w);
+  };
+  REQUIRE_NOTHROW(call(pages(1, 4, 2, 8), pages(1, 4, 2, 8), 2, lens));
+  std::fill(out.begin(), out.end(), 5.0f);
+  // No page at all, pages of no row.
+  REQUIRE_THROWS_WITH(call(pages(0, 4, 2, 8), pages(0, 4, 2, 8), 2, empty),
+                      Contains("k_pages shape [0, 4, 2, 8] must have no zero dimension"));
+  REQUIRE_THROWS_WITH(call(pages(1, 0, 2, 8), pages(1, 0, 2, 8), 2, empty),
+                      Contains("k_pages shape [1, 0, 2, 8] must have no zero dimension"));
+  // v_pages with one page more, another page size, more kv heads than k_pages.
+  REQUIRE_THROWS_WITH(call(pages(1, 4, 2, 8), pages(2, 4, 2, 8), 2, lens),
+                      Contains("v_pages shape [2, 4, 2, 8] must be"));
+  REQUIRE_THROWS_WITH(call(pages(1, 4, 2, 8), pages(1, 3, 2, 8), 2, lens),
+                      Contains("v_pages shape [1, 3, 2, 8] must be"));
+  REQUIRE_THROWS_WITH(call(pages(1, 4, 2, 8), pages(1, 4, 4, 8), 2, lens),
+                      Contains("v_pages shape [1, 4, 4, 8] must be"));
+  // A page table with a row more than the batch.
+  REQUIRE_THROWS_WITH(call(pages(1, 4, 2, 8), pages(1, 4, 2, 8), 3, lens),
+                      Contains("page_table has 3 rows"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+
+  // Varlen without a query: no sequence's attention() checks run, so v_head_dim 0 and pages of
+  // no row must be caught by the pool's own.
+  const std::vector<std::int64_t> cu = {0, 0, 0};
+  std::vector<float> none;
+  const auto varlen = [&](ConstTensorView<float, 4> k, ConstTensorView<float, 4> v,
+                          Eigen::Index dv) {
+    posenc::attention_paged_varlen<float, float>(
+        ConstTensorView<float, 3>(none.data(), 0, 4, 8), k, v,
+        ConstTensorView<std::int32_t, 2>(table.data(), 2, 1),
+        ConstTensorView<std::int64_t, 1>(empty.data(), 2),
+        ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+        TensorView<float, 3>(none.data(), 0, 4, dv));
+  };
+  REQUIRE_NOTHROW(varlen(pages(1, 4, 2, 8), pages(1, 4, 2, 8), 8));
+  REQUIRE_THROWS_WITH(varlen(pages(1, 4, 2, 8), pages(1, 4, 2, 0), 0),
+                      Contains("v_pages shape [1, 4, 2, 0] must be"));
+  REQUIRE_THROWS_WITH(varlen(pages(1, 0, 2, 8), pages(1, 0, 2, 8), 8),
+                      Contains("k_pages shape [1, 0, 2, 8] must have no zero dimension"));
+}
+
+TEST_CASE("attention paged: bidirectional chunks check the first sequence too, and allow "
+          "seq_len = q_len", "[attention][paged][errors]") {
+  // Query i sits at slot seq_len - q_len + i: the first sequence (3 keys, 5 queries) puts
+  // queries at slots -2 and -1; with seq_len = q_len = 5 the first query is at slot 0.
+  constexpr Eigen::Index q_len = 5, heads = 8;
+  const auto q =
+      posenc_test::random_vector<float>(static_cast<std::size_t>(2 * q_len * heads * d), 6);
+  std::vector<float> out(q.size(), 5.0f), lse(static_cast<std::size_t>(2 * q_len * heads), 5.0f);
+  AttentionParams chunks;
+  chunks.mask = MaskMode::kBidirectional;
+  chunks.attention_chunk_size = 4;
+  const auto call = [&](const PagedBatch<float>& x) {
+    posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, q_len, heads, d), x.k_pages(), x.v_pages(),
+        x.page_table(), x.seq_lens(), TensorView<float, 4>(out.data(), 2, q_len, heads, d),
+        chunks, nullptr, TensorView<float, 3>(lse.data(), 2, q_len, heads));
+  };
+  REQUIRE_THROWS_WITH(call(PagedBatch<float>({3, 10}, 2, 4)),
+                      Contains("seq_lens[0] = 3 < q_len = 5"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  const PagedBatch<float> exact({5, 10}, 2, 4);
+  REQUIRE_NOTHROW(call(exact));
+  // Sequence 0's queries see its 5 keys; as the reference on them.
+  check_sequence(out.data(), lse.data(), q.data(), q_len, heads, exact.k[0], exact.v[0], 5, 2,
+                 chunks);
+}
+
+TEST_CASE("attention paged varlen: the page table, cu_seqlens_q and each sequence, the first "
+          "included, are checked before anything is written",
+          "[attention][paged][varlen][errors]") {
+  // Sequence 0 has 3 keys, sequence 1 six (pages of 4).
+  const PagedBatch<float> x({3, 6}, 2, 4);
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(5 * 8 * d), 5);
+  std::vector<float> out(q.size(), 5.0f);
+  const auto call = [&](const PagedBatch<float>& y, std::vector<std::int64_t> cu,
+                        const AttentionParams& params) {
+    posenc::attention_paged_varlen<float, float>(
+        ConstTensorView<float, 3>(q.data(), 5, 8, d), y.k_pages(), y.v_pages(), y.page_table(),
+        y.seq_lens(),
+        ConstTensorView<std::int64_t, 1>(cu.data(), static_cast<Eigen::Index>(cu.size())),
+        TensorView<float, 3>(out.data(), 5, 8, d), params);
+  };
+  // num_seqs + 1 entries exactly: one more (ending at total_q all the same) is refused too.
+  REQUIRE_THROWS_WITH(call(x, {0, 3, 5, 5}, {}), Contains("cu_seqlens_q has 4 entries"));
+  // A page id outside the pool among sequence 1's pages (its first).
+  PagedBatch<float> bad = x;
+  bad.table[static_cast<std::size_t>(x.max_pages)] = static_cast<std::int32_t>(x.num_pages);
+  REQUIRE_THROWS_WITH(call(bad, {0, 1, 5}, {}), Contains("page_table[1, 0] = "));
+  // Bidirectional chunks: sequence 0's 4 queries over its 3 keys put query 0 at slot -1
+  // (attention_paged with batch 1 refuses it, as attention() does).
+  AttentionParams chunks;
+  chunks.mask = MaskMode::kBidirectional;
+  chunks.attention_chunk_size = 2;
+  REQUIRE_THROWS_WITH(call(x, {0, 4, 5}, chunks), Contains("q_len = 4 > k_len = 3"));
+  // out of one row fewer than q, an lse of half the heads.
+  const std::vector<std::int64_t> cu = {0, 3, 5};
+  std::vector<float> lse(40, 5.0f);
+  REQUIRE_THROWS_WITH(posenc::attention_paged_varlen<float>(
+                          ConstTensorView<float, 3>(q.data(), 5, 8, d), x.k_pages(), x.v_pages(),
+                          x.page_table(), x.seq_lens(),
+                          ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+                          TensorView<float, 3>(out.data(), 4, 8, d)),
+                      Contains("out shape [4, 8, 40] must be [total_q, heads, v_head_dim]"));
+  REQUIRE_THROWS_WITH(posenc::attention_paged_varlen<float>(
+                          ConstTensorView<float, 3>(q.data(), 5, 8, d), x.k_pages(), x.v_pages(),
+                          x.page_table(), x.seq_lens(),
+                          ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+                          TensorView<float, 3>(out.data(), 5, 8, d), {}, nullptr,
+                          TensorView<float, 2>(lse.data(), 5, 4)),
+                      Contains("lse shape [5, 4] must be [total_q, heads]"));
+  CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 5.0f; }));
+  CHECK(std::all_of(lse.begin(), lse.end(), [](float o) { return o == 5.0f; }));
+  REQUIRE_NOTHROW(call(x, {0, 3, 5}, chunks));
+}
+
+TEST_CASE("attention paged varlen: v_head_dim below head_dim - each sequence reads its own "
+          "packed queries", "[attention][paged][varlen]") {
+  // head_dim 4, v_head_dim 2, one head. Sequence 1's query (row 1 of q, elements 4..8) is
+  // (2, 0, 0, 0) over keys (1, 0, 0, 0) and (0, 0, 0, 0) with values (1, 0) and (0, 1):
+  // logits 2 / sqrt(4) = 1 and 0, so out = (e, 1) / (e + 1), lse = log(e + 1). Elements 2..6
+  // (a stride of v_head_dim) would give the logits 0 and 0: (0.5, 0.5).
+  const std::vector<float> k_pool = {0, 0, 0, 1, 9, 9, 9, 9, 1, 0, 0, 0, 0, 0, 0, 0};
+  const std::vector<float> v_pool = {4, 5, 9, 9, 1, 0, 0, 1};
+  const std::vector<std::int32_t> table = {0, 1};
+  const std::vector<std::int64_t> lens = {1, 2}, cu = {0, 1, 2};
+  const std::vector<float> q = {0, 0, 0, 0, 2, 0, 0, 0};
+  std::vector<float> out(4, -7.0f), lse(2, -7.0f);
+  posenc::attention_paged_varlen<float, float>(
+      ConstTensorView<float, 3>(q.data(), 2, 1, 4),
+      ConstTensorView<float, 4>(k_pool.data(), 2, 2, 1, 4),
+      ConstTensorView<float, 4>(v_pool.data(), 2, 2, 1, 2),
+      ConstTensorView<std::int32_t, 2>(table.data(), 2, 1),
+      ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+      ConstTensorView<std::int64_t, 1>(cu.data(), 3), TensorView<float, 3>(out.data(), 2, 1, 2),
+      {}, nullptr, TensorView<float, 2>(lse.data(), 2, 1));
+  // Sequence 0: one key, weight 1, logit 0.
+  CHECK(out[0] == 4.0f);
+  CHECK(out[1] == 5.0f);
+  CHECK(lse[0] == 0.0f);
+  CHECK_THAT(out[2], Catch::Matchers::WithinAbs(0.7310585786, 1e-6));
+  CHECK_THAT(out[3], Catch::Matchers::WithinAbs(0.2689414214, 1e-6));
+  CHECK_THAT(lse[1], Catch::Matchers::WithinAbs(1.3132616875, 1e-6));
+}
+
+TEST_CASE("attention paged latent: values are each row's first v_head_dim, lse, empty batches "
+          "and every check", "[attention][paged][latent]") {
+  // Pages of 2 latent rows of head_dim 4 (one kv head), v_head_dim 2, scale 0.5. Sequence 0
+  // has rows (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 0, 0) in pages 1, 0; sequence 1 none (NaN:
+  // rows no sequence owns).
+  // Head 0's query (2, 0, 0, 0): logits 1, 0, 0, so out = (e, 1) / (e + 2), lse = log(e + 2);
+  // head 1's query 0: equal weights, out = (1, 1) / 3, lse = log 3. Sequence 1: zeros, -inf.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> pool = {0, 0, 0, 0, nan, nan, nan, nan, 1,   0,   0,   0,
+                                   0, 1, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan};
+  std::vector<std::int32_t> table = {1, 0, 2, 2};
+  const std::vector<float> q = {2, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  std::vector<float> out(8, -7.0f), lse(4, -7.0f);
+  AttentionParams params;
+  params.scale = 0.5;
+  const auto call = [&](const std::vector<std::int64_t>& lens, Eigen::Index dv,
+                        const AttentionParams& p, Eigen::Index lse_heads) {
+    posenc::attention_paged_latent<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, 1, 2, 4),
+        ConstTensorView<float, 4>(pool.data(), 3, 2, 1, 4),
+        ConstTensorView<std::int32_t, 2>(table.data(), 2, 2),
+        ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+        TensorView<float, 4>(out.data(), 2, 1, 2, dv),
+        p, nullptr, TensorView<float, 3>(lse.data(), 2, 1, lse_heads));
+  };
+  REQUIRE_NOTHROW(call({3, 0}, 2, params, 2));
+  CHECK_THAT(out[0], Catch::Matchers::WithinAbs(0.5761168847658291, 1e-6));
+  CHECK_THAT(out[1], Catch::Matchers::WithinAbs(0.21194155761708547, 1e-6));
+  CHECK_THAT(out[2], Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-6));
+  CHECK_THAT(out[3], Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-6));
+  CHECK_THAT(lse[0], Catch::Matchers::WithinAbs(1.5514447139320509, 1e-6));
+  CHECK_THAT(lse[1], Catch::Matchers::WithinAbs(1.0986122886681098, 1e-6));
+  CHECK(std::vector<float>(out.begin() + 4, out.end()) == std::vector<float>(4, 0.0f));
+  CHECK(lse[2] == -std::numeric_limits<float>::infinity());
+  CHECK(lse[3] == -std::numeric_limits<float>::infinity());
+  // A batch whose sequences have no key at all: zeros and -inf, no error.
+  std::fill(out.begin(), out.end(), -7.0f);
+  REQUIRE_NOTHROW(call({0, 0}, 2, params, 2));
+  CHECK(out == std::vector<float>(8, 0.0f));
+  CHECK(lse == std::vector<float>(4, -std::numeric_limits<float>::infinity()));
+
+  // Refused before anything is written: v_head_dim above head_dim, a page id outside the
+  // pool, an lse of the wrong shape, bidirectional chunks with a sequence shorter than q_len
+  // (its first queries at negative slots; 2 queries over 3 and 1 keys).
+  std::fill(out.begin(), out.end(), -7.0f);
+  std::fill(lse.begin(), lse.end(), -7.0f);
+  REQUIRE_THROWS_WITH(call({3, 0}, 5, params, 2),
+                      Contains("v_head_dim = 5 must be in [1, head_dim = 4]"));
+  table[1] = 3;
+  REQUIRE_THROWS_WITH(call({3, 0}, 2, params, 2), Contains("page_table[0, 1] = 3"));
+  table[1] = 0;
+  REQUIRE_THROWS_WITH(call({3, 0}, 2, params, 1), Contains("lse shape [2, 1, 1]"));
+  CHECK(out == std::vector<float>(8, -7.0f));
+  CHECK(lse == std::vector<float>(4, -7.0f));
+  AttentionParams chunks = params;
+  chunks.mask = MaskMode::kBidirectional;
+  chunks.attention_chunk_size = 2;
+  const std::vector<std::int64_t> lens = {3, 1};
+  REQUIRE_THROWS_WITH(posenc::attention_paged_latent<float>(
+                          ConstTensorView<float, 4>(q.data(), 2, 2, 1, 4),
+                          ConstTensorView<float, 4>(pool.data(), 3, 2, 1, 4),
+                          ConstTensorView<std::int32_t, 2>(table.data(), 2, 2),
+                          ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+                          TensorView<float, 4>(out.data(), 2, 2, 1, 2), chunks),
+                      Contains("seq_lens[1] = 1 < q_len = 2"));
+  // q rows of head_dim 3 against latent rows of 4.
+  REQUIRE_THROWS_WITH(posenc::attention_paged_latent<float>(
+                          ConstTensorView<float, 4>(q.data(), 2, 1, 2, 3),
+                          ConstTensorView<float, 4>(pool.data(), 3, 2, 1, 4),
+                          ConstTensorView<std::int32_t, 2>(table.data(), 2, 2),
+                          ConstTensorView<std::int64_t, 1>(lens.data(), 2),
+                          TensorView<float, 4>(out.data(), 2, 1, 2, 2), params),
+                      Contains("must equal q head_dim"));
+  CHECK(out == std::vector<float>(8, -7.0f));
+}
+
+// ---- A library bug found by a mutation audit (thirty-second session) ----
+
+TEST_CASE("attention paged: sequences without keys give zeros under bidirectional chunks, "
+          "whatever the others hold", "[attention][paged][regression]") {
+  // The header: "A sequence with seq_len 0 ... gives zeros (lse -inf ...)", and bidirectional
+  // chunks or temperatures refuse only "a sequence of 0 < seq_len < q_len". A batch {10, 0}
+  // was accepted (the test above), but a batch whose sequences all have 0 keys was refused
+  // ("q_len = 3 > k_len = 1": the shared checks saw k_len = max(1, longest) = 1), and so was
+  // a varlen sequence of 0 keys and several queries, though a varlen call runs "each sequence
+  // as attention_paged".
+  constexpr Eigen::Index q_len = 3, heads = 8;
+  const PagedBatch<float> none({0, 0}, 2, 4), mixed({0, 6}, 2, 4);
+  const auto q =
+      posenc_test::random_vector<float>(static_cast<std::size_t>(2 * q_len * heads * d), 8);
+  AttentionParams chunks;
+  chunks.mask = MaskMode::kBidirectional;
+  chunks.attention_chunk_size = 2;
+  AttentionParams temperature;
+  temperature.mask = MaskMode::kBidirectional;
+  temperature.query_temperature = posenc::AttentionTemperature{};
+  for (const AttentionParams& params : {chunks, temperature}) {
+    CAPTURE(params.attention_chunk_size);
+    std::vector<float> out(q.size(), 5.0f);
+    std::vector<float> lse(static_cast<std::size_t>(2 * q_len * heads), 5.0f);
+    CHECK_NOTHROW(posenc::attention_paged<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, q_len, heads, d), none.k_pages(), none.v_pages(),
+        none.page_table(), none.seq_lens(), TensorView<float, 4>(out.data(), 2, q_len, heads, d),
+        params, nullptr, TensorView<float, 3>(lse.data(), 2, q_len, heads)));
+    CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 0.0f; }));
+    CHECK(std::all_of(lse.begin(), lse.end(),
+                      [](float l) { return l == -std::numeric_limits<float>::infinity(); }));
+    // Latent pages (values = each key row's first v_head_dim): the same rule.
+    AttentionParams latent = params;
+    latent.scale = 0.125;
+    std::fill(out.begin(), out.end(), 5.0f);
+    CHECK_NOTHROW(posenc::attention_paged_latent<float, float>(
+        ConstTensorView<float, 4>(q.data(), 2, q_len, heads, d), none.k_pages(),
+        none.page_table(), none.seq_lens(), TensorView<float, 4>(out.data(), 2, q_len, heads, d),
+        latent));
+    CHECK(std::all_of(out.begin(), out.end(), [](float o) { return o == 0.0f; }));
+    // Varlen: sequence 0 (no key) has 3 queries, sequence 1 (6 keys) one.
+    const std::vector<std::int64_t> cu = {0, 3, 4};
+    std::fill(out.begin(), out.end(), 5.0f);
+    CHECK_NOTHROW(posenc::attention_paged_varlen<float, float>(
+        ConstTensorView<float, 3>(q.data(), 4, heads, d), mixed.k_pages(), mixed.v_pages(),
+        mixed.page_table(), mixed.seq_lens(), ConstTensorView<std::int64_t, 1>(cu.data(), 3),
+        TensorView<float, 3>(out.data(), 4, heads, d), params));
+    CHECK(std::all_of(out.begin(), out.begin() + 3 * heads * d,
+                      [](float o) { return o == 0.0f; }));
+    // A sequence of 0 < seq_len < q_len is still refused: {2, 0} puts queries at slots -1, 0.
+    const PagedBatch<float> short_one({2, 0}, 2, 4);
+    const auto short_call = [&] {
+      posenc::attention_paged<float, float>(
+          ConstTensorView<float, 4>(q.data(), 2, q_len, heads, d), short_one.k_pages(),
+          short_one.v_pages(), short_one.page_table(), short_one.seq_lens(),
+          TensorView<float, 4>(out.data(), 2, q_len, heads, d), params);
+    };
+    REQUIRE_THROWS_WITH(short_call(), Contains("below 0"));
+  }
+}

@@ -548,3 +548,75 @@ TEST_CASE("draft trees: first_position may reach 2^53 - T and no further",
                       Contains("must be in [0, 2^53 - T]"));
   CHECK(pos == std::vector<std::int64_t>{kMax - 2, kMax - 1});
 }
+
+// From a mutation audit (thirty-second session): the paged overload's own checks, on every
+// sequence, and a sequence made of the draft tokens alone.
+TEST_CASE("tree attention over a paged pool: a sequence of q_len keys, and every check on "
+          "every sequence", "[attention][tree][paged][errors]") {
+  // Pages of 2 keys, one kv head: sequence 0 is the 3 draft tokens alone (pages 3, 0),
+  // sequence 1 two prefix keys + 3 draft tokens (pages 4, 1, 2).
+  const Eigen::Index page = 2, pages = 5, T = 3, H = 2, D = 8;
+  const auto q = posenc_test::random_vector<float>(static_cast<std::size_t>(2 * T * H * D), 91);
+  const auto rows = static_cast<std::size_t>(pages * page * D);
+  const auto pool_k = posenc_test::random_vector<float>(rows, 92);
+  const auto pool_v = posenc_test::random_vector<float>(rows, 93);
+  const std::vector<std::int32_t> table = {3, 0, 0, 4, 1, 2};
+  std::vector<std::int64_t> lens = {T, T + 2};
+  const Tree tree{{-1, 0, 0}};  // two siblings under one root
+  std::vector<std::uint8_t> mask = tree.mask();
+  const auto m1 = tree.mask();
+  mask.insert(mask.end(), m1.begin(), m1.end());
+  const posenc::ConstTensorView<float, 4> kp(pool_k.data(), pages, page, 1, D),
+      vp(pool_v.data(), pages, page, 1, D);
+  std::vector<float> out(q.size(), -9.0f);
+  const auto verify = [&](const std::vector<std::int64_t>& l, const std::vector<std::uint8_t>& m,
+                          const posenc::AttentionParams& params) {
+    posenc::attention_paged<float, float>(
+        posenc::ConstTensorView<float, 4>(q.data(), 2, T, H, D), kp, vp,
+        posenc::ConstTensorView<std::int32_t, 2>(table.data(), 2, 3),
+        posenc::ConstTensorView<std::int64_t, 1>(l.data(), 2),
+        posenc::TensorView<float, 4>(out.data(), 2, T, H, D),
+        posenc::ConstTensorView<std::uint8_t, 3>(m.data(), 2, T, T), params);
+  };
+  // Refused, nothing written: chunks or a query temperature (positions are slots), sequence 0
+  // shorter than q_len, an entry above the diagonal in sequence 0's mask.
+  posenc::AttentionParams chunks;
+  chunks.attention_chunk_size = 4;
+  REQUIRE_THROWS_WITH(verify(lens, mask, chunks), Contains("attention chunks"));
+  posenc::AttentionParams temperature;
+  temperature.query_temperature = posenc::AttentionTemperature{};
+  REQUIRE_THROWS_WITH(verify(lens, mask, temperature), Contains("query temperature"));
+  REQUIRE_THROWS_WITH(verify({2, T + 2}, mask, {}),
+                      Contains("seq_lens[0] = 2 must be >= q_len = 3"));
+  std::vector<std::uint8_t> bad = mask;
+  bad[1] = 1;  // query 0 of sequence 0 sees draft token 1
+  REQUIRE_THROWS_WITH(verify(lens, bad, {}), Contains("tree_mask[0, 0, 1] = 1 must be 0"));
+  for (const float x : out) REQUIRE(x == -9.0f);
+  // seq_len = q_len: the draft tokens are the whole sequence. Each sequence as the reference
+  // over its keys laid out contiguously.
+  REQUIRE_NOTHROW(verify(lens, mask, {}));
+  for (std::size_t b = 0; b < 2; ++b) {
+    const auto n = static_cast<std::size_t>(lens[b]);
+    std::vector<float> k(n * static_cast<std::size_t>(D)), v(k.size());
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto slot = static_cast<std::size_t>(table[b * 3 + j / page] * page) + j % page;
+      std::copy_n(pool_k.begin() + static_cast<std::ptrdiff_t>(slot * D), D,
+                  k.begin() + static_cast<std::ptrdiff_t>(j * D));
+      std::copy_n(pool_v.begin() + static_cast<std::ptrdiff_t>(slot * D), D,
+                  v.begin() + static_cast<std::ptrdiff_t>(j * D));
+    }
+    std::vector<float> ref(static_cast<std::size_t>(T * H * D));
+    posenc::AttentionMetadata meta;
+    meta.tree_mask = posenc::ConstTensorView<std::uint8_t, 3>(mask.data() + b * T * T, 1, T, T);
+    const auto keys = static_cast<Eigen::Index>(n);
+    posenc::reference::attention<float>(
+        posenc::ConstTensorView<float, 4>(q.data() + b * T * H * D, 1, T, H, D),
+        posenc::ConstTensorView<float, 4>(k.data(), 1, keys, 1, D),
+        posenc::ConstTensorView<float, 4>(v.data(), 1, keys, 1, D),
+        posenc::TensorView<float, 4>(ref.data(), 1, T, H, D), {}, meta);
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      CAPTURE(b, i);
+      REQUIRE(out[b * static_cast<std::size_t>(T * H * D) + i] == Approx(ref[i]).margin(1e-6));
+    }
+  }
+}

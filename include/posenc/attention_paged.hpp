@@ -95,6 +95,15 @@ inline Eigen::Index longest_sequence(ConstTensorView<std::int64_t, 1> seq_lens) 
   return longest;
 }
 
+/// The key count the shared checks (validate_attention) see for paged sequences of at most
+/// `longest` keys: only their dimensions are read. A batch without keys gives zero rows
+/// whatever q_len is, so it is checked as q_len keys there (1 at least): its default query
+/// positions would otherwise look negative to the bidirectional chunk / temperature check,
+/// which require_paged_query_slots makes per sequence instead.
+inline Eigen::Index paged_checked_keys(Eigen::Index longest, Eigen::Index q_len) {
+  return longest > 0 ? longest : std::max<Eigen::Index>(1, q_len);
+}
+
 /// Query i of sequence b sits at slot seq_lens[b] - q_len + i, below 0 for a sequence with
 /// fewer keys than queries. validate_attention sees the longest sequence only; bidirectional
 /// chunks and temperatures read every query's position, so each sequence with keys is checked
@@ -173,9 +182,8 @@ void attention_paged_checked(std::string_view fn, ConstTensorView<TQ, 4> q,
   if (lse) require_view(fn, "lse", *lse);
   validate_kv_scales(fn, scales, 0, false, k_pages.dimension(2));
   validate_paged_kv(fn, batch, k_pages, v_pages, page_table, seq_lens);
-  // The shared checks see k / v as [batch, longest sequence (at least 1), kv_heads, d / dv]:
-  // only their dimensions are read.
-  const Eigen::Index longest = std::max<Eigen::Index>(1, longest_sequence(seq_lens));
+  // The shared checks see k / v as [batch, longest sequence, kv_heads, d / dv].
+  const Eigen::Index longest = paged_checked_keys(longest_sequence(seq_lens), q.dimension(1));
   const ConstTensorView<TKV, 4> k_shape(k_pages.data(), batch, longest, k_pages.dimension(2),
                                         k_pages.dimension(3));
   const ConstTensorView<TKV, 4> v_shape(v_pages.data(), batch, longest, v_pages.dimension(2),
@@ -281,7 +289,8 @@ void attention_paged_latent(ConstTensorView<TQ, 4> q, ConstTensorView<TKV, 4> kv
   const ConstTensorView<TKV, 4> v_pages(kv_pages.data(), kv_pages.dimension(0),
                                         kv_pages.dimension(1), kv_pages.dimension(2), dv);
   detail::validate_paged_kv(fn, batch, kv_pages, v_pages, page_table, seq_lens);
-  const Eigen::Index longest = std::max<Eigen::Index>(1, detail::longest_sequence(seq_lens));
+  const Eigen::Index longest =
+      detail::paged_checked_keys(detail::longest_sequence(seq_lens), q.dimension(1));
   const ConstTensorView<TKV, 4> k_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), d);
   const ConstTensorView<TKV, 4> v_shape(kv_pages.data(), batch, longest, kv_pages.dimension(2), dv);
   detail::validate_attention(fn, q, k_shape, v_shape, out, params, {});
@@ -342,7 +351,7 @@ void attention_paged_varlen(ConstTensorView<TQ, 3> q, ConstTensorView<TKV, 4> k_
   for (Eigen::Index s = 0; s < seqs; ++s) {
     const auto [qs, os, table, len, q0, q_len] = views(s);
     if (q_len == 0) continue;
-    const Eigen::Index keys = std::max<Eigen::Index>(len(0), 1);
+    const Eigen::Index keys = detail::paged_checked_keys(len(0), q_len);
     const ConstTensorView<TKV, 4> k_shape(k_pages.data(), 1, keys, k_pages.dimension(2),
                                           k_pages.dimension(3));
     const ConstTensorView<TKV, 4> v_shape(v_pages.data(), 1, keys, v_pages.dimension(2), dv);

@@ -511,6 +511,8 @@ Case decode(Reader& r, Rng& rng) {
   if (!causal && (c.params.attention_chunk_size > 0 || c.params.query_temperature)) {
     // neg: the call must be rejected (attention() rules); gap: attention_paged's validation
     // sees only the longest sequence, so a shorter one (0 < seq_len < q_len) slips through.
+    // A sequence without keys gives zero rows and reads no position, so it is never refused
+    // (nor a paged batch without any key).
     bool neg = false, gap = false;
     I64 longest = 0;
     for (int s = 0; s < c.nseq; ++s) longest = std::max(longest, c.klen[s]);
@@ -522,10 +524,10 @@ Case decode(Reader& r, Rng& rng) {
           neg = neg || (q > 0 && k > 0 && q > k);
           break;
         case Api::kPagedVarlen:
-          neg = neg || (q > 0 && q > std::max<I64>(k, 1));
+          neg = neg || (q > 0 && k > 0 && q > k);
           break;
         case Api::kPaged:
-          neg = neg || q > std::max<I64>(longest, 1);
+          neg = neg || (longest > 0 && q > longest);
           gap = gap || (k > 0 && k < q);
           break;
       }
