@@ -12,15 +12,7 @@
 #include <vector>
 
 #include "support/rng.hpp"
-
-// A request of ~2^63 bytes: ASan aborts on it instead of returning null.
-#if defined(__SANITIZE_ADDRESS__)
-#define POSENC_TEST_LEARNED_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POSENC_TEST_LEARNED_ASAN 1
-#endif
-#endif
+#include "support/sanitizer.hpp"
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
@@ -344,7 +336,7 @@ TEST_CASE("learned: extending a table of d_model 0 is a shape error", "[learned]
 
 TEST_CASE("learned: extending to exactly PTRDIFF_MAX bytes passes the size check",
           "[learned][extend]") {
-#if defined(POSENC_TEST_LEARNED_ASAN)
+#if defined(POSENC_TEST_UNDER_ASAN)
   // ASan aborts on an allocation request this large instead of returning null.
   SUCCEED("skipped under AddressSanitizer");
 #else

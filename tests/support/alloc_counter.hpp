@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "sanitizer.hpp"
+
 namespace posenc_test {
 inline std::atomic<long>& allocation_counter() {
   static std::atomic<long> count{0};
@@ -20,13 +22,6 @@ inline std::atomic<long>& allocation_counter() {
 inline long allocation_count() { return allocation_counter().load(std::memory_order_relaxed); }
 }  // namespace posenc_test
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POSENC_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POSENC_TEST_UNDER_ASAN 1
-#endif
-#endif
 
 #if defined(POSENC_TEST_UNDER_ASAN)
 
