@@ -510,7 +510,7 @@ inline void validate_attention_params(std::string_view fn, const AttentionParams
 template <typename View>
 void require_view(std::string_view fn, std::string_view name, const View& v) {
   constexpr int rank = View::NumDimensions;
-  std::array<Eigen::Index, rank> dims{};
+  std::array<Eigen::Index, std::size_t{rank}> dims{};
   for (int a = 0; a < rank; ++a) dims[static_cast<std::size_t>(a)] = v.dimension(a);
   std::size_t elements = 0;
   if (!addressable(dims.data(), dims.size(), sizeof(typename View::Scalar), &elements)) {

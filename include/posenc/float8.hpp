@@ -102,9 +102,10 @@ using Float8E5M2Format = Float8Format<5, 2, true>;
 /// even. A tie of FP8 codes in double that float's rounding moved onto a tie would otherwise
 /// round twice (1.0625000000009 -> 1.0625f -> 1 in E4M3, where x's nearest code is 1.125).
 inline float narrow_to_odd(double x) noexcept {
-  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  constexpr double kFloatMax = static_cast<double>(std::numeric_limits<float>::max());
   if (!(x >= -kFloatMax && x <= kFloatMax)) {  // NaN, or beyond float: the sign decides
-    return x != x ? std::numeric_limits<float>::quiet_NaN() : (x > 0 ? kFloatMax : -kFloatMax);
+    return x != x ? std::numeric_limits<float>::quiet_NaN()
+                  : static_cast<float>(x > 0 ? kFloatMax : -kFloatMax);
   }
   float f = static_cast<float>(x);
   std::uint32_t u;
@@ -129,7 +130,7 @@ struct Float8 {
   /// (a double past FLT_MAX has no float).
   explicit Float8(double x) noexcept : Float8(detail::narrow_to_odd(x)) {}
   explicit operator float() const noexcept { return Format::decode(bits); }
-  explicit operator double() const noexcept { return Format::decode(bits); }
+  explicit operator double() const noexcept { return static_cast<double>(Format::decode(bits)); }
 
   static constexpr Float8 from_bits(std::uint8_t b) noexcept {
     Float8 f;

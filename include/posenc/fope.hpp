@@ -178,7 +178,7 @@ void apply_fope_qk_inplace(RopeHeads<T> q, RopeHeads<T> k, const RopePositions& 
           const std::int64_t t = positions.at(b, s);
           const float* row = cache.data() + (h * max_pos + t) * head_dim;
           for (Eigen::Index d = 0; d < half; ++d) {
-            const double c = row[d], sn = row[half + d];
+            const double c = static_cast<double>(row[d]), sn = static_cast<double>(row[half + d]);
             detail::require(c * c + sn * sn > 0.0, fn, "cache row (kv head ", h, ", position ",
                             t, ") pair ", d, " has cos = sin = 0: direction inverse has no ",
                             "inverse there");

@@ -279,7 +279,7 @@ class GgufReader {
 
   template <int Bytes>
   std::uint64_t read_uint() {
-    unsigned char b[Bytes];
+    unsigned char b[std::size_t{Bytes}];
     read_bytes(b, Bytes);
     std::uint64_t v = 0;
     for (int i = 0; i < Bytes; ++i) {

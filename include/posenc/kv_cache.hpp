@@ -254,7 +254,7 @@ class KvCache {
           rope_heads<Acc>(TensorView<Acc, 4>(stage.data(), tokens, 1, kv_heads_, d_)),
           RopePositions::contiguous(tokens, 1, delta < 0 ? -delta : delta), turn, rope_layout_,
           options);
-      store(stage.data(), k_, d_, first, n, 1.0f);  // the codes turned: the scale cancels
+      store(stage.data(), k_, d_, first, n, 1.0);  // the codes turned: the scale cancels
     }
     for (Eigen::Index b = 0; b < batch_; ++b) {
       for (Eigen::Index s = first; s < last; ++s) {

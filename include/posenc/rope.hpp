@@ -809,8 +809,8 @@ void rope_run_tokens(const RopeTarget<T>* targets, int num_targets, const Positi
   double token_bytes = 0.0;
   for (int t = 0; t < num_targets; ++t) {
     const bool in_place = targets[t].src.data == targets[t].dst.data;
-    token_bytes +=
-        (in_place ? 1.0 : 2.0) * static_cast<double>(targets[t].dst.heads * rd * sizeof(T));
+    token_bytes += (in_place ? 1.0 : 2.0) *
+                   static_cast<double>(targets[t].dst.heads * rd * Eigen::Index{sizeof(T)});
   }
   const RopeSource source = rope_source(token_bytes * static_cast<double>(u1 - u0),
                                         token_bytes * static_cast<double>(pos.batch * seq));
@@ -1108,7 +1108,7 @@ void rerotate_rope_inplace(RopeHeads<T> k, const RopePositions& positions,
   detail::validate_positions(fn, positions, k.batch, k.seq, kMaxRopePosition + 1, false);
   const Eigen::Index units = k.batch * k.seq;
   if (units == 0) return;
-  const double bytes = 2.0 * static_cast<double>(k.heads * rd_to * sizeof(T));
+  const double bytes = 2.0 * static_cast<double>(k.heads * rd_to * Eigen::Index{sizeof(T)});
   // One rotation per pair: a_to R(p w_to) (a_from R(p w_from))^-1 = (a_to / a_from)
   // R(p (w_to - w_from)), on the fly over the frequency differences (which may be negative).
   // Half the memory traffic of inverse-then-forward, and 16-bit keys are rounded once.

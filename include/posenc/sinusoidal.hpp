@@ -222,7 +222,8 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
   constexpr int G = kSinusoidalGroup;
   const Eigen::Index half = plan.d_model() / 2;
   [[maybe_unused]] const bool from_memory =
-      static_cast<double>(num_rows) * static_cast<double>(plan.d_model() * sizeof(T)) >=
+      static_cast<double>(num_rows) *
+          static_cast<double>(plan.d_model() * Eigen::Index{sizeof(T)}) >=
       static_cast<double>(kFromMemoryBytes);
   const double* w_all = plan.frequencies().data();
   // s sits 64 bytes past a 4 KiB multiple from c: c[i] and s[i] at the same address modulo
@@ -251,7 +252,7 @@ void sinusoidal_rows_impl(Eigen::Index num_rows, const SinusoidalPlan& plan, Row
     // rows' encoding.
     const auto emit = [&](Eigen::Index r, auto count_tag, bool rotate) {
       constexpr int count = decltype(count_tag)::value;
-      T* rows[count];
+      T* rows[std::size_t{count}];
       for (int g = 0; g < count; ++g) rows[g] = row_at(r + g).second;
       if (rotate) {
         Eigen::Index i_simd = 0;

@@ -531,14 +531,14 @@ inline void attn_qk_block(const Acc* qt, Eigen::Index rs, Eigen::Index i0, const
   using P = attn_packet_t<Acc>;
   constexpr int L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
-  P acc[R][NP];
+  P acc[std::size_t{R}][std::size_t{NP}];
   POSENC_UNROLL
   for (int r = 0; r < R; ++r)
     POSENC_UNROLL
     for (int n = 0; n < NP; ++n) acc[r][n] = ei::pset1<P>(Acc(0));
   const Acc* q = qt + i0;
   for (Eigen::Index c = 0; c < d; ++c, q += rs) {
-    P a[NP];
+    P a[std::size_t{NP}];
     POSENC_UNROLL
     for (int n = 0; n < NP; ++n) a[n] = ei::ploadu<P>(q + n * L);
     POSENC_UNROLL
@@ -563,7 +563,7 @@ inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const
   using P = attn_packet_t<Acc>;
   constexpr int L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
-  P acc[R][NP];
+  P acc[std::size_t{R}][std::size_t{NP}];
   POSENC_UNROLL
   for (int r = 0; r < R; ++r) {
     const P a = ei::pset1<P>(alpha[i0 + r]);
@@ -573,7 +573,7 @@ inline void attn_pv_block(const Acc* st, Eigen::Index rs, Eigen::Index i0, const
   const Acc* p = st + i0;
   const Acc* vj = v + c0;
   for (Eigen::Index j = 0; j < nk; ++j, p += rs, vj += v_stride) {
-    P b[NP];
+    P b[std::size_t{NP}];
     POSENC_UNROLL
     for (int n = 0; n < NP; ++n) b[n] = ei::ploadu<P>(vj + n * L);
     POSENC_UNROLL
@@ -1147,9 +1147,10 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
 /// out[jj * out_stride + r] = sum of the lanes of a[jj * R + r], for 8-float vectors, by
 /// horizontal-add trees: four rows of one key take 3 adds, a lane swap and one 4-wide store;
 /// eight sums 7 adds and 2 lane swaps.
-template <int R, int N>
-EIGEN_STRONG_INLINE void attn_reduce_store8(const __m256 (&acc)[N], float* out,
+template <int R, std::size_t kN>
+EIGEN_STRONG_INLINE void attn_reduce_store8(const __m256 (&acc)[kN], float* out,
                                             Eigen::Index out_stride) {
+  constexpr int N = int{kN};
   if constexpr (R == 4) {
     POSENC_UNROLL
     for (int jj = 0; jj < N / 4; ++jj) {
@@ -1182,9 +1183,10 @@ EIGEN_STRONG_INLINE void attn_reduce_store8(const __m256 (&acc)[N], float* out,
 
 /// out[jj * out_stride + r] = sum of the lanes of acc[jj * R + r] for the N = KJ * R sums of
 /// the decode dot products. 16-float (AVX-512) sums are first folded to 8 (one add each).
-template <typename Acc, int R, int N>
-EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], Acc* out,
+template <typename Acc, int R, std::size_t kN>
+EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[kN], Acc* out,
                                            Eigen::Index out_stride) {
+  constexpr int N = int{kN};
 #if defined(__AVX__)
   if constexpr (std::is_same_v<Acc, float> && kAttnLanes<float> == 8) {
     attn_reduce_store8<R>(acc, out, out_stride);
@@ -1193,7 +1195,7 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
 #endif
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<Acc, float> && kAttnLanes<float> == 16) {
-    __m256 folded[N];
+    __m256 folded[kN];
     POSENC_UNROLL
     for (int i = 0; i < N; ++i) {
       const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
@@ -1209,11 +1211,11 @@ EIGEN_STRONG_INLINE void attn_reduce_store(const attn_packet_t<Acc> (&acc)[N], A
 
 /// x[jj] = the packet at row jj (rows `stride` apart) + c, pinned to registers (keep_in_register;
 /// 16-float packets too: f32 kv 8 decode 1.07-1.13 ms pinned, 1.33-1.36 ms not), for N rows.
-template <typename Acc, int N, typename T>
+template <typename Acc, std::size_t N, typename T>
 EIGEN_STRONG_INLINE void attn_load_rows_pinned(const T* rows, Eigen::Index stride, Eigen::Index c,
                                                attn_packet_t<Acc> (&x)[N]) {
   POSENC_UNROLL
-  for (int jj = 0; jj < N; ++jj) {
+  for (int jj = 0; jj < int{N}; ++jj) {
     attn_packet_t<Acc> t = attn_load_packet<Acc>(rows + jj * stride + c);
     keep_in_register(t);
     x[jj] = t;
@@ -1228,12 +1230,12 @@ EIGEN_STRONG_INLINE void attn_decode_dots(const Acc* q, Eigen::Index d, const TK
   using P = attn_packet_t<Acc>;
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
-  P acc[KJ * R];
+  P acc[std::size_t{KJ * R}];
   POSENC_UNROLL
   for (auto& a : acc) a = ei::pset1<P>(Acc(0));
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
-    P x[KJ];
+    P x[std::size_t{KJ}];
     attn_load_rows_pinned<Acc>(k, k_stride, c, x);
     POSENC_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -1263,7 +1265,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   using P = attn_packet_t<Acc>;
   constexpr Eigen::Index L = kAttnLanes<Acc>;
   namespace ei = Eigen::internal;
-  P wp[KV][R], ap[R];
+  P wp[std::size_t{KV}][std::size_t{R}], ap[std::size_t{R}];
   POSENC_UNROLL
   for (int r = 0; r < R; ++r) {
     ap[r] = ei::pset1<P>(kRescale ? alpha[r] : Acc(1));
@@ -1272,7 +1274,7 @@ EIGEN_STRONG_INLINE void attn_decode_pv(const Acc* w, Eigen::Index w_stride, con
   }
   Eigen::Index c = 0;
   for (; c + L <= d; c += L) {
-    P x[KV];
+    P x[std::size_t{KV}];
     attn_load_rows_pinned<Acc>(v, v_stride, c, x);
     POSENC_UNROLL
     for (int r = 0; r < R; ++r) {

@@ -348,8 +348,10 @@ struct RopeVec16 {
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits(v));
     } else {
+      // Every lane, written as maskz: GCC's _mm512_cvtps_ph is a macro at -O0 whose mask -1
+      // trips -Wsign-conversion in the caller's build.
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                          _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+                          _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT));
     }
   }
   /// bfloat16 bits of v rounded to nearest even, as float_to_bf16 (NaN: see rope_store8).
@@ -470,7 +472,7 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
   constexpr int kPerChunk = kInterleaved ? 1 : 2;  // cos (and sin) vectors per chunk
-  V cv[kPerChunk * N], sv[kPerChunk * N];
+  V cv[std::size_t{kPerChunk * N}], sv[std::size_t{kPerChunk * N}];
   POSENC_UNROLL
   for (int k = 0; k < kPerChunk * N; ++k) {
     cv[k] = Vec::loadf(c + W * k);
@@ -587,7 +589,7 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
   constexpr int W = Vec::kLanes;
   for (Eigen::Index r = 0; r < runs; ++r) {
     const Eigen::Index j = W * kVecs * r;
-    V cv[kVecs], sv[kVecs];
+    V cv[std::size_t{kVecs}], sv[std::size_t{kVecs}];
     POSENC_UNROLL
     for (int k = 0; k < kVecs; ++k) {
       cv[k] = Vec::loadf(c + j + W * k);
@@ -720,7 +722,7 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
                             const float* s, int p) {
   using V = __m512;
   const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));
-  V c0[P], s0[P];  // phase 0: lanes of row dims 16 k .. 16 k + 15
+  V c0[std::size_t{P}], s0[std::size_t{P}];  // phase 0: lanes of row dims 16 k .. 16 k + 15
   POSENC_UNROLL
   for (int k = 0; k < P; ++k) {
     if constexpr (kInterleaved) {
@@ -737,7 +739,7 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
   const __m512i shift =
       _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                        _mm512_set1_epi32(16 - p));
-  V cv[P], sv[P];
+  V cv[std::size_t{P}], sv[std::size_t{P}];
   POSENC_UNROLL
   for (int k = 0; k < P; ++k) {
     cv[k] = _mm512_permutex2var_ps(c0[(k + P - 1) % P], shift, c0[k]);
@@ -749,11 +751,11 @@ inline void rope_phase_rows(const float* src, float* dst, Eigen::Index heads, co
   float* y = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(dst) & ~std::uintptr_t{63});
   V previous_half = _mm512_setzero_ps();  // vector m - P / 2 of the next row's first vector
   for (Eigen::Index h = 0; h < heads; ++h, x += 16 * P, y += 16 * P) {
-    V v[P];
+    V v[std::size_t{P}];
     v[0] = h == 0 ? _mm512_maskz_loadu_ps(head_lanes, x) : _mm512_load_ps(x);
     POSENC_UNROLL
     for (int i = 1; i < P; ++i) v[i] = _mm512_load_ps(x + 16 * i);
-    V out[P];
+    V out[std::size_t{P}];
     if constexpr (kInterleaved) {
       POSENC_UNROLL
       for (int i = 0; i < P; ++i) out[i] = rope_rotate_pairs<RopeVec16>(v[i], cv[i], sv[i]);
@@ -869,7 +871,7 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
                                         const float* s, bool prefetch = false) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
-  V cv[kVecs], sv[kVecs];
+  V cv[std::size_t{kVecs}], sv[std::size_t{kVecs}];
   POSENC_UNROLL
   for (int k = 0; k < kVecs; ++k) {
     if constexpr (kExpanded) {

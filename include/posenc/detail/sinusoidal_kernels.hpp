@@ -161,8 +161,8 @@ inline void sinusoidal_rotate_rows_fanout(float* const* rows, Eigen::Index copie
                                           Eigen::Index n8,
                                           Eigen::Index i0, Eigen::Index half) {
   constexpr Eigen::Index kChunk = kSinusoidalFanoutChunk;
-  alignas(64) float scratch[count][2 * kChunk];
-  float* scratch_rows[count];
+  alignas(64) float scratch[std::size_t{count}][2 * kChunk];
+  float* scratch_rows[std::size_t{count}];
   for (int g = 0; g < count; ++g) scratch_rows[g] = scratch[g];
   for (Eigen::Index ic = 0; ic < n8; ic += kChunk) {
     const Eigen::Index m = n8 - ic < kChunk ? n8 - ic : kChunk;

@@ -42,14 +42,14 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
                                               p.partial_rotary_factor);
   f.rotary_dim = d;
   const Eigen::Index half = d / 2;
-  const long double theta = p.theta;
-  const long double s = p.scaling.factor;
+  const long double theta = static_cast<long double>(p.theta);
+  const long double s = static_cast<long double>(p.scaling.factor);
   const long double dd = static_cast<long double>(d);
   const std::int64_t l0_int = p.scaling.original_max_position_embeddings > 0
                                   ? p.scaling.original_max_position_embeddings
                                   : p.max_position_embeddings;
   const long double l0 = static_cast<long double>(l0_int);
-  const long double slope = p.scaling.mscale_slope;
+  const long double slope = static_cast<long double>(p.scaling.mscale_slope);
   const auto g = [slope](long double scale, long double m) {
     return scale <= 1.0L ? 1.0L : slope * m * std::log(scale) + 1.0L;
   };
@@ -72,7 +72,8 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         const auto corr = [&](long double rot) {
           return dd * std::log(l0 / (rot * 2.0L * kPi)) / (2.0L * std::log(theta));
         };
-        long double lo = corr(p.scaling.beta_fast), hi = corr(p.scaling.beta_slow);
+        long double lo = corr(static_cast<long double>(p.scaling.beta_fast));
+        long double hi = corr(static_cast<long double>(p.scaling.beta_slow));
         if (p.scaling.truncate) {
           lo = std::floor(lo);
           hi = std::ceil(hi);
@@ -89,7 +90,8 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         break;
       }
       case RopeScalingType::kLlama3: {
-        const long double lf = p.scaling.low_freq_factor, hf = p.scaling.high_freq_factor;
+        const long double lf = static_cast<long double>(p.scaling.low_freq_factor);
+        const long double hf = static_cast<long double>(p.scaling.high_freq_factor);
         const long double l0l = static_cast<long double>(p.scaling.original_max_position_embeddings);
         const long double wavelen = 2.0L * kPi / base;
         if (wavelen < l0l / hf) {
@@ -106,7 +108,7 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
         const long double jj = static_cast<long double>(j);
         if (p.scaling.mixed_b) {
           // Su's NTK-RoPE-mixed: lambda_j = exp(ln s (j+1)^b / (d/2)^b).
-          const long double b = *p.scaling.mixed_b;
+          const long double b = static_cast<long double>(*p.scaling.mixed_b);
           w = base / std::exp(std::log(s) * std::pow((jj + 1.0L) / (dd / 2.0L), b));
         } else {
           w = std::pow(theta * s, -2.0L * jj / dd) * std::pow(s, -2.0L / dd);
@@ -133,9 +135,10 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
     f.inv_freq.push_back(w);
   }
   if (p.scaling.type == RopeScalingType::kYarn) {
-    const long double ms = p.scaling.mscale, msa = p.scaling.mscale_all_dim;
+    const long double ms = static_cast<long double>(p.scaling.mscale);
+    const long double msa = static_cast<long double>(p.scaling.mscale_all_dim);
     if (p.scaling.attention_factor) {
-      f.attention_factor = *p.scaling.attention_factor;
+      f.attention_factor = static_cast<long double>(*p.scaling.attention_factor);
     } else if (ms != 0.0L && msa != 0.0L) {
       f.attention_factor = g(s, ms) / g(s, msa);
     } else {
@@ -154,7 +157,7 @@ inline RopeFrequencies rope_frequencies(const RopeParams& p, std::int64_t seq_le
                                  : (big_s <= 1.0L ? 1.0L
                                                   : std::sqrt(1.0L + std::log(big_s) / std::log(l0l)));
   } else if (p.scaling.attention_factor) {
-    f.attention_factor = *p.scaling.attention_factor;
+    f.attention_factor = static_cast<long double>(*p.scaling.attention_factor);
   }
   return f;
 }

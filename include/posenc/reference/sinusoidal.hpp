@@ -13,7 +13,7 @@ namespace posenc::reference {
 /// w_i in long double, written from the papers' formulas independently of the fast path.
 inline long double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
                                         const SinusoidalParams& params) {
-  const long double base = params.base;
+  const long double base = static_cast<long double>(params.base);
   const long double half = static_cast<long double>(d / 2);
   const long double ii = static_cast<long double>(i);
   switch (params.layout) {
