@@ -1,0 +1,62 @@
+# posenc's headers are compiled in the user's translation units, with the user's warnings. An
+# engine built with -Wconversion -Wsign-conversion -Wshadow ... and -Werror (or a vendored copy
+# pulled in with add_subdirectory, whose include directory is not a system one) must see none
+# from posenc. Each test translation unit, which instantiates the headers for its storage types
+# and SIMD targets, is compiled once more with -fsyntax-only (no object code: seconds each) and
+# the strict set below; the check fails on any warning whose location is under include/posenc/.
+# Warnings in the tests themselves are not counted. Eigen, Catch2 and nlohmann/json come in as
+# system headers, as an imported target's directories do in a user's build.
+#
+# Not in the set: -Wuseless-cast (GCC) flags a cast that is needed for another template
+# argument or on a platform where int64_t is another type; -Wnull-dereference needs the
+# optimiser, which a syntax-only pass does not run.
+#
+# In posenc's code the rule shows as array bounds written std::size_t{N}: GCC 12 reports an int
+# template parameter used as a bound (T a[N]) under -Wsign-conversion, though N is a constant.
+
+set(POSENC_STRICT_WARNING_FLAGS
+    -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wdouble-promotion
+    -Wold-style-cast -Wcast-qual -Wextra-semi -Wzero-as-null-pointer-constant -Wnon-virtual-dtor
+    -Woverloaded-virtual -Wformat=2 -Wundef)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND POSENC_STRICT_WARNING_FLAGS -Wduplicated-cond -Wduplicated-branches -Wlogical-op)
+elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND POSENC_STRICT_WARNING_FLAGS
+       -Wshadow-all -Wshorten-64-to-32 -Wimplicit-int-conversion -Wimplicit-float-conversion
+       -Wcomma -Wextra-semi-stmt -Wunreachable-code-aggressive -Wdocumentation -Wnewline-eof
+       -Wmissing-noreturn -Wunused-template)
+endif()
+
+set(_posenc_system_includes "")
+foreach(dep IN ITEMS Eigen3::Eigen Catch2::Catch2 nlohmann_json::nlohmann_json)
+  if(TARGET ${dep})
+    get_target_property(dirs ${dep} INTERFACE_INCLUDE_DIRECTORIES)
+    foreach(dir IN LISTS dirs)
+      # The compiler's own directories stay out (-isystem /usr/include breaks #include_next).
+      if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES
+         AND NOT "-isystem;${dir}" IN_LIST _posenc_system_includes)
+        list(APPEND _posenc_system_includes -isystem "${dir}")
+      endif()
+    endforeach()
+  endif()
+endforeach()
+
+get_property(_posenc_targets DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
+list(FILTER _posenc_targets INCLUDE REGEX "^posenc_test_")
+foreach(target IN LISTS _posenc_targets)
+  get_target_property(source ${target} SOURCES)
+  get_filename_component(name "${source}" NAME_WE)
+  # The target's own options (its -mavx2 / -mavx512* flags pick the SIMD paths to instantiate);
+  # -Wno-error after them: the tests' own warnings are not what this counts.
+  add_test(NAME "strict warnings: posenc headers as ${name} uses them"
+           COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -fsyntax-only
+                   "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" -Wno-error
+                   ${POSENC_STRICT_WARNING_FLAGS}
+                   "-D$<JOIN:$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>,;-D>"
+                   ${_posenc_system_includes}
+                   -I "${PROJECT_SOURCE_DIR}/include" -I "${CMAKE_CURRENT_SOURCE_DIR}"
+                   "${source}"
+           COMMAND_EXPAND_LISTS)
+  set_tests_properties("strict warnings: posenc headers as ${name} uses them" PROPERTIES
+                       FAIL_REGULAR_EXPRESSION "/include/posenc/[^:\n]*:[0-9]+:[0-9]+: warning")
+endforeach()
