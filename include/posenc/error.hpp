@@ -15,6 +15,8 @@
 #include <string_view>
 #include <utility>
 
+#include "posenc/detail/fast_math_guard.hpp"
+
 #ifndef POSENC_ASSERT
 #include <Eigen/Core>
 /// Internal invariant (never user input); overridable like {fmt}'s FMT_ASSERT.

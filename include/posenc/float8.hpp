@@ -22,6 +22,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "posenc/detail/fast_math_guard.hpp"
+
 namespace posenc {
 namespace detail {
 

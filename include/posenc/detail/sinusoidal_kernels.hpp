@@ -8,6 +8,8 @@
 
 #include <Eigen/Core>
 
+#include "posenc/detail/fast_math_guard.hpp"
+
 #if (defined(__AVX2__) && defined(__FMA__)) || defined(POSENC_SINUSOIDAL_FORCE_SIMD)
 #include <immintrin.h>
 #define POSENC_SINUSOIDAL_SIMD 1

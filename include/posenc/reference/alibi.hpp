@@ -11,6 +11,8 @@
 
 #include <Eigen/Core>
 
+#include "posenc/detail/fast_math_guard.hpp"
+
 namespace posenc::reference {
 
 /// Slopes for a power-of-two head count n: [start * ratio^i for i in range(n)].

@@ -1,0 +1,5 @@
+// Compiled (syntax only) by tests/user_flags.cmake with -ffast-math and its parts, which
+// posenc/detail/fast_math_guard.hpp refuses, and with the two ways to accept them.
+#include <posenc/posenc.hpp>
+
+int main() { return 0; }

@@ -1,0 +1,116 @@
+# posenc's headers are compiled in the user's translation units, with the user's flags. Two
+# kinds are checked here, both with -fsyntax-only (no object code: seconds per entry):
+#  1. warnings (POSENC_STRICT_WARNINGS): the headers raise none under a strict set;
+#  2. floating-point flags: -ffast-math and the parts of it that change posenc's results are
+#     refused at compile time (posenc/detail/fast_math_guard.hpp), with the reason.
+# Eigen, Catch2 and nlohmann/json come in as system headers, as an imported target's
+# directories do in a user's build (the compiler's own directories are left out: -isystem
+# /usr/include breaks #include_next).
+
+set(_posenc_system_includes "")
+foreach(dep IN ITEMS Eigen3::Eigen Catch2::Catch2 nlohmann_json::nlohmann_json)
+  if(TARGET ${dep})
+    get_target_property(dirs ${dep} INTERFACE_INCLUDE_DIRECTORIES)
+    foreach(dir IN LISTS dirs)
+      if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES
+         AND NOT "-isystem;${dir}" IN_LIST _posenc_system_includes)
+        list(APPEND _posenc_system_includes -isystem "${dir}")
+      endif()
+    endforeach()
+  endif()
+endforeach()
+
+# --- 1. Strict warnings ----------------------------------------------------------------------
+# An engine built with -Wconversion -Wsign-conversion -Wshadow ... and -Werror (or a vendored
+# copy pulled in with add_subdirectory, whose include directory is not a system one) must see none
+# from posenc. Each test translation unit, which instantiates the headers for its storage types
+# and SIMD targets, is compiled once more with -fsyntax-only (no object code: seconds each) and
+# the strict set below; the check fails on any warning whose location is under include/posenc/.
+# Warnings in the tests themselves are not counted.
+#
+# Not in the set: -Wuseless-cast (GCC) flags a cast that is needed for another template
+# argument or on a platform where int64_t is another type; -Wnull-dereference needs the
+# optimiser, which a syntax-only pass does not run.
+#
+# In posenc's code the rule shows as array bounds written std::size_t{N}: GCC 12 reports an int
+# template parameter used as a bound (T a[N]) under -Wsign-conversion, though N is a constant.
+
+if(POSENC_STRICT_WARNINGS)
+  # GCC compiles at posenc's C++17, Clang at C++20: engines on the newer standard meet what it
+  # changed (implicit `this` in [=] deprecated, rewritten comparison operators, char8_t, removed
+  # library names such as std::result_of), so the CI passes cover both standards.
+  set(_posenc_strict_std c++17)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(_posenc_strict_std c++20)
+  endif()
+
+  set(POSENC_STRICT_WARNING_FLAGS
+      -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wdouble-promotion
+      -Wold-style-cast -Wcast-qual -Wextra-semi -Wzero-as-null-pointer-constant
+      -Wnon-virtual-dtor -Woverloaded-virtual -Wformat=2 -Wundef)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    list(APPEND POSENC_STRICT_WARNING_FLAGS
+         -Wduplicated-cond -Wduplicated-branches -Wlogical-op)
+  elseif(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    list(APPEND POSENC_STRICT_WARNING_FLAGS
+         -Wshadow-all -Wshorten-64-to-32 -Wimplicit-int-conversion -Wimplicit-float-conversion
+         -Wcomma -Wextra-semi-stmt -Wunreachable-code-aggressive -Wdocumentation -Wnewline-eof
+         -Wmissing-noreturn -Wunused-template)
+  endif()
+
+  get_property(_posenc_targets DIRECTORY PROPERTY BUILDSYSTEM_TARGETS)
+  list(FILTER _posenc_targets INCLUDE REGEX "^posenc_test_")
+  foreach(target IN LISTS _posenc_targets)
+    get_target_property(source ${target} SOURCES)
+    get_filename_component(name "${source}" NAME_WE)
+    set(test "strict warnings (${_posenc_strict_std}): posenc headers as ${name} uses them")
+    # The target's own options (its -mavx2 / -mavx512* flags pick the SIMD paths to
+    # instantiate); -Wno-error after them: the tests' own warnings are not what this counts.
+    add_test(NAME "${test}"
+             COMMAND "${CMAKE_CXX_COMPILER}" -std=${_posenc_strict_std} -fsyntax-only
+                     "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" -Wno-error
+                     ${POSENC_STRICT_WARNING_FLAGS}
+                     "-D$<JOIN:$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>,;-D>"
+                     ${_posenc_system_includes}
+                     -I "${PROJECT_SOURCE_DIR}/include" -I "${CMAKE_CURRENT_SOURCE_DIR}"
+                     "${source}"
+             COMMAND_EXPAND_LISTS)
+    set_tests_properties("${test}" PROPERTIES FAIL_REGULAR_EXPRESSION
+                         "/include/posenc/[^:\n]*:[0-9]+:[0-9]+: warning")
+  endforeach()
+endif()
+
+# --- 2. -ffast-math and its parts --------------------------------------------------------------
+# Refused: each flag set must stop the compile with posenc's message. Clang names only
+# -ffast-math and -ffinite-math-only with a macro, so the single parts are checked with GCC.
+# Accepted: the opt-out macro, -fno-fast-math after -ffast-math (a user's way to exempt the
+# files that include posenc), and -freciprocal-math alone (last bits only).
+set(_posenc_refused "-ffast-math" "-Ofast" "-ffinite-math-only")
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND _posenc_refused "-fassociative-math -fno-signed-zeros -fno-trapping-math"
+       "-fno-signed-zeros")
+endif()
+set(_posenc_fast_math_tu "${CMAKE_CURRENT_SOURCE_DIR}/cmake/fast_math.cpp")
+set(_posenc_fast_math_message "posenc: compiled with -ffast-math")
+foreach(flags IN LISTS _posenc_refused)
+  separate_arguments(flag_list UNIX_COMMAND "${flags}")
+  # The message is printed only by the #error, which also fails the compile.
+  set(test "fast-math: ${flags} is refused at compile time, with the reason")
+  add_test(NAME "${test}"
+           COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -fsyntax-only ${flag_list}
+                   ${_posenc_system_includes} -I "${PROJECT_SOURCE_DIR}/include"
+                   "${_posenc_fast_math_tu}")
+  set_tests_properties("${test}" PROPERTIES
+                       PASS_REGULAR_EXPRESSION "${_posenc_fast_math_message}")
+endforeach()
+foreach(flags IN ITEMS "-ffast-math -DPOSENC_ALLOW_FAST_MATH" "-ffast-math -fno-fast-math"
+                       "-freciprocal-math")
+  separate_arguments(flag_list UNIX_COMMAND "${flags}")
+  set(test "fast-math: ${flags} compiles")
+  add_test(NAME "${test}"
+           COMMAND "${CMAKE_CXX_COMPILER}" -std=c++17 -fsyntax-only -Wall -Wextra -Wpedantic
+                   ${flag_list} ${_posenc_system_includes} -I "${PROJECT_SOURCE_DIR}/include"
+                   "${_posenc_fast_math_tu}")
+  # Any diagnostic from posenc's headers (the compiler driver may warn about the flags).
+  set_tests_properties("${test}" PROPERTIES FAIL_REGULAR_EXPRESSION "/include/posenc/|posenc: ")
+endforeach()
