@@ -1,5 +1,5 @@
 // Compiled (syntax only) by tests/user_flags.cmake with -ffast-math and its parts, which
-// posenc/detail/fast_math_guard.hpp refuses, and with the two ways to accept them.
+// posenc/detail/fast_math_guard.hpp refuses, and with the flags it accepts.
 #include <posenc/posenc.hpp>
 
 int main() { return 0; }

@@ -22,7 +22,6 @@ inline std::atomic<long>& allocation_counter() {
 inline long allocation_count() { return allocation_counter().load(std::memory_order_relaxed); }
 }  // namespace posenc_test
 
-
 #if defined(POSENC_TEST_UNDER_ASAN)
 
 // sanitizer/allocator_interface.h is not shipped with GCC 12; the function is in libasan.
