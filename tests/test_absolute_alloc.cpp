@@ -18,7 +18,8 @@ TEST_CASE("absolute: planned sinusoidal add and table build allocate nothing", "
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i % 50) * 3 / 2;
   std::vector<double> table(static_cast<std::size_t>(seq * d));
   for (const auto layout : {posenc::SinusoidalLayout::kInterleaved, posenc::SinusoidalLayout::kSinCos,
-                            posenc::SinusoidalLayout::kCosSin}) {
+                            posenc::SinusoidalLayout::kCosSin,
+                            posenc::SinusoidalLayout::kSinCosVaswani}) {
     posenc::SinusoidalParams params;
     params.layout = layout;
     const posenc::SinusoidalPlan plan(d, params);

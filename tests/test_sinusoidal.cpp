@@ -106,6 +106,16 @@ TEST_CASE("sinusoidal: layouts place sin and cos where their sources do", "[sinu
       CHECK_THAT(row[4 + i], WithinAbs(std::sin(p * w), 1e-15));
     }
   }
+  SECTION("sin|cos with Vaswani's w_i = 10000^(-2i/d) (Transformer-XL, MAE's 1-D blocks)") {
+    const auto row = encode<double>(p, d, with_layout(SinusoidalLayout::kSinCosVaswani));
+    // w = 1, 0.1, 0.01, 0.001 (10000^(-1/4) = 0.1): kSinCos's w_1 would be 10000^(-1/3).
+    const double w[4] = {1.0, 0.1, 0.01, 0.001};
+    for (int i = 0; i < 4; ++i) {
+      CHECK_THAT(row[i], WithinAbs(std::sin(p * w[i]), 2e-16));
+      CHECK_THAT(row[4 + i], WithinAbs(std::cos(p * w[i]), 2e-16));
+    }
+    CHECK_THAT(row[1], WithinAbs(0.29552020666133955, 1e-16));  // sin(0.3)
+  }
 }
 
 TEST_CASE("sinusoidal: shift property PE(p + k) = M(k w) PE(p) for every pair",
@@ -137,7 +147,7 @@ TEMPLATE_TEST_CASE("sinusoidal: every layout matches the long-double reference",
                    "[sinusoidal][reference]", float, double, Eigen::half, Eigen::bfloat16) {
   using T = TestType;
   const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
-                               SinusoidalLayout::kCosSin);
+                               SinusoidalLayout::kCosSin, SinusoidalLayout::kSinCosVaswani);
   const Eigen::Index d = GENERATE(4, 6, 48, 64, 300);
   const auto params = with_layout(layout);
   CAPTURE(posenc::to_string(layout), d);
@@ -243,7 +253,7 @@ TEMPLATE_TEST_CASE("sinusoidal: add in place with position_ids (padding, jumps, 
   using T = TestType;
   const Eigen::Index batch = 3, seq = 150, d = 260;  // d/2 = 130 pairs spans two blocks
   const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
-                               SinusoidalLayout::kCosSin);
+                               SinusoidalLayout::kCosSin, SinusoidalLayout::kSinCosVaswani);
   const auto params = with_layout(layout);
   CAPTURE(posenc::to_string(layout));
   const auto emb0 = posenc_test::random_vector<T>(static_cast<std::size_t>(batch * seq * d), 7);
@@ -383,7 +393,7 @@ TEMPLATE_TEST_CASE("sinusoidal: batch rows sharing position_ids are encoded once
   using T = TestType;
   const Eigen::Index batch = 5, seq = 23, d = 2 * 2573;
   const auto layout = GENERATE(SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
-                               SinusoidalLayout::kCosSin);
+                               SinusoidalLayout::kCosSin, SinusoidalLayout::kSinCosVaswani);
   const auto params = with_layout(layout);
   CAPTURE(posenc::to_string(layout));
   const auto emb0 = posenc_test::random_vector<T>(static_cast<std::size_t>(batch * seq * d), 5);
@@ -403,7 +413,7 @@ TEST_CASE("sinusoidal: float tables stay within 2e-7 across a whole re-anchoring
   const Eigen::Index rows = 4100, d = 200;
   const std::int64_t first = 1'000'000 - 2050;
   for (const auto layout : {SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
-                            SinusoidalLayout::kCosSin}) {
+                            SinusoidalLayout::kCosSin, SinusoidalLayout::kSinCosVaswani}) {
     CAPTURE(posenc::to_string(layout));
     const auto params = with_layout(layout);
     std::vector<float> table(static_cast<std::size_t>(rows * d));
@@ -427,7 +437,7 @@ TEST_CASE("sinusoidal: d_model, base and layout limits throw naming the paramete
   const auto interleaved_base = [](double base) {
     return with_layout(SinusoidalLayout::kInterleaved, base);
   };
-  const auto bad_layout = with_layout(static_cast<SinusoidalLayout>(3));
+  const auto bad_layout = with_layout(static_cast<SinusoidalLayout>(4));
   REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(0), Contains("d_model = 0 must be > 0"));
   // 2^20 is the documented widest d_model; 2^20 + 2 is past it.
   CHECK(posenc::sinusoidal_frequencies(Eigen::Index{1} << 20).size() == (std::size_t{1} << 19));
@@ -439,7 +449,7 @@ TEST_CASE("sinusoidal: d_model, base and layout limits throw naming the paramete
   REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(8, interleaved_base(inf)),
                       Contains("base = inf must be finite and > 0"));
   REQUIRE_THROWS_WITH(posenc::sinusoidal_frequencies(8, bad_layout),
-                      Contains("layout = 3 is not a SinusoidalLayout"));
+                      Contains("layout = 4 is not a SinusoidalLayout"));
 }
 
 TEST_CASE("sinusoidal: a plan, position_ids or timesteps of the wrong shape throw before writing",
@@ -485,7 +495,7 @@ TEST_CASE("sinusoidal: runs that break inside a group of four match the long-dou
   ids.insert(ids.end(), ids.begin(), ids.end());
   ids.back() = 3;
   for (const auto layout : {SinusoidalLayout::kInterleaved, SinusoidalLayout::kSinCos,
-                            SinusoidalLayout::kCosSin}) {
+                            SinusoidalLayout::kCosSin, SinusoidalLayout::kSinCosVaswani}) {
     CAPTURE(posenc::to_string(layout));
     const std::vector<double> emb0(static_cast<std::size_t>(batch * seq * d), 0.5);
     check_add_inplace<double>(emb0, ids, batch, seq, d, with_layout(layout), 1e-12);

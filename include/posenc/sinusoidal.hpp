@@ -13,6 +13,13 @@
 ///   kCosSin       [c c c ... s s s]  PE(p, i) = cos(p w_i),  PE(p, d/2 + i) = sin(p w_i),
 ///                 w_i = exp(-ln(max_period) i / (d/2))       diffusion timestep embedding,
 ///                                                            ggml_timestep_embedding
+///   kSinCosVaswani [s s s ... c c c] PE(p, i) = sin(p w_i),  PE(p, d/2 + i) = cos(p w_i),
+///                 w_i = base^(-2i/d), Vaswani's frequencies  Transformer-XL, MAE's
+///                                                            get_1d_sincos_pos_embed_from_grid
+///                                                            (the blocks of sincos_grid.hpp)
+///
+/// kSinCos and kSinCosVaswani differ only in the exponent's denominator, d/2 - 1 against d/2:
+/// pair i's frequency differs from pair 1 on (d = 8, base 10^4: w_1 = 0.0464 against 0.1).
 ///
 /// Angles p * w_i are formed and reduced in double (std::sin/cos do the full range reduction);
 /// forming them in float, as `float(p) * w` does, loses every digit of the angle past p ~ 10^7.
@@ -41,6 +48,7 @@ enum class SinusoidalLayout : std::uint8_t {
   kInterleaved = 0,  ///< [scscscsc]  Vaswani et al. 2017
   kSinCos = 1,       ///< [sssscccc]  tensor2tensor / fairseq / Whisper
   kCosSin = 2,       ///< [ccccssss]  timestep embedding (Stable Diffusion, ggml)
+  kSinCosVaswani = 3,  ///< [sssscccc]  w_i = base^(-2i/d): Transformer-XL, MAE / DiT grids
 };
 
 constexpr std::string_view to_string(SinusoidalLayout layout) noexcept {
@@ -48,6 +56,7 @@ constexpr std::string_view to_string(SinusoidalLayout layout) noexcept {
     case SinusoidalLayout::kInterleaved: return "interleaved";
     case SinusoidalLayout::kSinCos: return "sin|cos";
     case SinusoidalLayout::kCosSin: return "cos|sin";
+    case SinusoidalLayout::kSinCosVaswani: return "sin|cos (base^(-2i/d))";
   }
   return "unknown";
 }
@@ -77,6 +86,7 @@ inline double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
     case SinusoidalLayout::kSinCos:
       return std::exp(-ln_base * static_cast<double>(i) / (half - 1.0));
     case SinusoidalLayout::kCosSin:
+    case SinusoidalLayout::kSinCosVaswani:
       return std::exp(-ln_base * static_cast<double>(i) / half);
   }
   return 0.0;
@@ -98,7 +108,8 @@ inline void validate_sinusoidal(std::string_view function, Eigen::Index d,
           " must be finite and > 0");
   require(params.layout == SinusoidalLayout::kInterleaved ||
               params.layout == SinusoidalLayout::kSinCos ||
-              params.layout == SinusoidalLayout::kCosSin,
+              params.layout == SinusoidalLayout::kCosSin ||
+              params.layout == SinusoidalLayout::kSinCosVaswani,
           function, "layout = ", static_cast<int>(params.layout), " is not a SinusoidalLayout");
   // A tiny base makes w (up to 1 / base) or p w overflow: sin(inf) = NaN, and 0 * inf at p = 0.
   const double w_max = largest_sinusoidal_frequency(d, params);
@@ -124,7 +135,8 @@ struct SinCosColumns {
 constexpr SinCosColumns sinusoidal_columns(Eigen::Index i, Eigen::Index d, SinusoidalLayout layout) {
   switch (layout) {
     case SinusoidalLayout::kInterleaved: return {2 * i, 2 * i + 1};
-    case SinusoidalLayout::kSinCos: return {i, d / 2 + i};
+    case SinusoidalLayout::kSinCos:
+    case SinusoidalLayout::kSinCosVaswani: return {i, d / 2 + i};
     case SinusoidalLayout::kCosSin: return {d / 2 + i, i};
   }
   return {0, 0};
@@ -337,7 +349,10 @@ void sinusoidal_rows(Eigen::Index num_rows, const SinusoidalPlan& plan, RowAt ro
     case SinusoidalLayout::kInterleaved:
       return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kInterleaved>(
           num_rows, plan, row_at, copies, copy_stride);
+    // The kernels place values by layout; the frequencies come from the plan, so the two
+    // [sin | cos] layouts share one instantiation.
     case SinusoidalLayout::kSinCos:
+    case SinusoidalLayout::kSinCosVaswani:
       return sinusoidal_rows_impl<T, accumulate, SinusoidalLayout::kSinCos>(
           num_rows, plan, row_at, copies, copy_stride);
     case SinusoidalLayout::kCosSin:

@@ -21,6 +21,8 @@ inline long double sinusoidal_frequency(Eigen::Index i, Eigen::Index d,
       return 1.0L / std::pow(base, 2.0L * ii / static_cast<long double>(d));
     case SinusoidalLayout::kSinCos: return std::exp(-std::log(base) * ii / (half - 1.0L));
     case SinusoidalLayout::kCosSin: return std::exp(-std::log(base) * ii / half);
+    case SinusoidalLayout::kSinCosVaswani:
+      return 1.0L / std::pow(base, ii / half);
   }
   return 0.0L;
 }
@@ -34,7 +36,8 @@ inline long double sinusoidal_value(long double position, Eigen::Index k, Eigen:
       const long double a = position * sinusoidal_frequency(k / 2, d, params);
       return k % 2 == 0 ? std::sin(a) : std::cos(a);
     }
-    case SinusoidalLayout::kSinCos: {
+    case SinusoidalLayout::kSinCos:
+    case SinusoidalLayout::kSinCosVaswani: {
       const long double a = position * sinusoidal_frequency(k % half, d, params);
       return k < half ? std::sin(a) : std::cos(a);
     }
