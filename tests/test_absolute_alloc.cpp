@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/learned.hpp>
+#include <posenc/sincos_grid.hpp>
 #include <posenc/sinusoidal.hpp>
 
 #include <cstdint>
@@ -46,4 +47,23 @@ TEST_CASE("absolute: learned add and lookup allocate nothing", "[learned][alloc]
   table.add_inplace(posenc::TensorView<float, 3>(emb.data(), 3, 5, 8), posenc::PositionIdsView(ids.data(), 3, 5));
   table.lookup(posenc::PositionIdsView(ids.data(), 3, 5), posenc::TensorView<float, 3>(emb.data(), 3, 5, 8));
   CHECK(posenc_test::allocation_count() == before);
+}
+
+TEST_CASE("absolute: planned sin-cos grid table and add allocate nothing", "[sincos_grid][alloc]") {
+  const posenc::SincosGridPlan plan(posenc::sincos_grid_cogvideox(64, 3, 4, 5, 1.875));
+  std::vector<float> table(static_cast<std::size_t>(plan.tokens() * plan.dim()));
+  std::vector<Eigen::bfloat16> x(static_cast<std::size_t>(2 * plan.tokens() * plan.dim()));
+  const long before = posenc_test::allocation_count();
+  posenc::sincos_grid_table<float>(
+      posenc::TensorView<float, 2>(table.data(), plan.tokens(), plan.dim()), plan);
+  posenc::add_sincos_grid_inplace<Eigen::bfloat16>(
+      posenc::TensorView<Eigen::bfloat16, 3>(x.data(), 2, plan.tokens(), plan.dim()), plan);
+  CHECK(posenc_test::allocation_count() == before);
+  // The calls ran: token 0's time block is cos 0 = 1 from channel 8; token 1 (column 1) starts
+  // its column block (channel 16) with sin(1 / 1.875) = 0.508; x got the same values.
+  CHECK(table[8] == 1.0f);
+  CHECK_THAT(table[static_cast<std::size_t>(plan.dim() + 16)],
+             Catch::Matchers::WithinAbs(0.5084, 1e-4));
+  CHECK(static_cast<float>(x[static_cast<std::size_t>(plan.dim() + 16)]) ==
+        static_cast<float>(Eigen::bfloat16(table[static_cast<std::size_t>(plan.dim() + 16)])));
 }

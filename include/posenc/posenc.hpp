@@ -30,6 +30,7 @@
 #include "posenc/rope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
+#include "posenc/sincos_grid.hpp"
 #include "posenc/sinusoidal.hpp"
 #include "posenc/tensor.hpp"
 #include "posenc/version.hpp"
