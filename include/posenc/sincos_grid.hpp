@@ -26,8 +26,8 @@
 ///
 /// Coordinates and angles are formed in double (std::sin / std::cos reduce the full range);
 /// the result is rounded once to the storage type. diffusers and MAE's copies form the
-/// coordinates in float32 (np.arange(h, dtype=np.float32) / (h / base_size) / scale), so a
-/// float32 reference differs from these tables by up to ~6e-8 times the angle.
+/// coordinates in float32 (np.arange(h, dtype=np.float32) / (h / base_size) / scale: two
+/// roundings), so their tables differ from these by up to ~1e-7 times the angle.
 
 #include <algorithm>
 #include <cmath>
