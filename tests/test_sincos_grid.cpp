@@ -152,6 +152,17 @@ TEST_CASE("sincos grid: SD3's centre crop equals the same rows of the full table
       }
     }
   }
+  // An odd margin on the other axis: 8 x 5 starts at column (8 - 5) / 2 = 1, not 2.
+  const auto crop5 = table<double>(posenc::sincos_grid_sd3_crop(e, m, 4.0, 1.5, m, 5));
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (Eigen::Index j = 0; j < 5; ++j) {
+      for (Eigen::Index c = 0; c < e; ++c) {
+        CAPTURE(i, j, c);
+        CHECK(crop5[static_cast<std::size_t>((i * 5 + j) * e + c)] ==
+              full[static_cast<std::size_t>((i * m + 1 + j) * e + c)]);
+      }
+    }
+  }
   // The whole grid is no crop.
   CHECK(table<double>(posenc::sincos_grid_sd3_crop(e, m, 4.0, 1.5, m, m)) == full);
 }
@@ -169,6 +180,13 @@ TEST_CASE("sincos grid: CogVideoX's 3-D table is [time | column | row]", "[sinco
              0.48304555794027665, 0.9987746163856475, 0.9999973594528478,  //
              0.5084065509313012, 0.024752612128344134, 0.001149031581844182,
              0.8611171691298103, 0.999693607158125, 0.999999339862994});
+  // temporal_interpolation_scale 2: frame 1 at time 0.5. Token 6 = (frame 1, row 0, column 0).
+  const auto t2 = table<double>(posenc::sincos_grid_cogvideox(16, 2, 2, 3, 1.875, 2.0));
+  for (int c = 0; c < 4; ++c) {
+    const double expected[4] = {0.479425538604203, 0.004999979166692708, 0.8775825618903728,
+                                0.9999875000260416};  // sin .5, sin .005, cos .5, cos .005
+    CHECK_THAT(t2[static_cast<std::size_t>(6 * 16 + c)], WithinAbs(expected[c], 1e-15));
+  }
 }
 
 TEST_CASE("sincos grid: one axis and one block is the kSinCosVaswani sinusoidal table",
@@ -288,6 +306,11 @@ TEST_CASE("sincos grid: bad parameters throw naming them, and nothing is written
              Contains("blocks[0]: the largest coordinate 2.0000000000000001e+300 (axes[1]) "
                       "times the largest frequency 9.9999999999998817e+149 (base = 1e-300) "
                       "must be finite"));
+  // The coordinate counts `first`: one token at index 2 of scale 1e308 is at 2e308 = inf.
+  CHECK_THAT(with([](SincosGridParams& p) {
+               p.axes = {{1, 2, 1e308}, {3}};
+             }),
+             Contains("blocks[1]: the largest coordinate inf (axes[0])"));
   CHECK_THAT(with([](SincosGridParams& p) { p.extra_tokens = -1; }),
              Contains("extra_tokens = -1 must be >= 0"));
   CHECK_THAT(with([](SincosGridParams& p) {
@@ -301,6 +324,12 @@ TEST_CASE("sincos grid: bad parameters throw naming them, and nothing is written
              }),
              Contains("extra_tokens = 1 plus the grid's 1099511627776 tokens must be at "
                       "most 2^40"));
+  {  // Exactly 2^40 grid tokens is a grid (the plan holds 2 x 2^20 rows of 2 values).
+    SincosGridParams p;
+    p.axes = {{Eigen::Index{1} << 20}, {Eigen::Index{1} << 20}};
+    p.blocks = {{0, 2}, {1, 2}};
+    CHECK(SincosGridPlan(p).tokens() == (Eigen::Index{1} << 40));
+  }
   CHECK_THAT(with([](SincosGridParams& p) { p.blocks.clear(); }),
              Contains("blocks must not be empty"));
   CHECK_THAT(with([](SincosGridParams& p) { p.blocks[1].axis = 2; }),
