@@ -18,8 +18,9 @@
 ///                                                            get_1d_sincos_pos_embed_from_grid
 ///                                                            (the blocks of sincos_grid.hpp)
 ///
-/// kSinCos and kSinCosVaswani differ only in the exponent's denominator, d/2 - 1 against d/2:
-/// pair i's frequency differs from pair 1 on (d = 8, base 10^4: w_1 = 0.0464 against 0.1).
+/// kSinCos and kSinCosVaswani differ only in the exponent's denominator, d/2 - 1 against d/2,
+/// which changes every pair's frequency but the first (d = 8, base 10^4: w_1 = 0.0464 against
+/// 0.1).
 ///
 /// Angles p * w_i are formed and reduced in double (std::sin/cos do the full range reduction);
 /// forming them in float, as `float(p) * w` does, loses every digit of the angle past p ~ 10^7.
