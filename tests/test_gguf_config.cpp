@@ -698,6 +698,8 @@ TEST_CASE("gguf config: learned tables, encoders, T5 buckets, Granite's scale", 
     w.tensor("position_embd.weight", {768, 1024}, posenc::kGgmlTypeF32, {});
     const auto c = parse(w);
     CHECK(c.scheme == posenc::HfPositionScheme::kAbsolute);
+    REQUIRE(c.absolute);
+    CHECK(c.absolute->kind == posenc::HfAbsoluteKind::kLearned);
     CHECK(c.mask == posenc::MaskMode::kCausal);
     CHECK(c.softmax_scale == 0.125);
     CHECK_THAT(c.notes.back(), Contains("1024 rows"));

@@ -531,8 +531,21 @@ posenc_rope_inspect_test("ALiBi without a length"
 # gpt2.json names no heads: no heads, no softmax scale to print.
 posenc_rope_inspect_test("GPT-2 learned positions without an offset"
   ARGS "${_posenc_tool_data}/gpt2.json"
-  EXPECT "absolute position embeddings (hard limit 1024)\\n"
+  EXPECT "no RoPE or ALiBi: a learned absolute table (hard limit 1024)\\n"
   REJECT "softmax scale" "heads  ")
+# ViT-MAE (224 / 16 = 14 patches a side, a class row) and M-2M-100 (fairseq's [sin | cos],
+# positions from padding_idx + 1 = 2): the table's kind and formula, not RoPE.
+posenc_rope_inspect_test("ViT-MAE sin-cos grid"
+  ARGS "${_posenc_tool_data}/vit-mae.json"
+  EXPECT "no RoPE or ALiBi: a fixed sin-cos 14 x 14 patch grid after 1 leading row, widths 768 "
+         "attention mask       bidirectional"
+  REJECT "rope_type")
+posenc_rope_inspect_test("M2M-100 sinusoids at position + 2"
+  ARGS "${_posenc_tool_data}/m2m100.json"
+  # ("|" separates the fragments, so the layout's name is matched in two pieces)
+  EXPECT "no RoPE or ALiBi: fixed sinusoids, layout sin"
+         "cos, base 10000, position p encoded as p + 2\\n"
+         "encoder self-attention bidirectional, decoder self-attention causal")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
   EXPECT "M-RoPE sections      (t, h, w) = (16, 20, 28) pairs")
@@ -541,6 +554,12 @@ posenc_rope_inspect_test("MiMo-V2 sliding layer heads"
   EXPECT "sliding layers 64 query, 8 key/value\\n")
 
 # ---- JSON report (checked by path, see the script part above) ------------------------------
+
+posenc_rope_inspect_test("json ViT-MAE absolute grid"
+  ARGS "${_posenc_tool_data}/vit-mae.json" --json
+  JSON "scheme=absolute" "absolute/kind=sin-cos grid" "absolute/grid_h=14" "absolute/grid_w=14"
+       "absolute/leading_rows=1" "absolute/embed_dim=768" "absolute/decoder_embed_dim=512"
+       "absolute/position_offset=0" "mask=bidirectional")
 
 # Llama-3.1 at 65536 = L0 x factor: pair 63 (see "Llama-3.1 lengths block and pair rows")
 # interpolated, 65536 / 8 = 8192 = L0 positions: within training; pair 0 kept, 65536 > 8192

@@ -100,6 +100,48 @@ std::string fmt(const char* f, double v) {
 
 std::string num(double v) { return fmt("%.6g", v); }
 
+// The absolute table a model adds, for the text report: its kind, formula and reach.
+std::string absolute_summary(const posenc::HfModelConfig& c) {
+  using posenc::HfAbsoluteKind;
+  std::ostringstream o;
+  const posenc::HfAbsolutePositions a = c.absolute.value_or(posenc::HfAbsolutePositions{});
+  const std::string limit = c.max_position_embeddings > 0
+                                ? std::to_string(c.max_position_embeddings)
+                                : std::string("not given");
+  const std::string lead = " after " + std::to_string(a.leading_rows) + " leading row" +
+                           (a.leading_rows == 1 ? "" : "s");
+  switch (a.kind) {
+    case HfAbsoluteKind::kLearned:
+      o << "a learned absolute table (hard limit " << limit << ")";
+      if (c.absolute_position_offset > 0) {
+        o << ", rows read at position + " << c.absolute_position_offset;
+      }
+      break;
+    case HfAbsoluteKind::kSinusoidal:
+      o << "fixed sinusoids, ";
+      if (a.sinusoidal) {
+        o << "layout " << posenc::to_string(a.sinusoidal->layout) << ", base "
+          << a.sinusoidal->base;
+      } else {
+        o << "formula not given by the config";
+      }
+      if (c.absolute_position_offset > 0) {
+        o << ", position p encoded as p + " << c.absolute_position_offset;
+      }
+      break;
+    case HfAbsoluteKind::kLearnedGrid:
+      o << "a learned " << a.grid_h << " x " << a.grid_w << " patch grid" << lead
+        << " (resize_learned_grid for other resolutions)";
+      break;
+    case HfAbsoluteKind::kSincosGrid:
+      o << "a fixed sin-cos " << a.grid_h << " x " << a.grid_w << " patch grid" << lead
+        << ", widths " << a.embed_dim << " (encoder) and " << a.decoder_embed_dim
+        << " (decoder) (sincos_grid_mae)";
+      break;
+  }
+  return o.str();
+}
+
 /// Scaling parameters of a plan, in config words.
 std::string scaling_summary(const posenc::RopeParams& p) {
   const auto& s = p.scaling;
@@ -569,6 +611,26 @@ int main(int argc, char** argv) {
       layers.push_back(layer_json(c, c.layer_ropes[i], reports[i]));
     }
     j["layers"] = std::move(layers);
+    if (c.absolute) {
+      const posenc::HfAbsolutePositions& a = *c.absolute;
+      nlohmann::json ja = {{"kind", posenc::to_string(a.kind)},
+                           {"position_offset", c.absolute_position_offset}};
+      if (a.sinusoidal) {
+        ja["layout"] = posenc::to_string(a.sinusoidal->layout);
+        ja["base"] = a.sinusoidal->base;
+      }
+      if (a.kind == posenc::HfAbsoluteKind::kLearnedGrid ||
+          a.kind == posenc::HfAbsoluteKind::kSincosGrid) {
+        ja["grid_h"] = a.grid_h;
+        ja["grid_w"] = a.grid_w;
+        ja["leading_rows"] = a.leading_rows;
+        ja["embed_dim"] = a.embed_dim;
+      }
+      if (a.kind == posenc::HfAbsoluteKind::kSincosGrid) {
+        ja["decoder_embed_dim"] = a.decoder_embed_dim;
+      }
+      j["absolute"] = std::move(ja);
+    }
     if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
       j["relative_attention_max_distance"] = c.relative_attention_max_distance;
@@ -616,12 +678,7 @@ int main(int argc, char** argv) {
       if (alibi_warnings.empty()) std::cout << "  (none)\n";
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
-      std::cout << "no RoPE or ALiBi: absolute position embeddings (hard limit "
-                << c.max_position_embeddings << ")";
-      if (c.absolute_position_offset > 0) {
-        std::cout << ", rows read at position + " << c.absolute_position_offset;
-      }
-      std::cout << "\n";
+      std::cout << "no RoPE or ALiBi: " << absolute_summary(c) << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       std::cout << "relative buckets     " << c.relative_attention_num_buckets
                 << " up to distance " << c.relative_attention_max_distance

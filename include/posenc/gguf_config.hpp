@@ -580,6 +580,7 @@ HfModelConfig gguf_config_from_metadata(const GgufMetadata& m, TensorReader& rea
 
   if (learned_table) {
     out.scheme = HfPositionScheme::kAbsolute;
+    out.absolute = HfAbsolutePositions{};  // kLearned
     out.notes.push_back("position_embd.weight: a learned absolute table of " +
                         std::to_string(m.find_tensor("position_embd.weight")->shape.back()) +
                         " rows (learned.hpp)");

@@ -287,43 +287,87 @@ inline std::string_view hf_wrapper_text_model_type(std::string_view wrapper) {
   return {};
 }
 
-/// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
-/// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
+/// Which self-attention an absolute-position family runs: decoder-only (causal), encoder-only
+/// (bidirectional), or both stacks (HfModelConfig::mask is then the decoder's, causal).
+enum class HfStack : std::uint8_t { kDecoder, kEncoder, kEncoderDecoder };
+
 /// Model families whose positions are absolute embeddings, with no position_embedding_type key
 /// to say so (read as RoPE otherwise): the rows a token at position p reads start at p + offset.
 struct HfAbsoluteFamily {
   std::string_view family;  ///< hf_lower_alnum(model_type)
-  bool sinusoidal;          ///< fixed sinusoids (stored or computed) rather than a learned table
-  std::int64_t offset;      ///< OPT / BART / RoBERTa-style leading rows
+  HfAbsoluteKind kind;
+  std::int64_t offset;      ///< OPT / BART / RoBERTa-style leading rows of a 1-D table
+  HfStack stack;
+  SinusoidalLayout layout = SinusoidalLayout::kInterleaved;  ///< kind kSinusoidal
+  std::int64_t leading_rows = 0;  ///< grids: class (and distillation) token rows
 };
 
 inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
   // transformers' modeling code: learned tables (GPT-2 wpe, BERT / CLIP position_embedding,
   // OPTLearnedPositionalEmbedding / BartLearnedPositionalEmbedding offset 2, RoBERTa's
-  // padding_idx + 1 = 2) and sinusoidal ones (Marian, Pegasus; M2M-100 / NLLB, XGLM,
-  // Speech2Text and FSMT offset 2: their positions start at padding_idx + 1, pad id 1, into
-  // rows numbered by position). Whisper: a learned decoder table (its encoder's sinusoids are
-  // stored as weights).
+  // padding_idx + 1 = 2) and sinusoidal ones. Marian / Pegasus (MarianSinusoidalPositional-
+  // Embedding._init_weight): pos / 10000^(2 (j // 2) / d), sines then cosines. M2M-100 /
+  // NLLB-MoE, XGLM, Speech2Text and FSMT (fairseq's get_embedding, "matches tensor2tensor"):
+  // exp(-i ln 10000 / (d/2 - 1)), offset 2: their positions start at padding_idx + 1, pad
+  // id 1, into rows numbered by position. Whisper: a learned decoder table (its encoder's
+  // sinusoids are stored as weights). Vision encoders (ViTEmbeddings and its copies): one
+  // row per patch of the image_size / patch_size grid after the class token (DeiT: class and
+  // distillation tokens; I-JEPA and SigLIP: none); ViT-MAE's rows are
+  // get_2d_sincos_pos_embed(add_cls_token = True), fixed. SigLIP's text tower has no causal
+  // mask, CLIP's has.
+  using K = HfAbsoluteKind;
+  using S = HfStack;
+  constexpr SinusoidalLayout kFairseq = SinusoidalLayout::kSinCos;
+  constexpr SinusoidalLayout kMarian = SinusoidalLayout::kSinCosVaswani;
   static constexpr HfAbsoluteFamily kFamilies[] = {
-      {"gpt2", false, 0},       {"gptbigcode", false, 0},     {"gptneo", false, 0},
-      {"opt", false, 2},        {"biogpt", false, 2},         {"bert", false, 0},
-      {"roberta", false, 2},    {"xlmroberta", false, 2},     {"camembert", false, 2},
-      {"distilbert", false, 0}, {"electra", false, 0},        {"albert", false, 0},
-      {"layoutlm", false, 0},   {"clip", false, 0},           {"clip_text_model", false, 0},
-      {"clip_vision_model", false, 0}, {"siglip", false, 0},  {"siglip_text_model", false, 0},
-      {"siglip_vision_model", false, 0},
-      {"bart", false, 2},       {"mbart", false, 2},          {"blenderbot", false, 0},
-      {"whisper", false, 0},    {"marian", true, 0},          {"pegasus", true, 0},
-      {"m2m100", true, 2},      {"nllbmoe", true, 2},         {"xglm", true, 2},
-      {"speechtotext", true, 2}, {"fsmt", true, 2},
+      {"gpt2", K::kLearned, 0, S::kDecoder},
+      {"gptbigcode", K::kLearned, 0, S::kDecoder},
+      {"gptneo", K::kLearned, 0, S::kDecoder},
+      {"opt", K::kLearned, 2, S::kDecoder},
+      {"biogpt", K::kLearned, 2, S::kDecoder},
+      {"clip", K::kLearned, 0, S::kDecoder},
+      {"cliptextmodel", K::kLearned, 0, S::kDecoder},
+      {"xglm", K::kSinusoidal, 2, S::kDecoder, kFairseq},
+      {"bert", K::kLearned, 0, S::kEncoder},
+      {"roberta", K::kLearned, 2, S::kEncoder},
+      {"xlmroberta", K::kLearned, 2, S::kEncoder},
+      {"camembert", K::kLearned, 2, S::kEncoder},
+      {"distilbert", K::kLearned, 0, S::kEncoder},
+      {"electra", K::kLearned, 0, S::kEncoder},
+      {"albert", K::kLearned, 0, S::kEncoder},
+      {"layoutlm", K::kLearned, 0, S::kEncoder},
+      {"xlm", K::kLearned, 0, S::kEncoder},
+      {"siglip", K::kLearned, 0, S::kEncoder},
+      {"sigliptextmodel", K::kLearned, 0, S::kEncoder},
+      {"bart", K::kLearned, 2, S::kEncoderDecoder},
+      {"mbart", K::kLearned, 2, S::kEncoderDecoder},
+      {"blenderbot", K::kLearned, 0, S::kEncoderDecoder},
+      {"whisper", K::kLearned, 0, S::kEncoderDecoder},
+      {"marian", K::kSinusoidal, 0, S::kEncoderDecoder, kMarian},
+      {"pegasus", K::kSinusoidal, 0, S::kEncoderDecoder, kMarian},
+      {"m2m100", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
+      {"nllbmoe", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
+      {"speechtotext", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
+      {"fsmt", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
+      {"vit", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      {"vitmsn", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      {"deit", K::kLearnedGrid, 0, S::kEncoder, {}, 2},
+      {"dinov2", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      {"dinov2withregisters", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      {"ijepa", K::kLearnedGrid, 0, S::kEncoder, {}, 0},
+      {"clipvisionmodel", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      {"siglipvisionmodel", K::kLearnedGrid, 0, S::kEncoder, {}, 0},
+      {"vitmae", K::kSincosGrid, 0, S::kEncoder, {}, 1},
   };
   const std::string n = hf_lower_alnum(model_type);
   for (const HfAbsoluteFamily& f : kFamilies) {
-    if (n == hf_lower_alnum(f.family)) return &f;
+    if (n == f.family) return &f;
   }
   return nullptr;
 }
 
+/// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
+/// that "deepseek_v3" and "DeepseekV3ForCausalLM" both match.
 inline bool hf_family_is_interleaved(std::string_view name, bool prefix_match) {
   static constexpr std::string_view kInterleaved[] = {
       "gptj",       "codegen",      "cohere2",       "cohere",     "cohere2vision",
@@ -945,6 +989,155 @@ inline bool hf_read_relative_bias(const HfConfigReader& r, const nlohmann::json&
   }
   out.notes.push_back(note.str());
   return true;
+}
+
+/// image_size / patch_size as ViTPatchEmbeddings reads them: one integer for both axes, or
+/// [height, width]. Empty when the key is absent.
+inline std::optional<std::pair<std::int64_t, std::int64_t>> hf_image_pair(
+    const HfConfigReader& r, const nlohmann::json& c, std::string_view key,
+    const std::string& where) {
+  const nlohmann::json* v = HfConfigReader::find(c, key);
+  if (!v || v->is_null()) return std::nullopt;
+  std::int64_t hw[2] = {0, 0};
+  if (v->is_array()) {
+    if (v->size() != 2) r.fail(where, "must be one integer or [height, width], got ", v->dump());
+    for (std::size_t i = 0; i < 2; ++i) {
+      const nlohmann::json element = {{"v", (*v)[i]}};  // HfConfigReader reads object keys
+      hw[i] = *r.integer(element, "v", where + "[" + std::to_string(i) + "]");
+    }
+  } else {
+    hw[0] = hw[1] = *r.integer(c, key, where);
+  }
+  for (const std::int64_t x : hw) {
+    if (x <= 0 || x > kHfMaxDim) r.fail(where, "= ", v->dump(), " must be in [1, ", kHfMaxDim, "]");
+  }
+  return std::pair{hw[0], hw[1]};
+}
+
+/// Scheme kAbsolute (HfModelConfig::absolute): the table's kind and formula, a vision grid's
+/// geometry, and the family's mask. pe_type: position_embedding_type when the config has one.
+inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
+                             const std::string& prefix, const HfAbsoluteFamily* family,
+                             const std::optional<std::string>& pe_type, HfModelConfig& out) {
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  HfAbsolutePositions a;
+  a.kind = family ? family->kind : HfAbsoluteKind::kLearned;
+  if (family && a.kind == HfAbsoluteKind::kSinusoidal) {
+    a.sinusoidal = SinusoidalParams{family->layout, 10000.0};
+  }
+  // XLM's sinusoidal_embeddings and DistilBERT's sinusoidal_pos_embds replace the learned
+  // table by create_sinusoidal_embeddings: pos / 10000^(2 (j // 2) / d), sin on even j, cos on
+  // odd j (Vaswani's interleaving).
+  const std::string fam = hf_lower_alnum(out.model_type);
+  const char* flag = fam == "xlm"          ? "sinusoidal_embeddings"
+                     : fam == "distilbert" ? "sinusoidal_pos_embds"
+                                           : nullptr;
+  const bool flag_on = flag && r.boolean(c, flag, path(flag)).value_or(false);
+  if (flag_on) {
+    a.kind = HfAbsoluteKind::kSinusoidal;
+    a.sinusoidal = SinusoidalParams{SinusoidalLayout::kInterleaved, 10000.0};
+  }
+  if (family && !pe_type) {
+    std::string note = "model_type \"" + out.model_type + "\": " +
+                       std::string(to_string(a.kind)) + " absolute positions (no RoPE, no ALiBi)";
+    if (family->offset > 0) {
+      const bool sinusoidal = a.kind == HfAbsoluteKind::kSinusoidal;
+      note += "; position p reads " +
+              std::string(sinusoidal ? "the sinusoid of p + " : "the table's row p + ") +
+              std::to_string(family->offset) +
+              (sinusoidal ? "" : " (LearnedPositionTable's position_offset)");
+    }
+    out.notes.push_back(note);
+  }
+  if (flag_on) {
+    out.notes.push_back(path(flag) + " = true: fixed interleaved sinusoids, not a learned table");
+  }
+  if (pe_type && *pe_type == "sinusoidal" && a.kind != HfAbsoluteKind::kSinusoidal) {
+    a.kind = HfAbsoluteKind::kSinusoidal;
+    out.notes.push_back("position_embedding_type = \"sinusoidal\": the formula (interleaved or "
+                        "[sin | cos], which exponent) is the model code's, not the config's");
+  }
+  if (a.sinusoidal) {
+    out.notes.push_back(std::string("sinusoidal table: layout ") +
+                        std::string(to_string(a.sinusoidal->layout)) + ", base 10000");
+  }
+  const bool grid =
+      a.kind == HfAbsoluteKind::kLearnedGrid || a.kind == HfAbsoluteKind::kSincosGrid;
+  if (grid) {
+    a.leading_rows = family->leading_rows;
+    a.embed_dim = out.hidden_size;
+    const auto image = hf_image_pair(r, c, "image_size", path("image_size"));
+    const auto patch = hf_image_pair(r, c, "patch_size", path("patch_size"));
+    if (image && patch) {
+      if (patch->first > image->first || patch->second > image->second) {
+        r.fail(path("patch_size"), "is larger than image_size: no patch fits");
+      }
+      a.grid_h = image->first / patch->first;
+      a.grid_w = image->second / patch->second;
+      out.notes.push_back(std::string(to_string(a.kind)) + ": " + std::to_string(a.grid_h) +
+                          " x " + std::to_string(a.grid_w) + " patches after " +
+                          std::to_string(a.leading_rows) + " leading row(s)");
+    } else {
+      out.notes.push_back("image_size / patch_size absent: the grid's size is not known");
+    }
+  }
+  if (a.kind == HfAbsoluteKind::kSincosGrid) {
+    // ViTMAEEmbeddings: get_2d_sincos_pos_embed(width, int(num_patches ** 0.5)) for the
+    // encoder and the decoder, one sin-cos block per half: both widths multiples of 4, and
+    // num_patches rows only when the grid is square.
+    if (a.grid_h != a.grid_w) {
+      r.fail(path("image_size"), "gives a ", a.grid_h, " x ", a.grid_w, " patch grid; ",
+             out.model_type, " builds a square table of int(sqrt(num_patches)) a side");
+    }
+    if (out.hidden_size > 0 && out.hidden_size % 4 != 0) {
+      r.fail(path("hidden_size"), "= ", out.hidden_size,
+             " must be a multiple of 4 (two [sin | cos] halves)");
+    }
+    auto dec = r.integer(c, "decoder_hidden_size", path("decoder_hidden_size"));
+    if (!dec) {
+      dec = 512;
+      out.notes.push_back(path("decoder_hidden_size") + " absent: ViTMAEConfig's default 512");
+    }
+    if (*dec < 4 || *dec > kHfMaxDim || *dec % 4 != 0) {
+      r.fail(path("decoder_hidden_size"), "= ", *dec, " must be a positive multiple of 4 up to ",
+             kHfMaxDim, " (two [sin | cos] halves)");
+    }
+    a.decoder_embed_dim = static_cast<Eigen::Index>(*dec);
+  }
+  const HfStack stack = family ? family->stack : HfStack::kDecoder;
+  if (stack == HfStack::kEncoder) {
+    // BertConfig's is_decoder and XLMConfig's causal turn an encoder family into a decoder.
+    const bool decoder = r.boolean(c, "is_decoder", path("is_decoder")).value_or(false) ||
+                         (fam == "xlm" && r.boolean(c, "causal", path("causal")).value_or(false));
+    if (!decoder) {
+      out.mask = MaskMode::kBidirectional;
+      out.notes.push_back(out.model_type + ": an encoder, bidirectional attention");
+    } else {
+      out.notes.push_back(out.model_type + " configured as a decoder (is_decoder / causal): "
+                          "causal attention");
+    }
+  } else if (stack == HfStack::kEncoderDecoder) {
+    out.notes.push_back(out.model_type + ": encoder self-attention bidirectional, decoder "
+                        "self-attention causal (mask: the decoder's)");
+  }
+  out.absolute = a;
+}
+
+/// Families whose positions are none of posenc's schemes and whose configs name no position
+/// key, so the RoPE default would misread them: the reason, or empty.
+inline std::string_view hf_unsupported_positions(std::string_view model_type) {
+  const std::string n = hf_lower_alnum(model_type);
+  if (n == "swin" || n == "swinv2" || n == "donutswin" || n == "maskformerswin") {
+    return "a learned relative-position bias table inside each attention window";
+  }
+  if (n == "deberta" || n == "debertav2") {
+    return "disentangled attention over learned relative-position embeddings";
+  }
+  if (n == "transfoxl" || n == "xlnet") {
+    return "sinusoidal relative-position embeddings inside the scores (Transformer-XL's r_w / "
+           "r_r biases)";
+  }
+  return {};
 }
 
 /// A query temperature the loader read must pass attention()'s own rules (validate_temperature:
@@ -1913,6 +2106,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                " is smaller than num_attention_heads = ", out.num_attention_heads,
                ": heads of width 0");
       }
+      if (out.attention_head_dim == 0) {
+        out.attention_head_dim = out.hidden_size / out.num_attention_heads;
+      }
       const double d = static_cast<double>(out.hidden_size / out.num_attention_heads);
       out.softmax_scale = detail::hf_family_softmax_scale(r, c, prefix, out, 1.0 / std::sqrt(d));
     }
@@ -1928,6 +2124,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.scheme = HfPositionScheme::kAbsolute;
       out.absolute_position_offset = absolute ? absolute->offset : 0;
       out.notes.push_back("position_embedding_type = \"" + *pe + "\": no RoPE, no ALiBi");
+      detail::hf_read_absolute(r, c, prefix, absolute, pe, out);
       absolute_scale();
       return out;
     }
@@ -1942,16 +2139,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   if (absolute && !alibi && !names_rotary) {
     out.scheme = HfPositionScheme::kAbsolute;
     out.absolute_position_offset = absolute->offset;
-    std::string note = "model_type \"" + out.model_type + "\": " +
-                       (absolute->sinusoidal ? "sinusoidal" : "learned") +
-                       " absolute positions (no RoPE, no ALiBi)";
-    if (absolute->offset > 0) {
-      note += "; the table's rows start at position + " + std::to_string(absolute->offset) +
-              " (LearnedPositionTable's position_offset)";
-    }
-    out.notes.push_back(note);
+    detail::hf_read_absolute(r, c, prefix, absolute, std::nullopt, out);
     absolute_scale();
     return out;
+  }
+  if (const std::string_view why = detail::hf_unsupported_positions(out.model_type);
+      !why.empty() && !alibi && !names_rotary) {
+    r.fail(path("model_type"), "= \"", out.model_type, "\": its positions are ", why,
+           ", not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets)");
   }
   if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
   if (alibi && detail::hf_lower_alnum(out.model_type) == "bert") {

@@ -20,6 +20,7 @@
 #include "posenc/mrope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
+#include "posenc/sinusoidal.hpp"
 
 namespace posenc {
 
@@ -42,6 +43,48 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
   }
   return "unknown";
 }
+
+/// Scheme kAbsolute: what the position table is.
+enum class HfAbsoluteKind : std::uint8_t {
+  kLearned = 0,      ///< a trained 1-D table (learned.hpp), max_position_embeddings rows
+  kSinusoidal = 1,   ///< fixed 1-D sinusoids (sinusoidal.hpp), HfAbsolutePositions::sinusoidal
+  /// a trained table over the image's patch grid (ViT, DeiT, DINOv2, CLIP / SigLIP vision),
+  /// resized for other resolutions by resize_learned_grid (learned_grid.hpp)
+  kLearnedGrid = 2,
+  kSincosGrid = 3,   ///< a fixed 2-D sin-cos grid (ViT-MAE): sincos_grid_mae (sincos_grid.hpp)
+};
+
+constexpr std::string_view to_string(HfAbsoluteKind kind) noexcept {
+  switch (kind) {
+    case HfAbsoluteKind::kLearned: return "learned";
+    case HfAbsoluteKind::kSinusoidal: return "sinusoidal";
+    case HfAbsoluteKind::kLearnedGrid: return "learned grid";
+    case HfAbsoluteKind::kSincosGrid: return "sin-cos grid";
+  }
+  return "unknown";
+}
+
+/// Scheme kAbsolute: the table a model adds to its token (or patch) embeddings.
+struct HfAbsolutePositions {
+  HfAbsoluteKind kind = HfAbsoluteKind::kLearned;
+  /// kSinusoidal: the family's formula, which the checkpoints disagree on (field notes §2.8):
+  /// Marian and Pegasus [sin | cos] with w_i = 10000^(-2i/d) (kSinCosVaswani); fairseq's
+  /// M2M-100, NLLB-MoE, XGLM, Speech2Text and FSMT [sin | cos] with 10000^(-i/(d/2 - 1))
+  /// (kSinCos); XLM's sinusoidal_embeddings and DistilBERT's sinusoidal_pos_embds interleaved
+  /// (kInterleaved). Empty when position_embedding_type says "sinusoidal" for a family posenc
+  /// does not know: the formula is then the model code's.
+  std::optional<SinusoidalParams> sinusoidal;
+  /// Grids: patches per column and per row (image_size / patch_size per axis; 0 when the
+  /// config gives neither), in row-major order after leading_rows rows of their own (a class
+  /// token 1, DeiT's class and distillation tokens 2, I-JEPA and SigLIP 0).
+  Eigen::Index grid_h = 0;
+  Eigen::Index grid_w = 0;
+  Eigen::Index leading_rows = 0;
+  /// kSincosGrid: the width of the encoder's table (hidden_size) and of ViT-MAE's decoder
+  /// table (decoder_hidden_size, over the same grid).
+  Eigen::Index embed_dim = 0;
+  Eigen::Index decoder_embed_dim = 0;
+};
 
 /// Caller choices that override what the config implies.
 struct HfConfigOptions {
@@ -178,6 +221,8 @@ struct HfModelConfig {
   std::int64_t sliding_window = 0;
   /// Scheme kAbsolute: the row of position p is p + this (OPT, BART, RoBERTa, M2M-100: 2).
   std::int64_t absolute_position_offset = 0;
+  /// Scheme kAbsolute: the table's kind, formula and grid (empty for the other schemes).
+  std::optional<HfAbsolutePositions> absolute;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;

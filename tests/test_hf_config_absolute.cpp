@@ -1,0 +1,326 @@
+// Absolute-position models read from Hugging Face configs: which table (learned, sinusoidal,
+// a patch grid), which sinusoid formula, which grid, which mask. Expected values come from
+// transformers' modeling code, written out here by hand in long double (MarianSinusoidal-
+// PositionalEmbedding._init_weight, fairseq's get_embedding as M2M-100 copies it, XLM's
+// create_sinusoidal_embeddings, ViT-MAE's get_2d_sincos_pos_embed) and from published
+// sequence lengths of real checkpoints (ViT-B/16: [1, 197, 768], the shape HF's ViT doc
+// example prints; DINOv2 at 518 px: 37 x 37 + 1 = 1370 rows; CLIP ViT-B/32: 50;
+// SigLIP so400m-patch14-384: 729; DeiT distilled: 198).
+
+#include <catch2/catch.hpp>
+
+#include <posenc/hf_config.hpp>
+#include <posenc/sincos_grid.hpp>
+#include <posenc/sinusoidal.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using Catch::Matchers::Contains;
+using posenc::HfAbsoluteKind;
+using posenc::HfPositionScheme;
+using posenc::MaskMode;
+using posenc::SinusoidalLayout;
+
+namespace {
+
+bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
+  for (const auto& n : c.notes)
+    if (n.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+// The table a loaded sinusoidal config describes, rows [first, first + n), built by posenc.
+std::vector<double> posenc_rows(const posenc::HfModelConfig& c, Eigen::Index d,
+                                std::int64_t first, Eigen::Index n) {
+  std::vector<double> out(static_cast<std::size_t>(n * d));
+  posenc::TensorView<double, 2> view(out.data(), n, d);
+  posenc::sinusoidal_table<double>(view, *c.absolute->sinusoidal, first);
+  return out;
+}
+
+// MarianSinusoidalPositionalEmbedding._init_weight: position_enc[p][j] =
+// p / 10000^(2 (j // 2) / d); the first d / 2 columns are sin of the even j, the rest cos of
+// the odd j.
+long double marian(std::int64_t p, Eigen::Index j, Eigen::Index d) {
+  const Eigen::Index half = d / 2;
+  const Eigen::Index source = j < half ? 2 * j : 2 * (j - half) + 1;
+  const long double angle =
+      static_cast<long double>(p) /
+      std::pow(10000.0L, 2.0L * static_cast<long double>(source / 2) / static_cast<long double>(d));
+  return j < half ? std::sin(angle) : std::cos(angle);
+}
+
+// fairseq's get_embedding (M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT):
+// emb_k = exp(-k ln 10000 / (d/2 - 1)), row p = [sin(p emb) | cos(p emb)].
+long double fairseq(std::int64_t p, Eigen::Index j, Eigen::Index d) {
+  const Eigen::Index half = d / 2;
+  const Eigen::Index k = j < half ? j : j - half;
+  const long double emb = std::exp(-static_cast<long double>(k) * std::log(10000.0L) /
+                                   static_cast<long double>(half - 1));
+  const long double angle = static_cast<long double>(p) * emb;
+  return j < half ? std::sin(angle) : std::cos(angle);
+}
+
+// XLM's create_sinusoidal_embeddings (DistilBERT's sinusoidal_pos_embds): column j holds
+// p / 10000^(2 (j // 2) / d), sin on even j, cos on odd j.
+long double xlm(std::int64_t p, Eigen::Index j, Eigen::Index d) {
+  const long double angle =
+      static_cast<long double>(p) /
+      std::pow(10000.0L, 2.0L * static_cast<long double>(j / 2) / static_cast<long double>(d));
+  return j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+}
+
+}  // namespace
+
+TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset included",
+          "[hf_config][absolute]") {
+  struct Case {
+    std::string json;
+    long double (*formula)(std::int64_t, Eigen::Index, Eigen::Index);
+    std::int64_t offset;
+  };
+  // d = 16: wide enough that the two [sin | cos] exponents (2i / d against i / (d/2 - 1))
+  // differ by far more than the tolerance on every pair but the first.
+  const std::vector<Case> cases = {
+      {R"({"model_type": "marian", "d_model": 16, "encoder_attention_heads": 2})", marian, 0},
+      {R"({"model_type": "pegasus", "d_model": 16, "encoder_attention_heads": 2})", marian, 0},
+      {R"({"model_type": "m2m_100", "d_model": 16, "encoder_attention_heads": 2})", fairseq, 2},
+      {R"({"model_type": "nllb-moe", "d_model": 16, "encoder_attention_heads": 2})", fairseq, 2},
+      {R"({"model_type": "xglm", "d_model": 16, "attention_heads": 2})", fairseq, 2},
+      {R"({"model_type": "speech_to_text", "d_model": 16, "encoder_attention_heads": 2})",
+       fairseq, 2},
+      {R"({"model_type": "fsmt", "d_model": 16, "encoder_attention_heads": 2})", fairseq, 2},
+      {R"({"model_type": "distilbert", "dim": 16, "n_heads": 2, "sinusoidal_pos_embds": true})",
+       xlm, 0},
+      {R"({"model_type": "xlm", "emb_dim": 16, "n_heads": 2, "sinusoidal_embeddings": true})",
+       xlm, 0},
+  };
+  constexpr Eigen::Index d = 16;
+  for (const Case& k : cases) {
+    CAPTURE(k.json);
+    const auto c = posenc::parse_hf_config(k.json);
+    REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+    REQUIRE(c.absolute);
+    REQUIRE(c.absolute->kind == HfAbsoluteKind::kSinusoidal);
+    REQUIRE(c.absolute->sinusoidal);
+    REQUIRE(c.absolute_position_offset == k.offset);
+    // Tokens 0 .. 40 of a sequence, at the rows the model reads: position + offset.
+    const std::vector<double> rows = posenc_rows(c, d, c.absolute_position_offset, 41);
+    for (std::int64_t t = 0; t <= 40; ++t) {
+      for (Eigen::Index j = 0; j < d; ++j) {
+        CAPTURE(t, j);
+        const long double want = k.formula(t + k.offset, j, d);
+        REQUIRE(std::abs(rows[static_cast<std::size_t>(t * d + j)] - static_cast<double>(want)) <
+                1e-12);
+      }
+    }
+  }
+  // The two [sin | cos] formulas really are different tables (so the loop above can tell a
+  // swapped layout): pair 1 at position 1 is 10000^(-1/8) against 10000^(-1/7).
+  REQUIRE(std::abs(marian(1, 1, d) - fairseq(1, 1, d)) > 0.02L);
+}
+
+TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_config][absolute]") {
+  struct Case {
+    std::string json;
+    std::int64_t offset;
+    MaskMode mask;
+  };
+  const std::vector<Case> cases = {
+      // Decoder-only: causal.
+      {R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12})", 0, MaskMode::kCausal},
+      {R"({"model_type": "opt", "hidden_size": 768, "num_attention_heads": 12})", 2,
+       MaskMode::kCausal},
+      {R"({"model_type": "clip_text_model", "hidden_size": 512, "num_attention_heads": 8})", 0,
+       MaskMode::kCausal},
+      // Encoders: bidirectional. SigLIP's text tower has no causal mask, unlike CLIP's.
+      {R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12})", 0,
+       MaskMode::kBidirectional},
+      {R"({"model_type": "roberta", "hidden_size": 768, "num_attention_heads": 12})", 2,
+       MaskMode::kBidirectional},
+      {R"({"model_type": "siglip_text_model", "hidden_size": 768, "num_attention_heads": 12})",
+       0, MaskMode::kBidirectional},
+      {R"({"model_type": "xlm", "emb_dim": 1024, "n_heads": 8})", 0, MaskMode::kBidirectional},
+      // BertConfig's is_decoder and XLM's causal make them decoders.
+      {R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+           "is_decoder": true})", 0, MaskMode::kCausal},
+      {R"({"model_type": "xlm", "emb_dim": 1024, "n_heads": 8, "causal": true})", 0,
+       MaskMode::kCausal},
+      // Encoder-decoder: the decoder's causal mask, both stacks named in a note.
+      {R"({"model_type": "bart", "d_model": 1024, "encoder_attention_heads": 16})", 2,
+       MaskMode::kCausal},
+      {R"({"model_type": "whisper", "d_model": 384, "encoder_attention_heads": 6})", 0,
+       MaskMode::kCausal},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.json);
+    const auto c = posenc::parse_hf_config(k.json);
+    REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+    REQUIRE(c.absolute);
+    CHECK(c.absolute->kind == HfAbsoluteKind::kLearned);
+    CHECK_FALSE(c.absolute->sinusoidal);
+    CHECK(c.absolute_position_offset == k.offset);
+    CHECK(c.mask == k.mask);
+    CHECK(posenc::hf_attention_params(c, 0).mask == k.mask);
+  }
+  CHECK(has_note(posenc::parse_hf_config(cases[9].json), "encoder self-attention bidirectional"));
+  // Heads of 768 / 12 = 64: the q.k width is reported with the scale.
+  const auto bert = posenc::parse_hf_config(cases[3].json);
+  CHECK(bert.attention_head_dim == 64);
+  CHECK(bert.softmax_scale == 0.125);
+}
+
+TEST_CASE("hf_config: position_embedding_type sinusoidal on an unknown family keeps the formula "
+          "open", "[hf_config][absolute]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
+      "num_attention_heads": 4, "position_embedding_type": "sinusoidal"})");
+  REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+  REQUIRE(c.absolute);
+  CHECK(c.absolute->kind == HfAbsoluteKind::kSinusoidal);
+  CHECK_FALSE(c.absolute->sinusoidal);
+  CHECK(has_note(c, "is the model code's"));
+  // "absolute" is HF's name for a learned nn.Embedding.
+  const auto b = posenc::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
+      "num_attention_heads": 4, "position_embedding_type": "absolute"})");
+  REQUIRE(b.absolute);
+  CHECK(b.absolute->kind == HfAbsoluteKind::kLearned);
+}
+
+TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' position rows",
+          "[hf_config][absolute][vision]") {
+  struct Case {
+    std::string json;
+    HfAbsoluteKind kind;
+    Eigen::Index side_h, side_w, leading, rows;  // rows: the published table length
+  };
+  const std::vector<Case> cases = {
+      // google/vit-base-patch16-224: [1, 197, 768].
+      {R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16})", HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197},
+      // facebook/deit-base-distilled-patch16-224: class and distillation tokens.
+      {R"({"model_type": "deit", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16})", HfAbsoluteKind::kLearnedGrid, 14, 14, 2, 198},
+      // facebook/dinov2-base: 518 px, patch 14.
+      {R"({"model_type": "dinov2", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 518, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 37, 37, 1, 1370},
+      // openai/clip-vit-base-patch32's vision tower: 50 positions.
+      {R"({"model_type": "clip_vision_model", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 32})", HfAbsoluteKind::kLearnedGrid, 7, 7, 1, 50},
+      // google/siglip-so400m-patch14-384's vision tower: 729, no class token.
+      {R"({"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
+           "image_size": 384, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 27, 27, 0, 729},
+      // facebook/ijepa_vith14_1k: patches only.
+      {R"({"model_type": "ijepa", "hidden_size": 1280, "num_attention_heads": 16,
+           "image_size": 224, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 16, 16, 0, 256},
+      // facebook/vit-mae-base: the fixed sin-cos table, 197 rows.
+      {R"({"model_type": "vit_mae", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16, "decoder_hidden_size": 512})",
+       HfAbsoluteKind::kSincosGrid, 14, 14, 1, 197},
+      // [height, width] image and patch sizes (ViTPatchEmbeddings reads either form).
+      {R"({"model_type": "vit", "hidden_size": 64, "num_attention_heads": 4,
+           "image_size": [96, 160], "patch_size": [16, 32]})", HfAbsoluteKind::kLearnedGrid, 6, 5,
+       1, 31},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.json);
+    const auto c = posenc::parse_hf_config(k.json);
+    REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
+    REQUIRE(c.absolute);
+    CHECK(c.absolute->kind == k.kind);
+    CHECK(c.absolute->grid_h == k.side_h);
+    CHECK(c.absolute->grid_w == k.side_w);
+    CHECK(c.absolute->leading_rows == k.leading);
+    CHECK(c.absolute->leading_rows + c.absolute->grid_h * c.absolute->grid_w == k.rows);
+    CHECK(c.absolute->embed_dim == c.hidden_size);
+    CHECK(c.mask == MaskMode::kBidirectional);
+  }
+  // Without image_size / patch_size the grid's size is unknown, and said so.
+  const auto bare = posenc::parse_hf_config(
+      R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12})");
+  REQUIRE(bare.absolute);
+  CHECK(bare.absolute->kind == HfAbsoluteKind::kLearnedGrid);
+  CHECK(bare.absolute->grid_h == 0);
+  CHECK(has_note(bare, "grid's size is not known"));
+  // A ViT config was read as RoPE with theta 10000 before.
+  CHECK(bare.scheme == HfPositionScheme::kAbsolute);
+}
+
+TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos_embed's",
+          "[hf_config][absolute][vision]") {
+  // 64 px, patch 16: a 4 x 4 grid; encoder width 16, decoder width 8.
+  const auto c = posenc::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 16,
+      "num_attention_heads": 2, "image_size": 64, "patch_size": 16, "decoder_hidden_size": 8})");
+  REQUIRE(c.absolute);
+  REQUIRE(c.absolute->kind == HfAbsoluteKind::kSincosGrid);
+  REQUIRE(c.absolute->decoder_embed_dim == 8);
+  const auto& a = *c.absolute;
+  for (const Eigen::Index width : {a.embed_dim, a.decoder_embed_dim}) {
+    CAPTURE(width);
+    const posenc::SincosGridParams p =
+        posenc::sincos_grid_mae(width, a.grid_h, a.grid_w, a.leading_rows == 1);
+    const posenc::SincosGridPlan plan(p);
+    REQUIRE(plan.tokens() == 17);
+    std::vector<double> table(static_cast<std::size_t>(17 * width));
+    posenc::TensorView<double, 2> view(table.data(), 17, width);
+    posenc::sincos_grid_table<double>(view, plan);
+    // get_2d_sincos_pos_embed(width, 4, add_cls_token=True): a zero row, then token
+    // (r, c) = [1d(width / 2, c) | 1d(width / 2, r)] (np.meshgrid(grid_w, grid_h): the first
+    // half encodes the column), 1d(E, x) = [sin(x w_k) | cos(x w_k)], w_k = 10000^(-k/(E/2)).
+    const Eigen::Index e = width / 2, m = e / 2;
+    for (Eigen::Index j = 0; j < width; ++j) CHECK(table[static_cast<std::size_t>(j)] == 0.0);
+    for (Eigen::Index r = 0; r < 4; ++r) {
+      for (Eigen::Index col = 0; col < 4; ++col) {
+        for (Eigen::Index j = 0; j < width; ++j) {
+          CAPTURE(r, col, j);
+          const Eigen::Index block = j / e, within = j % e, k = within % m;
+          const long double x = static_cast<long double>(block == 0 ? col : r);
+          const long double w =
+              std::pow(10000.0L, -static_cast<long double>(k) / static_cast<long double>(m));
+          const long double want = within < m ? std::sin(x * w) : std::cos(x * w);
+          const double got = table[static_cast<std::size_t>((1 + r * 4 + col) * width + j)];
+          REQUIRE(std::abs(got - static_cast<double>(want)) < 1e-14);
+        }
+      }
+    }
+  }
+  // decoder_hidden_size absent: ViTMAEConfig's default 512.
+  const auto d = posenc::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 768,
+      "num_attention_heads": 12, "image_size": 224, "patch_size": 16})");
+  REQUIRE(d.absolute);
+  CHECK(d.absolute->decoder_embed_dim == 512);
+  CHECK(has_note(d, "decoder_hidden_size absent"));
+}
+
+TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",
+          "[hf_config][absolute][errors]") {
+  using posenc::parse_hf_config;
+  const std::string vit = R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, )";
+  const std::string mae =
+      R"({"model_type": "vit_mae", "hidden_size": 768, "num_attention_heads": 12, )";
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": 224, "patch_size": 0})"),
+                    Contains("\"patch_size\" = 0 must be in [1, "));
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": 224, "patch_size": 256})"),
+                    Contains("\"patch_size\" is larger than image_size"));
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": [224], "patch_size": 16})"),
+                    Contains("\"image_size\" must be one integer or [height, width]"));
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": [224, "x"], "patch_size": 16})"),
+                    Contains("\"image_size[1]\" must be an integer"));
+  CHECK_THROWS_WITH(parse_hf_config(mae + R"("image_size": [224, 448], "patch_size": 16})"),
+                    Contains("14 x 28 patch grid") && Contains("square table"));
+  CHECK_THROWS_WITH(parse_hf_config(mae + R"("image_size": 224, "patch_size": 16,
+                        "decoder_hidden_size": 510})"),
+                    Contains("\"decoder_hidden_size\" = 510 must be a positive multiple of 4"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 770,
+                        "num_attention_heads": 10, "image_size": 224, "patch_size": 16})"),
+                    Contains("\"hidden_size\" = 770 must be a multiple of 4"));
+  // Relative schemes whose configs name no position key were read as RoPE, theta 10000.
+  for (const char* family : {"swin", "swinv2", "deberta-v2", "deberta", "xlnet", "transfo-xl"}) {
+    CAPTURE(family);
+    CHECK_THROWS_WITH(parse_hf_config(std::string(R"({"model_type": ")") + family +
+                                      R"(", "hidden_size": 768, "num_attention_heads": 12})"),
+                      Contains(std::string("\"model_type\" = \"") + family + "\"") &&
+                          Contains("not a posenc scheme"));
+  }
+}
