@@ -11,22 +11,59 @@
 //              500000^(-126/128) / 8 = 2.4551e-06 / 8 = 3.0689e-07.
 //   Qwen yarn  head_dim = 3584 / 28 = 128; cos/sin multiplier 0.1 ln 4 + 1 = 1.138629.
 //   A negative rope_theta is rejected with the key and the source named.
+//   Two translation models without any position key, d_model 16: Marian's sinusoids use
+//              w_i = 10000^(-2i/16), so pair 1 turns 10000^(-1/8) = 0.316228 rad per position
+//              and column 1 of position 1 is sin 0.316228 = 0.310984; M2M-100's (fairseq) use
+//              w_i = 10000^(-i/7), and position 1 reads the sinusoid of 1 + 2 (positions start
+//              at padding_idx + 1 = 2): sin(3 x 0.268270) = sin 0.804809 = 0.720698.
 //
 // expect: llama: llama3 factor 8, theta 500000, head_dim 128, rotary_dim 128, layout half_split
 // expect: pair 0 inv_freq 1.0000e+00, pair 63 inv_freq 3.0689e-07
 // expect: qwen2: yarn factor 4, L0 32768, head_dim 128, attention factor 1.138629
 // expect: note: rope_scaling.type = "yarn": legacy key for rope_type
 // expect: rejected: posenc::load_hf_config: bad.json: key "rope_theta" = -1 must be > 1
+// expect: marian: absolute sinusoidal, layout sin|cos (base^(-2i/d)), position 1 -> row 1
+// expect: row 1, column 1 = 0.310984
+// expect: m2m_100: absolute sinusoidal, layout sin|cos, position 1 -> row 3, column 1 = 0.720698
 
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <posenc/hf_config.hpp>
+#include <posenc/sinusoidal.hpp>
 
 namespace {
 
+// Absolute-position models: the table's kind, and for sinusoids the formula and the value
+// that position 1 reads in column 1 (sin of pair 1).
+void show_absolute(const posenc::HfModelConfig& c) {
+  const posenc::HfAbsolutePositions a = c.absolute.value_or(posenc::HfAbsolutePositions{});
+  std::printf("%s: absolute %s", c.model_type.c_str(), std::string(to_string(a.kind)).c_str());
+  if (a.sinusoidal && c.hidden_size >= 4) {
+    const std::int64_t row = 1 + c.absolute_position_offset;
+    std::vector<double> table(static_cast<std::size_t>(c.hidden_size));
+    posenc::TensorView<double, 2> view(table.data(), 1, c.hidden_size);
+    posenc::sinusoidal_table<double>(view, *a.sinusoidal, row);
+    std::printf(", layout %s, position 1 -> row %lld, column 1 = %.6f",
+                std::string(to_string(a.sinusoidal->layout)).c_str(),
+                static_cast<long long>(row), table[1]);
+  }
+  std::printf("\n");
+}
+
 void show(const posenc::HfModelConfig& c) {
+  if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
+    show_absolute(c);
+    for (const auto& n : c.notes) std::printf("note: %s\n", n.c_str());
+    return;
+  }
+  if (c.scheme != posenc::HfPositionScheme::kRope) {
+    std::printf("%s: scheme %s, no RoPE plan\n", c.model_type.c_str(),
+                std::string(to_string(c.scheme)).c_str());
+    return;
+  }
   const auto& p = c.rope;
   const auto f = posenc::compute_rope_frequencies(p);
   std::printf("%s: %s factor %g, ", c.model_type.c_str(),
@@ -75,6 +112,11 @@ int main(int argc, char** argv) {
                             "bad.json");
   } catch (const std::invalid_argument& e) {
     std::printf("rejected: %s\n", e.what());
+  }
+  for (const char* json :
+       {R"({"model_type": "marian", "d_model": 16, "encoder_attention_heads": 2})",
+        R"({"model_type": "m2m_100", "d_model": 16, "encoder_attention_heads": 2})"}) {
+    show_absolute(posenc::parse_hf_config(json));
   }
   return 0;
 }

@@ -122,6 +122,43 @@ TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset 
   REQUIRE(std::abs(marian(1, 1, d) - fairseq(1, 1, d)) > 0.02L);
 }
 
+// openai/whisper-tiny's position keys. OpenAI's sinusoids(length, channels): increment
+// ln(10000) / (channels / 2 - 1), inv_timescales exp(-increment i), [sin | cos] of t inv:
+// fairseq's formula above, from position 0.
+TEST_CASE("hf_config: Whisper's encoder sinusoids and decoder table, each with its length",
+          "[hf_config][absolute]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+      "encoder_attention_heads": 6, "decoder_attention_heads": 6, "encoder_layers": 4,
+      "decoder_layers": 4, "max_source_positions": 1500, "max_target_positions": 448,
+      "num_mel_bins": 80})");
+  REQUIRE(c.absolute);
+  CHECK(c.absolute->kind == HfAbsoluteKind::kLearned);  // the decoder's
+  CHECK(c.max_position_embeddings == 448);
+  CHECK(c.absolute->encoder_max_positions == 1500);
+  REQUIRE(c.absolute->encoder_sinusoidal);
+  constexpr Eigen::Index d = 384;
+  std::vector<double> rows(1500 * d);
+  posenc::TensorView<double, 2> view(rows.data(), 1500, d);
+  posenc::sinusoidal_table<double>(view, *c.absolute->encoder_sinusoidal);
+  for (const std::int64_t t : {0, 1, 2, 750, 1499}) {
+    for (Eigen::Index j = 0; j < d; ++j) {
+      CAPTURE(t, j);
+      REQUIRE(std::abs(rows[static_cast<std::size_t>(t * d + j)] -
+                       static_cast<double>(fairseq(t, j, d))) < 1e-12);
+    }
+  }
+  // Other encoder-decoder families have no second table; max_position_embeddings wins.
+  const auto bart = posenc::parse_hf_config(R"({"model_type": "bart", "d_model": 1024,
+      "encoder_attention_heads": 16, "max_position_embeddings": 1024,
+      "max_target_positions": 512})");
+  REQUIRE(bart.absolute);
+  CHECK_FALSE(bart.absolute->encoder_sinusoidal);
+  CHECK(bart.max_position_embeddings == 1024);
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+                        "encoder_attention_heads": 6, "max_source_positions": 0})"),
+                    Contains("\"max_source_positions\" = 0 must be in [1, 2^53]"));
+}
+
 TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_config][absolute]") {
   struct Case {
     std::string json;
@@ -218,6 +255,10 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
       {R"({"model_type": "vit_mae", "hidden_size": 768, "num_attention_heads": 12,
            "image_size": 224, "patch_size": 16, "decoder_hidden_size": 512})",
        HfAbsoluteKind::kSincosGrid, 14, 14, 1, 197},
+      // BEiT with use_absolute_position_embeddings (BeitEmbeddings: num_patches + 1 rows).
+      {R"({"model_type": "data2vec-vision", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16, "use_absolute_position_embeddings": true,
+           "use_relative_position_bias": false})", HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197},
       // [height, width] image and patch sizes (ViTPatchEmbeddings reads either form).
       {R"({"model_type": "vit", "hidden_size": 64, "num_attention_heads": 4,
            "image_size": [96, 160], "patch_size": [16, 32]})", HfAbsoluteKind::kLearnedGrid, 6, 5,
@@ -296,7 +337,8 @@ TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos
 TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",
           "[hf_config][absolute][errors]") {
   using posenc::parse_hf_config;
-  const std::string vit = R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, )";
+  const std::string vit =
+      R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, )";
   const std::string mae =
       R"({"model_type": "vit_mae", "hidden_size": 768, "num_attention_heads": 12, )";
   CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": 224, "patch_size": 0})"),
@@ -315,6 +357,17 @@ TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are r
   CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 770,
                         "num_attention_heads": 10, "image_size": 224, "patch_size": 16})"),
                     Contains("\"hidden_size\" = 770 must be a multiple of 4"));
+  // BEiT / data2vec-vision: BeitConfig's flags, all false by default.
+  const std::string beit = R"({"model_type": "beit", "hidden_size": 768,
+      "num_attention_heads": 12, "image_size": 224, "patch_size": 16, )";
+  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_relative_position_bias": true})"),
+                    Contains("\"use_relative_position_bias\" = true") &&
+                        Contains("not a posenc scheme"));
+  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_absolute_position_embeddings": true,
+                        "use_shared_relative_position_bias": true})"),
+                    Contains("\"use_shared_relative_position_bias\" = true"));
+  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_mask_token": false})"),
+                    Contains("\"use_absolute_position_embeddings\" is false or absent"));
   // Relative schemes whose configs name no position key were read as RoPE, theta 10000.
   for (const char* family : {"swin", "swinv2", "deberta-v2", "deberta", "xlnet", "transfo-xl"}) {
     CAPTURE(family);

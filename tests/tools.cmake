@@ -546,6 +546,10 @@ posenc_rope_inspect_test("M2M-100 sinusoids at position + 2"
   EXPECT "no RoPE or ALiBi: fixed sinusoids, layout sin"
          "cos, base 10000, position p encoded as p + 2\\n"
          "encoder self-attention bidirectional, decoder self-attention causal")
+posenc_rope_inspect_test("Whisper's decoder table and encoder sinusoids"
+  ARGS "${_posenc_tool_data}/whisper.json"
+  EXPECT "a learned absolute table (hard limit 448); the encoder's: fixed sinusoids, layout sin"
+         "cos, 1500 rows\\n")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
   EXPECT "M-RoPE sections      (t, h, w) = (16, 20, 28) pairs")

@@ -116,6 +116,11 @@ std::string absolute_summary(const posenc::HfModelConfig& c) {
       if (c.absolute_position_offset > 0) {
         o << ", rows read at position + " << c.absolute_position_offset;
       }
+      if (a.encoder_sinusoidal) {
+        o << "; the encoder's: fixed sinusoids, layout "
+          << posenc::to_string(a.encoder_sinusoidal->layout);
+        if (a.encoder_max_positions > 0) o << ", " << a.encoder_max_positions << " rows";
+      }
       break;
     case HfAbsoluteKind::kSinusoidal:
       o << "fixed sinusoids, ";
@@ -629,6 +634,11 @@ int main(int argc, char** argv) {
       if (a.kind == posenc::HfAbsoluteKind::kSincosGrid) {
         ja["decoder_embed_dim"] = a.decoder_embed_dim;
       }
+      if (a.encoder_sinusoidal) {
+        ja["encoder_layout"] = posenc::to_string(a.encoder_sinusoidal->layout);
+        ja["encoder_base"] = a.encoder_sinusoidal->base;
+      }
+      if (a.encoder_max_positions > 0) ja["encoder_max_positions"] = a.encoder_max_positions;
       j["absolute"] = std::move(ja);
     }
     if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {

@@ -61,12 +61,22 @@
 ///              2-D RoPE heads, vision_config embed_dim (Qwen2-VL) or hidden_size over
 ///              num_heads, and spatial_merge_size (HfModelConfig::vision_rope).
 ///   absolute   position_embedding_type absolute / learned / sinusoidal, or a family that never
-///              wrote one (GPT-2, GPT-BigCode, GPT-Neo, OPT, BioGPT, BERT, RoBERTa, XLM-R,
+///              wrote one (GPT-2, GPT-BigCode, GPT-Neo, OPT, BioGPT, BERT, RoBERTa, XLM-R, XLM,
 ///              DistilBERT, ELECTRA, ALBERT, CLIP, SigLIP, BART, mBART, Blenderbot, Whisper;
-///              sinusoidal Marian, Pegasus, M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT) unless
-///              the config names a rotary key; absolute_position_offset 2 where the table has two
-///              leading rows (OPT, BART, RoBERTa, M2M-100, Speech2Text, FSMT).
-///              relative_key(_query): refused.
+///              sinusoidal Marian, Pegasus, M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT; the
+///              vision encoders ViT, DeiT, DINOv2, ViT-MSN, I-JEPA, CLIP / SigLIP vision, ViT-MAE,
+///              BEiT) unless the config names a rotary key; absolute_position_offset 2 where the
+///              table has two leading rows (OPT, BART, RoBERTa, M2M-100, Speech2Text, FSMT).
+///              HfModelConfig::absolute gives the table's kind and, for sinusoids, the family's
+///              formula (Marian / Pegasus kSinCosVaswani, fairseq's kSinCos, XLM / DistilBERT's
+///              sinusoidal flags kInterleaved); for vision encoders the image_size / patch_size
+///              grid and the class-token rows before it; for ViT-MAE the encoder's and the
+///              decoder's sin-cos table widths. Encoder families are bidirectional (unless
+///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
+///              mask. relative_key(_query) is refused, and so are families whose positions are
+///              relative tables no key announces (Swin, DeBERTa, XLNet, Transformer-XL).
+///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings,
+///              refused with use_relative_position_bias / use_shared_relative_position_bias.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -1119,8 +1129,58 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
   } else if (stack == HfStack::kEncoderDecoder) {
     out.notes.push_back(out.model_type + ": encoder self-attention bidirectional, decoder "
                         "self-attention causal (mask: the decoder's)");
+    // Speech models name their two lengths (Whisper, Speech2Text): the decoder's table is the
+    // one a generation length runs into.
+    const auto length = [&](const char* key) -> std::int64_t {
+      const auto v = r.integer(c, key, path(key));
+      if (v && (*v <= 0 || *v > kHfMaxPosition)) {
+        r.fail(path(key), "= ", *v, " must be in [1, 2^53]");
+      }
+      return v.value_or(0);
+    };
+    a.encoder_max_positions = length("max_source_positions");
+    if (const std::int64_t target = length("max_target_positions");
+        target > 0 && out.max_position_embeddings == 0) {
+      out.max_position_embeddings = target;
+      out.notes.push_back("max_position_embeddings read from " + path("max_target_positions") +
+                          " (the decoder's table)");
+    }
+    if (fam == "whisper") {
+      // WhisperEncoder's embed_positions hold sinusoids(max_source_positions, d_model):
+      // [sin | cos] with exp(-i ln 10000 / (d/2 - 1)), positions from 0.
+      a.encoder_sinusoidal = SinusoidalParams{SinusoidalLayout::kSinCos, 10000.0};
+      out.notes.push_back("whisper: the encoder's positions are fixed sinusoids (layout sin|cos, "
+                          "stored as weights), the decoder's a learned table");
+    }
   }
   out.absolute = a;
+}
+
+/// BEiT and data2vec-vision choose their positions by three flags (BeitConfig; all false by
+/// default): a learned patch grid after the class token (use_absolute_position_embeddings), or
+/// relative-position bias tables (use_relative_position_bias, use_shared_relative_position_bias),
+/// which posenc does not read. Null for other families.
+inline const HfAbsoluteFamily* hf_beit_positions(const HfConfigReader& r, const nlohmann::json& c,
+                                                 const std::string& prefix,
+                                                 const std::string& model_type) {
+  const std::string n = hf_lower_alnum(model_type);
+  if (n != "beit" && n != "data2vecvision") return nullptr;
+  const auto flag = [&](const char* key) {
+    return r.boolean(c, key, prefix + key).value_or(false);
+  };
+  for (const char* key : {"use_relative_position_bias", "use_shared_relative_position_bias"}) {
+    if (flag(key)) {
+      r.fail(prefix + key, "= true: ", model_type, "'s relative-position bias tables over the "
+             "patch grid are not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets)");
+    }
+  }
+  if (!flag("use_absolute_position_embeddings")) {
+    r.fail(prefix + "use_absolute_position_embeddings", "is false or absent and no relative bias "
+           "is set: ", model_type, " has no position embedding posenc could describe");
+  }
+  static constexpr HfAbsoluteFamily kBeit = {"beit", HfAbsoluteKind::kLearnedGrid, 0,
+                                             HfStack::kEncoder, SinusoidalLayout::kInterleaved, 1};
+  return &kBeit;
 }
 
 /// Families whose positions are none of posenc's schemes and whose configs name no position
@@ -2095,7 +2155,9 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
   if (auto a = r.boolean(c, "alibi", path("alibi")); a && *a) alibi = true;
-  const detail::HfAbsoluteFamily* absolute = detail::hf_absolute_family(out.model_type);
+  const detail::HfAbsoluteFamily* absolute =
+      detail::hf_beit_positions(r, c, prefix, out.model_type);
+  if (!absolute) absolute = detail::hf_absolute_family(out.model_type);
   // Absolute families' q.k scale: head_dim^-1/2 unless the family scales otherwise (GPT-Neo,
   // GPT-2's flags); left 0 when the config gives no head width.
   const auto absolute_scale = [&] {

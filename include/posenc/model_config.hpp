@@ -84,6 +84,14 @@ struct HfAbsolutePositions {
   /// table (decoder_hidden_size, over the same grid).
   Eigen::Index embed_dim = 0;
   Eigen::Index decoder_embed_dim = 0;
+  /// Encoder-decoder models: the encoder's table when it differs from the decoder's. Whisper's
+  /// encoder adds fixed sinusoids (kSinCos: OpenAI's sinusoids(), stored in the checkpoint as
+  /// embed_positions) to its audio frames; its decoder's table is learned. Empty otherwise.
+  std::optional<SinusoidalParams> encoder_sinusoidal;
+  /// Encoder-decoder models: max_source_positions, the encoder's rows (Whisper 1500 frames,
+  /// Speech2Text 6000); 0 when absent. The decoder's (max_target_positions) is
+  /// HfModelConfig::max_position_embeddings when the config gives no such key.
+  std::int64_t encoder_max_positions = 0;
 };
 
 /// Caller choices that override what the config implies.
