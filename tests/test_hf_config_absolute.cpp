@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <posenc/hf_config.hpp>
+#include <posenc/reference/attention.hpp>
 #include <posenc/sincos_grid.hpp>
 #include <posenc/sinusoidal.hpp>
 
@@ -180,9 +181,12 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
       {R"({"model_type": "siglip_text_model", "hidden_size": 768, "num_attention_heads": 12})",
        0, MaskMode::kBidirectional},
       {R"({"model_type": "xlm", "emb_dim": 1024, "n_heads": 8})", 0, MaskMode::kBidirectional},
-      // BertConfig's is_decoder and XLM's causal make them decoders.
+      // BertConfig's is_decoder and XLM's causal make them decoders; ALBERT's mask ignores
+      // is_decoder (a padding mask only).
       {R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
            "is_decoder": true})", 0, MaskMode::kCausal},
+      {R"({"model_type": "albert", "hidden_size": 768, "num_attention_heads": 12,
+           "is_decoder": true})", 0, MaskMode::kBidirectional},
       {R"({"model_type": "xlm", "emb_dim": 1024, "n_heads": 8, "causal": true})", 0,
        MaskMode::kCausal},
       // Encoder-decoder: the decoder's causal mask, both stacks named in a note.
@@ -202,11 +206,56 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
     CHECK(c.mask == k.mask);
     CHECK(posenc::hf_attention_params(c, 0).mask == k.mask);
   }
-  CHECK(has_note(posenc::parse_hf_config(cases[9].json), "encoder self-attention bidirectional"));
+  CHECK(has_note(posenc::parse_hf_config(cases[10].json), "encoder self-attention bidirectional"));
   // Heads of 768 / 12 = 64: the q.k width is reported with the scale.
   const auto bert = posenc::parse_hf_config(cases[3].json);
   CHECK(bert.attention_head_dim == 64);
   CHECK(bert.softmax_scale == 0.125);
+}
+
+// EleutherAI/gpt-neo-125m's keys. GPTNeoSelfAttention builds its mask as
+// bias = tril(ones(n, n)); local layers: bias ^ tril(bias, -window_size), so query i sees key j
+// iff j <= i and not j <= i - window_size.
+TEST_CASE("hf_config: GPT-Neo's local layers see their last window_size keys",
+          "[hf_config][absolute]") {
+  const auto c = posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+      "num_heads": 12, "num_layers": 12, "max_position_embeddings": 2048, "window_size": 256,
+      "attention_types": [[["global", "local"], 6]]})");
+  REQUIRE(c.layer_types.size() == 12);
+  for (Eigen::Index i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(posenc::hf_attention_params(c, i).sliding_window == (i % 2 == 1 ? 256 : 0));
+    CHECK(posenc::hf_attention_params(c, i).mask == MaskMode::kCausal);
+  }
+  // The attention of a local layer, with window_size 3 over 8 tokens: its zero weights are
+  // exactly HF's masked entries.
+  const auto small = posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 8,
+      "num_heads": 1, "window_size": 3, "attention_layers": ["global", "local"]})");
+  REQUIRE(small.num_hidden_layers == 2);
+  constexpr Eigen::Index n = 8;
+  std::vector<float> q(n * 8, 0.25f), k(n * 8, 0.5f), v(n * 8, 1.0f), o(n * 8);
+  std::vector<double> w(n * n);
+  posenc::reference::attention<float>(
+      posenc::ConstTensorView<float, 4>(q.data(), 1, n, 1, 8),
+      posenc::ConstTensorView<float, 4>(k.data(), 1, n, 1, 8),
+      posenc::ConstTensorView<float, 4>(v.data(), 1, n, 1, 8),
+      posenc::TensorView<float, 4>(o.data(), 1, n, 1, 8), posenc::hf_attention_params(small, 1),
+      {}, posenc::TensorView<double, 4>(w.data(), 1, 1, n, n));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      CAPTURE(i, j);
+      const bool hf_visible = j <= i && !(j <= i - 3);
+      CHECK((w[static_cast<std::size_t>(i * n + j)] > 0.0) == hf_visible);
+    }
+  }
+  // Layer counts that disagree, and values other than global / local, are refused by key.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+                        "num_heads": 12, "num_layers": 12,
+                        "attention_types": [[["global", "local"], 5]]})"),
+                    Contains("\"attention_types\" gives 10 layers, num_layers = 12"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+                        "num_heads": 12, "attention_layers": ["global", "windowed"]})"),
+                    Contains("\"attention_layers[1]\" must be \"global\" or \"local\""));
 }
 
 TEST_CASE("hf_config: position_embedding_type sinusoidal on an unknown family keeps the formula "

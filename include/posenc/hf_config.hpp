@@ -1024,6 +1024,78 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> hf_image_pair(
   return std::pair{hw[0], hw[1]};
 }
 
+/// GPT-Neo's global and local layers (GPTNeoConfig: attention_types [[["global", "local"], 12]]
+/// expanded into attention_layers, window_size 256). A local layer masks the keys with
+/// i - j >= window_size (GPTNeoSelfAttention: bias ^ tril(bias, -window_size)), which is
+/// posenc's sliding_window W = window_size: layer_types "sliding_attention" there.
+inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json& c,
+                                   const std::string& prefix, HfModelConfig& out) {
+  using json = nlohmann::json;
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  std::vector<std::string> kinds;
+  const auto add = [&](const json& e, const std::string& where) {
+    if (!e.is_string() || (e.get<std::string>() != "global" && e.get<std::string>() != "local")) {
+      r.fail(where, "must be \"global\" or \"local\", got ", e.dump());
+    }
+    if (kinds.size() >= static_cast<std::size_t>(kHfMaxLayers)) {
+      r.fail(where, "makes more than ", kHfMaxLayers, " layers");
+    }
+    kinds.push_back(e.get<std::string>());
+  };
+  if (const json* layers = HfConfigReader::find(c, "attention_layers")) {
+    if (!layers->is_array()) r.fail(path("attention_layers"), "must be a list of strings");
+    for (std::size_t i = 0; i < layers->size(); ++i) {
+      add((*layers)[i], path("attention_layers") + "[" + std::to_string(i) + "]");
+    }
+  } else if (const json* types = HfConfigReader::find(c, "attention_types")) {
+    // [[pattern, repeats], ...]: pattern repeated `repeats` times (expand_attention_types_params).
+    const std::string key = path("attention_types");
+    if (!types->is_array()) r.fail(key, "must be a list of [pattern, repeats] pairs");
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const json& item = (*types)[i];
+      const std::string at = key + "[" + std::to_string(i) + "]";
+      if (!item.is_array() || item.size() != 2 || !item[0].is_array()) {
+        r.fail(at, "must be a [pattern, repeats] pair, got ", item.dump());
+      }
+      const json one = {{"v", item[1]}};  // HfConfigReader reads object keys
+      const std::int64_t repeats = *r.integer(one, "v", at + "[1]");
+      if (repeats < 0 || repeats > kHfMaxLayers) {
+        r.fail(at + "[1]", "= ", repeats, " must be in [0, ", kHfMaxLayers, "]");
+      }
+      for (std::int64_t k = 0; k < repeats; ++k) {
+        for (std::size_t j = 0; j < item[0].size(); ++j) {
+          add(item[0][j], at + "[0][" + std::to_string(j) + "]");
+        }
+      }
+    }
+  } else {
+    const std::int64_t n = out.num_hidden_layers > 0 ? out.num_hidden_layers : 24;
+    for (std::int64_t i = 0; i < n; ++i) kinds.push_back(i % 2 == 0 ? "global" : "local");
+    out.notes.push_back(path("attention_types") + " absent: GPTNeoConfig's default, global and "
+                        "local layers alternating");
+  }
+  if (out.num_hidden_layers == 0) {
+    out.num_hidden_layers = static_cast<Eigen::Index>(kinds.size());
+  } else if (static_cast<Eigen::Index>(kinds.size()) != out.num_hidden_layers) {
+    r.fail(path("attention_types"), "gives ", kinds.size(), " layers, num_layers = ",
+           out.num_hidden_layers, " (GPTNeoConfig requires them equal)");
+  }
+  auto window = r.integer(c, "window_size", path("window_size"));
+  if (!window) window = 256;  // GPTNeoConfig's default
+  if (*window <= 0 || *window > kHfMaxPosition) {
+    r.fail(path("window_size"), "= ", *window, " must be in [1, 2^53]");
+  }
+  std::size_t local = 0;
+  for (const std::string& k : kinds) {
+    out.layer_types.push_back(k == "local" ? "sliding_attention" : "full_attention");
+    local += k == "local";
+  }
+  out.sliding_window = local > 0 ? *window : 0;
+  out.notes.push_back("gpt_neo: " + std::to_string(local) + " of " + std::to_string(kinds.size()) +
+                      " layers local, each query seeing its last window_size = " +
+                      std::to_string(*window) + " keys (sliding_window)");
+}
+
 /// Scheme kAbsolute (HfModelConfig::absolute): the table's kind and formula, a vision grid's
 /// geometry, and the family's mask. pe_type: position_embedding_type when the config has one.
 inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
@@ -1114,11 +1186,17 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
     }
     a.decoder_embed_dim = static_cast<Eigen::Index>(*dec);
   }
+  if (fam == "gptneo") hf_read_gpt_neo_layers(r, c, prefix, out);
   const HfStack stack = family ? family->stack : HfStack::kDecoder;
   if (stack == HfStack::kEncoder) {
-    // BertConfig's is_decoder and XLMConfig's causal turn an encoder family into a decoder.
-    const bool decoder = r.boolean(c, "is_decoder", path("is_decoder")).value_or(false) ||
-                         (fam == "xlm" && r.boolean(c, "causal", path("causal")).value_or(false));
+    // BertConfig's is_decoder (on the BERT mask path: BERT, RoBERTa, XLM-R, CamemBERT,
+    // ELECTRA; DistilBERT, ALBERT, LayoutLM and the vision encoders ignore it) and XLMConfig's
+    // causal turn the encoder into a decoder.
+    const bool bert_mask = fam == "bert" || fam == "roberta" || fam == "xlmroberta" ||
+                           fam == "camembert" || fam == "electra";
+    const bool decoder =
+        (bert_mask && r.boolean(c, "is_decoder", path("is_decoder")).value_or(false)) ||
+        (fam == "xlm" && r.boolean(c, "causal", path("causal")).value_or(false));
     if (!decoder) {
       out.mask = MaskMode::kBidirectional;
       out.notes.push_back(out.model_type + ": an encoder, bidirectional attention");
@@ -1188,10 +1266,12 @@ inline const HfAbsoluteFamily* hf_beit_positions(const HfConfigReader& r, const 
 inline std::string_view hf_unsupported_positions(std::string_view model_type) {
   const std::string n = hf_lower_alnum(model_type);
   if (n == "swin" || n == "swinv2" || n == "donutswin" || n == "maskformerswin") {
-    return "a learned relative-position bias table inside each attention window";
+    return "relative-position biases inside each attention window (a learned table; Swin-v2: "
+           "an MLP over log-spaced offsets)";
   }
   if (n == "deberta" || n == "debertav2") {
-    return "disentangled attention over learned relative-position embeddings";
+    return "disentangled attention over learned relative-position embeddings (every released "
+           "checkpoint sets relative_attention)";
   }
   if (n == "transfoxl" || n == "xlnet") {
     return "sinusoidal relative-position embeddings inside the scores (Transformer-XL's r_w / "
