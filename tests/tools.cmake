@@ -544,7 +544,8 @@ posenc_rope_inspect_test("M2M-100 sinusoids at position + 2"
   ARGS "${_posenc_tool_data}/m2m100.json"
   # ("|" separates the fragments, so the layout's name is matched in two pieces)
   EXPECT "no RoPE or ALiBi: fixed sinusoids, layout sin"
-         "cos, base 10000, position p encoded as p + 2\\n"
+         "cos, base 10000, position p encoded as p + 2 (any position here; "
+         "max_position_embeddings 1024)\\n"
          "encoder self-attention bidirectional, decoder self-attention causal")
 posenc_rope_inspect_test("Whisper's decoder table and encoder sinusoids"
   ARGS "${_posenc_tool_data}/whisper.json"

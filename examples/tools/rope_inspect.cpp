@@ -133,6 +133,10 @@ std::string absolute_summary(const posenc::HfModelConfig& c) {
       if (c.absolute_position_offset > 0) {
         o << ", position p encoded as p + " << c.absolute_position_offset;
       }
+      if (c.max_position_embeddings > 0) {
+        o << " (any position here; max_position_embeddings " << c.max_position_embeddings
+          << ")";
+      }
       break;
     case HfAbsoluteKind::kLearnedGrid:
       o << "a learned " << a.grid_h << " x " << a.grid_w << " patch grid" << lead
