@@ -37,7 +37,7 @@
 namespace {
 
 // Absolute-position models: the table's kind, and for sinusoids the formula and the value
-// that position 1 reads in column 1 (sin of pair 1).
+// that position 1 reads in column 1 (the sine of pair 1 in a [sin | cos] layout).
 void show_absolute(const posenc::HfModelConfig& c) {
   const posenc::HfAbsolutePositions a = c.absolute.value_or(posenc::HfAbsolutePositions{});
   std::printf("%s: absolute %s", c.model_type.c_str(), std::string(to_string(a.kind)).c_str());

@@ -962,7 +962,8 @@ TEST_CASE("hf_config: absolute-position models are recognised", "[hf_config][abs
   // Families whose configs never say so were read as RoPE (theta 10000) before: GPT-2's wpe,
   // OPT's and BART's tables read at position + 2 (OPTLearnedPositionalEmbedding /
   // BartLearnedPositionalEmbedding), RoBERTa's at padding_idx + 1 = 2, Marian's sinusoids;
-  // BART and Whisper name their heads per stack and are read without them.
+  // BART and Whisper name their heads per stack (encoder_attention_heads, their classes'
+  // attribute_map).
   const std::vector<std::tuple<std::string, std::int64_t, std::string>> families = {
       {R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024})", 0, "learned"},
       {R"({"model_type": "opt", "hidden_size": 768, "num_attention_heads": 12, "max_position_embeddings": 2048})", 2, "learned"},

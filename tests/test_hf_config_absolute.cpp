@@ -107,6 +107,9 @@ TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset 
     REQUIRE(c.absolute->kind == HfAbsoluteKind::kSinusoidal);
     REQUIRE(c.absolute->sinusoidal);
     REQUIRE(c.absolute_position_offset == k.offset);
+    // The width each class names its own way (d_model, dim, emb_dim), and the heads.
+    REQUIRE(c.hidden_size == d);
+    REQUIRE(c.num_attention_heads == 2);
     // Tokens 0 .. 40 of a sequence, at the rows the model reads: position + offset.
     const std::vector<double> rows = posenc_rows(c, d, c.absolute_position_offset, 41);
     for (std::int64_t t = 0; t <= 40; ++t) {
@@ -118,8 +121,9 @@ TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset 
       }
     }
   }
-  // The two [sin | cos] formulas really are different tables (so the loop above can tell a
-  // swapped layout): pair 1 at position 1 is 10000^(-1/8) against 10000^(-1/7).
+  // A check of the oracles, not of posenc: the two [sin | cos] formulas really are different
+  // tables, so the loop above can tell a swapped layout (pair 1 at position 1 turns by
+  // 10000^(-1/8) against 10000^(-1/7)).
   REQUIRE(std::abs(marian(1, 1, d) - fairseq(1, 1, d)) > 0.02L);
 }
 
@@ -148,6 +152,13 @@ TEST_CASE("hf_config: Whisper's encoder sinusoids and decoder table, each with i
                        static_cast<double>(fairseq(t, j, d))) < 1e-12);
     }
   }
+  // WhisperConfig has no max_position_embeddings: a converted config's key does not replace
+  // the decoder's max_target_positions.
+  const auto both = posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+      "encoder_attention_heads": 6, "max_position_embeddings": 1500,
+      "max_target_positions": 448})");
+  CHECK(both.max_position_embeddings == 448);
+  CHECK(has_note(both, "max_position_embeddings = 1500 ignored"));
   // Other encoder-decoder families have no second table; max_position_embeddings wins.
   const auto bart = posenc::parse_hf_config(R"({"model_type": "bart", "d_model": 1024,
       "encoder_attention_heads": 16, "max_position_embeddings": 1024,
@@ -187,6 +198,17 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
            "is_decoder": true})", 0, MaskMode::kCausal},
       {R"({"model_type": "albert", "hidden_size": 768, "num_attention_heads": 12,
            "is_decoder": true})", 0, MaskMode::kBidirectional},
+      {R"({"model_type": "roberta", "hidden_size": 768, "num_attention_heads": 12,
+           "is_decoder": true})", 2, MaskMode::kCausal},
+      {R"({"model_type": "electra", "hidden_size": 256, "num_attention_heads": 4,
+           "is_decoder": true})", 0, MaskMode::kCausal},
+      {R"({"model_type": "distilbert", "dim": 768, "n_heads": 12, "is_decoder": true})", 0,
+       MaskMode::kBidirectional},
+      {R"({"model_type": "layoutlm", "hidden_size": 768, "num_attention_heads": 12,
+           "is_decoder": true})", 0, MaskMode::kBidirectional},
+      // DebertaConfig's defaults: position_biased_input, no relative_attention.
+      {R"({"model_type": "deberta", "hidden_size": 768, "num_attention_heads": 12})", 0,
+       MaskMode::kBidirectional},
       {R"({"model_type": "xlm", "emb_dim": 1024, "n_heads": 8, "causal": true})", 0,
        MaskMode::kCausal},
       // Encoder-decoder: the decoder's causal mask, both stacks named in a note.
@@ -206,9 +228,15 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
     CHECK(c.mask == k.mask);
     CHECK(posenc::hf_attention_params(c, 0).mask == k.mask);
   }
-  CHECK(has_note(posenc::parse_hf_config(cases[10].json), "encoder self-attention bidirectional"));
+  const auto bart = posenc::parse_hf_config(
+      R"({"model_type": "bart", "d_model": 1024, "encoder_attention_heads": 16})");
+  CHECK(has_note(bart, "encoder self-attention bidirectional"));
+  // BartConfig's attribute_map: num_attention_heads is encoder_attention_heads.
+  CHECK(bart.num_attention_heads == 16);
+  CHECK(bart.attention_head_dim == 64);
   // Heads of 768 / 12 = 64: the q.k width is reported with the scale.
-  const auto bert = posenc::parse_hf_config(cases[3].json);
+  const auto bert = posenc::parse_hf_config(
+      R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12})");
   CHECK(bert.attention_head_dim == 64);
   CHECK(bert.softmax_scale == 0.125);
 }
@@ -252,10 +280,22 @@ TEST_CASE("hf_config: GPT-Neo's local layers see their last window_size keys",
   CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
                         "num_heads": 12, "num_layers": 12,
                         "attention_types": [[["global", "local"], 5]]})"),
-                    Contains("\"attention_types\" gives 10 layers, num_layers = 12"));
+                    Contains("\"attention_types\" gives 10 layers") &&
+                        Contains("the config's layer count is 12"));
   CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
                         "num_heads": 12, "attention_layers": ["global", "windowed"]})"),
                     Contains("\"attention_layers[1]\" must be \"global\" or \"local\""));
+  // An empty pattern repeated 2^16 times would loop without adding a layer: refused first.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+                        "num_heads": 2, "attention_types": [[[], 65536], [[], 65536]]})"),
+                    Contains("\"attention_types[0]\"") && Contains("must name at least one layer"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+                        "num_heads": 2, "attention_types": [[["local"], null]]})"),
+                    Contains("\"attention_types[0][1]\" must be an integer, got null"));
+  // The error names the key the layers came from.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+                        "num_heads": 2, "num_layers": 3, "attention_layers": ["global"]})"),
+                    Contains("\"attention_layers\" gives 1 layers"));
 }
 
 TEST_CASE("hf_config: position_embedding_type sinusoidal on an unknown family keeps the formula "
@@ -280,38 +320,46 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
     std::string json;
     HfAbsoluteKind kind;
     Eigen::Index side_h, side_w, leading, rows;  // rows: the published table length
+    Eigen::Index width;
   };
   const std::vector<Case> cases = {
       // google/vit-base-patch16-224: [1, 197, 768].
       {R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12,
-           "image_size": 224, "patch_size": 16})", HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197},
+           "image_size": 224, "patch_size": 16})",
+       HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197, 768},
       // facebook/deit-base-distilled-patch16-224: class and distillation tokens.
       {R"({"model_type": "deit", "hidden_size": 768, "num_attention_heads": 12,
-           "image_size": 224, "patch_size": 16})", HfAbsoluteKind::kLearnedGrid, 14, 14, 2, 198},
+           "image_size": 224, "patch_size": 16})",
+       HfAbsoluteKind::kLearnedGrid, 14, 14, 2, 198, 768},
       // facebook/dinov2-base: 518 px, patch 14.
       {R"({"model_type": "dinov2", "hidden_size": 768, "num_attention_heads": 12,
-           "image_size": 518, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 37, 37, 1, 1370},
+           "image_size": 518, "patch_size": 14})",
+       HfAbsoluteKind::kLearnedGrid, 37, 37, 1, 1370, 768},
       // openai/clip-vit-base-patch32's vision tower: 50 positions.
       {R"({"model_type": "clip_vision_model", "hidden_size": 768, "num_attention_heads": 12,
-           "image_size": 224, "patch_size": 32})", HfAbsoluteKind::kLearnedGrid, 7, 7, 1, 50},
+           "image_size": 224, "patch_size": 32})",
+       HfAbsoluteKind::kLearnedGrid, 7, 7, 1, 50, 768},
       // google/siglip-so400m-patch14-384's vision tower: 729, no class token.
       {R"({"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
-           "image_size": 384, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 27, 27, 0, 729},
+           "image_size": 384, "patch_size": 14})",
+       HfAbsoluteKind::kLearnedGrid, 27, 27, 0, 729, 1152},
       // facebook/ijepa_vith14_1k: patches only.
       {R"({"model_type": "ijepa", "hidden_size": 1280, "num_attention_heads": 16,
-           "image_size": 224, "patch_size": 14})", HfAbsoluteKind::kLearnedGrid, 16, 16, 0, 256},
+           "image_size": 224, "patch_size": 14})",
+       HfAbsoluteKind::kLearnedGrid, 16, 16, 0, 256, 1280},
       // facebook/vit-mae-base: the fixed sin-cos table, 197 rows.
       {R"({"model_type": "vit_mae", "hidden_size": 768, "num_attention_heads": 12,
            "image_size": 224, "patch_size": 16, "decoder_hidden_size": 512})",
-       HfAbsoluteKind::kSincosGrid, 14, 14, 1, 197},
+       HfAbsoluteKind::kSincosGrid, 14, 14, 1, 197, 768},
       // BEiT with use_absolute_position_embeddings (BeitEmbeddings: num_patches + 1 rows).
       {R"({"model_type": "data2vec-vision", "hidden_size": 768, "num_attention_heads": 12,
            "image_size": 224, "patch_size": 16, "use_absolute_position_embeddings": true,
-           "use_relative_position_bias": false})", HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197},
+           "use_relative_position_bias": false})",
+       HfAbsoluteKind::kLearnedGrid, 14, 14, 1, 197, 768},
       // [height, width] image and patch sizes (ViTPatchEmbeddings reads either form).
       {R"({"model_type": "vit", "hidden_size": 64, "num_attention_heads": 4,
-           "image_size": [96, 160], "patch_size": [16, 32]})", HfAbsoluteKind::kLearnedGrid, 6, 5,
-       1, 31},
+           "image_size": [96, 160], "patch_size": [16, 32]})",
+       HfAbsoluteKind::kLearnedGrid, 6, 5, 1, 31, 64},
   };
   for (const Case& k : cases) {
     CAPTURE(k.json);
@@ -323,7 +371,7 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
     CHECK(c.absolute->grid_w == k.side_w);
     CHECK(c.absolute->leading_rows == k.leading);
     CHECK(c.absolute->leading_rows + c.absolute->grid_h * c.absolute->grid_w == k.rows);
-    CHECK(c.absolute->embed_dim == c.hidden_size);
+    CHECK(c.absolute->embed_dim == k.width);
     CHECK(c.mask == MaskMode::kBidirectional);
   }
   // Without image_size / patch_size the grid's size is unknown, and said so.
@@ -346,6 +394,10 @@ TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos
   REQUIRE(c.absolute->kind == HfAbsoluteKind::kSincosGrid);
   REQUIRE(c.absolute->decoder_embed_dim == 8);
   const auto& a = *c.absolute;
+  REQUIRE(a.embed_dim == 16);
+  REQUIRE(a.grid_h == 4);
+  REQUIRE(a.grid_w == 4);
+  REQUIRE(a.leading_rows == 1);
   for (const Eigen::Index width : {a.embed_dim, a.decoder_embed_dim}) {
     CAPTURE(width);
     const posenc::SincosGridParams p =
@@ -381,6 +433,13 @@ TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos
   REQUIRE(d.absolute);
   CHECK(d.absolute->decoder_embed_dim == 512);
   CHECK(has_note(d, "decoder_hidden_size absent"));
+  // hidden_size and heads absent: ViTMAEConfig's 768 and 12.
+  const auto e = posenc::parse_hf_config(
+      R"({"model_type": "vit_mae", "image_size": 224, "patch_size": 16})");
+  REQUIRE(e.absolute);
+  CHECK(e.absolute->embed_dim == 768);
+  CHECK(e.num_attention_heads == 12);
+  CHECK(has_note(e, "hidden_size absent"));
 }
 
 TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",
@@ -417,12 +476,36 @@ TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are r
                     Contains("\"use_shared_relative_position_bias\" = true"));
   CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_mask_token": false})"),
                     Contains("\"use_absolute_position_embeddings\" is false or absent"));
+  // A null inside a list is an error, not "unset".
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": [224, null], "patch_size": 16})"),
+                    Contains("\"image_size[1]\" must be an integer, got null"));
+  // More than 2^40 patches.
+  CHECK_THROWS_WITH(parse_hf_config(vit + R"("image_size": 1073741824, "patch_size": 1})"),
+                    Contains("more than 2^40 patches"));
+  // A width the family's sinusoids cannot use: fairseq divides by d/2 - 1, Marian needs an
+  // even width.
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "m2m_100", "d_model": 2,
+                        "encoder_attention_heads": 1})"),
+                    Contains("\"d_model\" = 2 cannot carry m2m_100's sinusoids"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "marian", "d_model": 15,
+                        "encoder_attention_heads": 1})"),
+                    Contains("\"d_model\" = 15 cannot carry marian's sinusoids"));
+  // DeBERTa: relative_attention (every released checkpoint), or no position at all.
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deberta-v2", "hidden_size": 768,
+                        "num_attention_heads": 12, "relative_attention": true})"),
+                    Contains("\"relative_attention\" = true") && Contains("not a posenc scheme"));
+  CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deberta", "hidden_size": 768,
+                        "num_attention_heads": 12, "position_biased_input": false})"),
+                    Contains("\"position_biased_input\" = false"));
   // Relative schemes whose configs name no position key were read as RoPE, theta 10000.
-  for (const char* family : {"swin", "swinv2", "deberta-v2", "deberta", "xlnet", "transfo-xl"}) {
+  for (const char* family : {"swin", "swinv2", "xlnet", "transfo-xl"}) {
     CAPTURE(family);
     CHECK_THROWS_WITH(parse_hf_config(std::string(R"({"model_type": ")") + family +
                                       R"(", "hidden_size": 768, "num_attention_heads": 12})"),
                       Contains(std::string("\"model_type\" = \"") + family + "\"") &&
                           Contains("not a posenc scheme"));
   }
+  // A config that names a rotary key keeps it, whatever its model_type (as for BERT).
+  CHECK(parse_hf_config(R"({"model_type": "swin", "hidden_size": 768, "num_attention_heads": 12,
+            "rope_theta": 10000})").scheme == HfPositionScheme::kRope);
 }

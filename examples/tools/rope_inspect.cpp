@@ -110,6 +110,9 @@ std::string absolute_summary(const posenc::HfModelConfig& c) {
                                 : std::string("not given");
   const std::string lead = " after " + std::to_string(a.leading_rows) + " leading row" +
                            (a.leading_rows == 1 ? "" : "s");
+  const std::string grid = a.grid_h > 0 ? std::to_string(a.grid_h) + " x " +
+                                              std::to_string(a.grid_w) + " patch grid"
+                                        : std::string("patch grid (size not given)");
   switch (a.kind) {
     case HfAbsoluteKind::kLearned:
       o << "a learned absolute table (hard limit " << limit << ")";
@@ -139,11 +142,11 @@ std::string absolute_summary(const posenc::HfModelConfig& c) {
       }
       break;
     case HfAbsoluteKind::kLearnedGrid:
-      o << "a learned " << a.grid_h << " x " << a.grid_w << " patch grid" << lead
+      o << "a learned " << grid << lead
         << " (resize_learned_grid for other resolutions)";
       break;
     case HfAbsoluteKind::kSincosGrid:
-      o << "a fixed sin-cos " << a.grid_h << " x " << a.grid_w << " patch grid" << lead
+      o << "a fixed sin-cos " << grid << lead
         << ", widths " << a.embed_dim << " (encoder) and " << a.decoder_embed_dim
         << " (decoder) (sincos_grid_mae)";
       break;
@@ -622,10 +625,10 @@ int main(int argc, char** argv) {
     j["layers"] = std::move(layers);
     if (c.absolute) {
       const posenc::HfAbsolutePositions& a = *c.absolute;
-      nlohmann::json ja = {{"kind", posenc::to_string(a.kind)},
+      nlohmann::json ja = {{"kind", std::string(posenc::to_string(a.kind))},
                            {"position_offset", c.absolute_position_offset}};
       if (a.sinusoidal) {
-        ja["layout"] = posenc::to_string(a.sinusoidal->layout);
+        ja["layout"] = std::string(posenc::to_string(a.sinusoidal->layout));
         ja["base"] = a.sinusoidal->base;
       }
       if (a.kind == posenc::HfAbsoluteKind::kLearnedGrid ||
@@ -639,7 +642,7 @@ int main(int argc, char** argv) {
         ja["decoder_embed_dim"] = a.decoder_embed_dim;
       }
       if (a.encoder_sinusoidal) {
-        ja["encoder_layout"] = posenc::to_string(a.encoder_sinusoidal->layout);
+        ja["encoder_layout"] = std::string(posenc::to_string(a.encoder_sinusoidal->layout));
         ja["encoder_base"] = a.encoder_sinusoidal->base;
       }
       if (a.encoder_max_positions > 0) ja["encoder_max_positions"] = a.encoder_max_positions;

@@ -74,9 +74,11 @@
 ///              decoder's sin-cos table widths. Encoder families are bidirectional (unless
 ///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
 ///              mask. relative_key(_query) is refused, and so are families whose positions are
-///              relative tables no key announces (Swin, DeBERTa, XLNet, Transformer-XL).
+///              relative schemes no position key announces (Swin, XLNet, Transformer-XL).
 ///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings,
-///              refused with use_relative_position_bias / use_shared_relative_position_bias.
+///              refused with use_relative_position_bias / use_shared_relative_position_bias;
+///              DeBERTa(-v2): a learned table with position_biased_input, refused with
+///              relative_attention (every released checkpoint).
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -197,6 +199,12 @@ class HfConfigReader {
                                       const std::string& path) const {
     const json* v = find(obj, key);
     if (!v) return std::nullopt;
+    return integer_value(*v, path);
+  }
+
+  /// One integer that must be there (a list element: JSON null is an error, not "unset").
+  std::int64_t integer_value(const json& value, const std::string& path) const {
+    const json* v = &value;
     if (v->is_number_unsigned()) {
       const auto u = v->get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
@@ -359,6 +367,7 @@ inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
       {"nllbmoe", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
       {"speechtotext", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
       {"fsmt", K::kSinusoidal, 2, S::kEncoderDecoder, kFairseq},
+      // Grids: the layout field is unused ({}), then the rows before the patches.
       {"vit", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
       {"vitmsn", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
       {"deit", K::kLearnedGrid, 0, S::kEncoder, {}, 2},
@@ -374,6 +383,25 @@ inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
     if (n == f.family) return &f;
   }
   return nullptr;
+}
+
+/// Size keys that configuration classes rename through their attribute_map:
+/// num_attention_heads -> encoder_attention_heads for the encoder-decoder families (the
+/// encoder's count; the decoder's, decoder_attention_heads, is the same in released
+/// checkpoints), attention_heads for XGLM; hidden_size -> dim for DistilBERT, emb_dim for XLM.
+/// Empty where the usual names (and their aliases) hold.
+struct HfSizeKeys {
+  std::string_view heads;
+  std::string_view hidden;
+};
+
+inline HfSizeKeys hf_family_size_keys(std::string_view family) {
+  if (family == "distilbert") return {{}, "dim"};
+  if (family == "xlm") return {{}, "emb_dim"};
+  if (family == "xglm") return {"attention_heads", {}};
+  const HfAbsoluteFamily* f = hf_absolute_family(family);
+  if (f && f->stack == HfStack::kEncoderDecoder) return {"encoder_attention_heads", {}};
+  return {};
 }
 
 /// The interleaved families (see the file comment), normalised to lowercase alphanumerics so
@@ -1012,8 +1040,7 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> hf_image_pair(
   if (v->is_array()) {
     if (v->size() != 2) r.fail(where, "must be one integer or [height, width], got ", v->dump());
     for (std::size_t i = 0; i < 2; ++i) {
-      const nlohmann::json element = {{"v", (*v)[i]}};  // HfConfigReader reads object keys
-      hw[i] = *r.integer(element, "v", where + "[" + std::to_string(i) + "]");
+      hw[i] = r.integer_value((*v)[i], where + "[" + std::to_string(i) + "]");
     }
   } else {
     hw[0] = hw[1] = *r.integer(c, key, where);
@@ -1033,6 +1060,7 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
   using json = nlohmann::json;
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
   std::vector<std::string> kinds;
+  std::string source = path("attention_types");
   const auto add = [&](const json& e, const std::string& where) {
     if (!e.is_string() || (e.get<std::string>() != "global" && e.get<std::string>() != "local")) {
       r.fail(where, "must be \"global\" or \"local\", got ", e.dump());
@@ -1043,7 +1071,8 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
     kinds.push_back(e.get<std::string>());
   };
   if (const json* layers = HfConfigReader::find(c, "attention_layers")) {
-    if (!layers->is_array()) r.fail(path("attention_layers"), "must be a list of strings");
+    source = path("attention_layers");
+    if (!layers->is_array()) r.fail(source, "must be a list of strings");
     for (std::size_t i = 0; i < layers->size(); ++i) {
       add((*layers)[i], path("attention_layers") + "[" + std::to_string(i) + "]");
     }
@@ -1057,13 +1086,17 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
       if (!item.is_array() || item.size() != 2 || !item[0].is_array()) {
         r.fail(at, "must be a [pattern, repeats] pair, got ", item.dump());
       }
-      const json one = {{"v", item[1]}};  // HfConfigReader reads object keys
-      const std::int64_t repeats = *r.integer(one, "v", at + "[1]");
-      if (repeats < 0 || repeats > kHfMaxLayers) {
-        r.fail(at + "[1]", "= ", repeats, " must be in [0, ", kHfMaxLayers, "]");
+      const std::int64_t repeats = r.integer_value(item[1], at + "[1]");
+      const std::size_t width = item[0].size();
+      // Bounded before expanding: repeats x width layers may not pass kHfMaxLayers.
+      const auto room = static_cast<std::int64_t>(kHfMaxLayers) -
+                        static_cast<std::int64_t>(kinds.size());
+      if (width == 0 || repeats < 0 || repeats > room / static_cast<std::int64_t>(width)) {
+        r.fail(at, "= [", width, " layer types, ", repeats, " repeats] must name at least one ",
+               "layer and stay within ", kHfMaxLayers, " layers");
       }
       for (std::int64_t k = 0; k < repeats; ++k) {
-        for (std::size_t j = 0; j < item[0].size(); ++j) {
+        for (std::size_t j = 0; j < width; ++j) {
           add(item[0][j], at + "[0][" + std::to_string(j) + "]");
         }
       }
@@ -1077,7 +1110,7 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
   if (out.num_hidden_layers == 0) {
     out.num_hidden_layers = static_cast<Eigen::Index>(kinds.size());
   } else if (static_cast<Eigen::Index>(kinds.size()) != out.num_hidden_layers) {
-    r.fail(path("attention_types"), "gives ", kinds.size(), " layers, num_layers = ",
+    r.fail(source, "gives ", kinds.size(), " layers, the config's layer count is ",
            out.num_hidden_layers, " (GPTNeoConfig requires them equal)");
   }
   auto window = r.integer(c, "window_size", path("window_size"));
@@ -1100,7 +1133,8 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
 /// geometry, and the family's mask. pe_type: position_embedding_type when the config has one.
 inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
                              const std::string& prefix, const HfAbsoluteFamily* family,
-                             const std::optional<std::string>& pe_type, HfModelConfig& out) {
+                             const std::optional<std::string>& pe_type,
+                             std::string_view hidden_key, HfModelConfig& out) {
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
   HfAbsolutePositions a;
   a.kind = family ? family->kind : HfAbsoluteKind::kLearned;
@@ -1143,9 +1177,19 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
     out.notes.push_back(std::string("sinusoidal table: layout ") +
                         std::string(to_string(a.sinusoidal->layout)) + ", base 10000");
   }
+  // The width the sinusoids run over must suit the formula (even; fairseq's d/2 - 1 > 0).
+  const auto check_width = [&](const SinusoidalParams& sp) {
+    if (out.hidden_size <= 0) return;
+    try {
+      validate_sinusoidal("hf_config", out.hidden_size, sp);
+    } catch (const std::invalid_argument& e) {
+      r.fail(path(hidden_key), "= ", out.hidden_size, " cannot carry ", out.model_type,
+             "'s sinusoids: ", e.what());
+    }
+  };
   const bool grid =
       a.kind == HfAbsoluteKind::kLearnedGrid || a.kind == HfAbsoluteKind::kSincosGrid;
-  if (grid) {
+  if (grid && family) {
     a.leading_rows = family->leading_rows;
     a.embed_dim = out.hidden_size;
     const auto image = hf_image_pair(r, c, "image_size", path("image_size"));
@@ -1156,6 +1200,11 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
       }
       a.grid_h = image->first / patch->first;
       a.grid_w = image->second / patch->second;
+      // Both at most 2^30, so the product is exact; 2^40 patches is far past any table.
+      if (a.grid_h * a.grid_w > (std::int64_t{1} << 40)) {
+        r.fail(path("image_size"), "gives a ", a.grid_h, " x ", a.grid_w, " patch grid, more ",
+               "than 2^40 patches");
+      }
       out.notes.push_back(std::string(to_string(a.kind)) + ": " + std::to_string(a.grid_h) +
                           " x " + std::to_string(a.grid_w) + " patches after " +
                           std::to_string(a.leading_rows) + " leading row(s)");
@@ -1217,8 +1266,16 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
       return v.value_or(0);
     };
     a.encoder_max_positions = length("max_source_positions");
-    if (const std::int64_t target = length("max_target_positions");
-        target > 0 && out.max_position_embeddings == 0) {
+    // WhisperConfig and Speech2TextConfig size the decoder's table by max_target_positions
+    // and have no max_position_embeddings; elsewhere that key, when given, is the table's.
+    const bool target_sized = fam == "whisper" || fam == "speechtotext";
+    const std::int64_t target = length("max_target_positions");
+    if (target > 0 && (out.max_position_embeddings == 0 || target_sized)) {
+      if (out.max_position_embeddings > 0 && out.max_position_embeddings != target) {
+        out.notes.push_back("max_position_embeddings = " +
+                            std::to_string(out.max_position_embeddings) + " ignored: " +
+                            out.model_type + " sizes its decoder table by max_target_positions");
+      }
       out.max_position_embeddings = target;
       out.notes.push_back("max_position_embeddings read from " + path("max_target_positions") +
                           " (the decoder's table)");
@@ -1231,31 +1288,53 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
                           "stored as weights), the decoder's a learned table");
     }
   }
+  if (a.sinusoidal) check_width(*a.sinusoidal);
+  if (a.encoder_sinusoidal) check_width(*a.encoder_sinusoidal);
   out.absolute = a;
 }
 
-/// BEiT and data2vec-vision choose their positions by three flags (BeitConfig; all false by
-/// default): a learned patch grid after the class token (use_absolute_position_embeddings), or
-/// relative-position bias tables (use_relative_position_bias, use_shared_relative_position_bias),
-/// which posenc does not read. Null for other families.
-inline const HfAbsoluteFamily* hf_beit_positions(const HfConfigReader& r, const nlohmann::json& c,
-                                                 const std::string& prefix,
-                                                 const std::string& model_type) {
+/// Families that choose their positions by flags, absolute ones among them. BEiT and
+/// data2vec-vision (BeitConfig; all false by default): a learned patch grid after the class
+/// token (use_absolute_position_embeddings), or relative-position bias tables
+/// (use_relative_position_bias, use_shared_relative_position_bias). DeBERTa(-v2)
+/// (DebertaConfig: relative_attention false, position_biased_input true by default; every
+/// released checkpoint sets relative_attention): disentangled relative attention, or a learned
+/// table added to the input. posenc reads the absolute forms and refuses the relative ones by
+/// name. Null for other families.
+inline const HfAbsoluteFamily* hf_flagged_positions(const HfConfigReader& r,
+                                                    const nlohmann::json& c,
+                                                    const std::string& prefix,
+                                                    const std::string& model_type) {
   const std::string n = hf_lower_alnum(model_type);
-  if (n != "beit" && n != "data2vecvision") return nullptr;
-  const auto flag = [&](const char* key) {
-    return r.boolean(c, key, prefix + key).value_or(false);
+  const auto flag = [&](const char* key, bool fallback) {
+    return r.boolean(c, key, prefix + key).value_or(fallback);
   };
+  if (n == "deberta" || n == "debertav2") {
+    if (flag("relative_attention", false)) {
+      r.fail(prefix + "relative_attention", "= true: ", model_type, "'s disentangled attention "
+             "over relative-position embeddings is not a posenc scheme (posenc reads rope, "
+             "alibi, absolute, T5 buckets)");
+    }
+    if (!flag("position_biased_input", true)) {
+      r.fail(prefix + "position_biased_input", "= false and relative_attention is off: ",
+             model_type, " has no position embedding posenc could describe");
+    }
+    static constexpr HfAbsoluteFamily kDeberta = {"deberta", HfAbsoluteKind::kLearned, 0,
+                                                  HfStack::kEncoder};
+    return &kDeberta;
+  }
+  if (n != "beit" && n != "data2vecvision") return nullptr;
   for (const char* key : {"use_relative_position_bias", "use_shared_relative_position_bias"}) {
-    if (flag(key)) {
+    if (flag(key, false)) {
       r.fail(prefix + key, "= true: ", model_type, "'s relative-position bias tables over the "
              "patch grid are not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets)");
     }
   }
-  if (!flag("use_absolute_position_embeddings")) {
+  if (!flag("use_absolute_position_embeddings", false)) {
     r.fail(prefix + "use_absolute_position_embeddings", "is false or absent and no relative bias "
            "is set: ", model_type, " has no position embedding posenc could describe");
   }
+  // (The layout field is unused: the kind is not kSinusoidal.)
   static constexpr HfAbsoluteFamily kBeit = {"beit", HfAbsoluteKind::kLearnedGrid, 0,
                                              HfStack::kEncoder, SinusoidalLayout::kInterleaved, 1};
   return &kBeit;
@@ -1268,10 +1347,6 @@ inline std::string_view hf_unsupported_positions(std::string_view model_type) {
   if (n == "swin" || n == "swinv2" || n == "donutswin" || n == "maskformerswin") {
     return "relative-position biases inside each attention window (a learned table; Swin-v2: "
            "an MLP over log-spaced offsets)";
-  }
-  if (n == "deberta" || n == "debertav2") {
-    return "disentangled attention over learned relative-position embeddings (every released "
-           "checkpoint sets relative_attention)";
   }
   if (n == "transfoxl" || n == "xlnet") {
     return "sinusoidal relative-position embeddings inside the scores (Transformer-XL's r_w / "
@@ -1527,6 +1602,7 @@ inline HfFamilySizes hf_family_sizes(std::string_view family) {
       {"gemma", {3072, 16, 16, 8192, 0, false}},
       {"gemma2", {2304, 8, 4, 8192, 4096, false}},
       {"gemma3text", {2304, 8, 4, 131072, 4096, false}},
+      {"vitmae", {768, 12, 0, 0, 0, false}},
   };
   for (const Row& row : kRows) {
     if (row.family == family) return row.s;
@@ -2016,8 +2092,13 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                         std::to_string(value));
   };
   std::string used;
-  const auto heads = r.integer_alias(c, {"num_attention_heads", "n_head", "n_heads", "num_heads"},
-                                     prefix, &used);
+  const detail::HfSizeKeys renamed = detail::hf_family_size_keys(family);
+  auto heads = r.integer_alias(c, {"num_attention_heads", "n_head", "n_heads", "num_heads"},
+                               prefix, &used);
+  if (!heads && !renamed.heads.empty()) {
+    heads = r.integer(c, renamed.heads, path(renamed.heads));
+    if (heads) used = std::string(renamed.heads);
+  }
   const json* attn_config = HfConfigReader::find(c, "attn_config");  // MPT
   if (heads) {
     if (*heads <= 0 || *heads > detail::kHfMaxHeads) {
@@ -2028,9 +2109,14 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   } else if (sizes.num_attention_heads > 0) {
     size_default("num_attention_heads", sizes.num_attention_heads, out.num_attention_heads);
   }
-  const auto hidden =
+  auto hidden =
       r.integer_alias(c, {"hidden_size", "n_embd", "n_embed", "d_model", "model_dim"}, prefix,
                       &used);
+  if (!hidden && !renamed.hidden.empty()) {
+    hidden = r.integer(c, renamed.hidden, path(renamed.hidden));
+    if (hidden) used = std::string(renamed.hidden);
+  }
+  const std::string hidden_key = hidden ? used : std::string("hidden_size");
   if (hidden) {
     if (*hidden <= 0 || *hidden > detail::kHfMaxDim) {
       r.fail(path(used), "= ", *hidden, " must be in [1, ", detail::kHfMaxDim, "]");
@@ -2236,7 +2322,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
   if (auto a = r.boolean(c, "alibi", path("alibi")); a && *a) alibi = true;
   const detail::HfAbsoluteFamily* absolute =
-      detail::hf_beit_positions(r, c, prefix, out.model_type);
+      detail::hf_flagged_positions(r, c, prefix, out.model_type);
   if (!absolute) absolute = detail::hf_absolute_family(out.model_type);
   // Absolute families' q.k scale: head_dim^-1/2 unless the family scales otherwise (GPT-Neo,
   // GPT-2's flags); left 0 when the config gives no head width.
@@ -2266,7 +2352,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.scheme = HfPositionScheme::kAbsolute;
       out.absolute_position_offset = absolute ? absolute->offset : 0;
       out.notes.push_back("position_embedding_type = \"" + *pe + "\": no RoPE, no ALiBi");
-      detail::hf_read_absolute(r, c, prefix, absolute, pe, out);
+      detail::hf_read_absolute(r, c, prefix, absolute, pe, hidden_key, out);
       absolute_scale();
       return out;
     }
@@ -2281,7 +2367,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   if (absolute && !alibi && !names_rotary) {
     out.scheme = HfPositionScheme::kAbsolute;
     out.absolute_position_offset = absolute->offset;
-    detail::hf_read_absolute(r, c, prefix, absolute, std::nullopt, out);
+    detail::hf_read_absolute(r, c, prefix, absolute, std::nullopt, hidden_key, out);
     absolute_scale();
     return out;
   }

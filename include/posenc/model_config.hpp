@@ -46,7 +46,9 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
 
 /// Scheme kAbsolute: what the position table is.
 enum class HfAbsoluteKind : std::uint8_t {
-  kLearned = 0,      ///< a trained 1-D table (learned.hpp), max_position_embeddings rows
+  /// a trained 1-D table (learned.hpp): max_position_embeddings rows after
+  /// HfModelConfig::absolute_position_offset leading ones
+  kLearned = 0,
   kSinusoidal = 1,   ///< fixed 1-D sinusoids (sinusoidal.hpp), HfAbsolutePositions::sinusoidal
   /// a trained table over the image's patch grid (ViT, DeiT, DINOv2, CLIP / SigLIP vision),
   /// resized for other resolutions by resize_learned_grid (learned_grid.hpp)
@@ -80,8 +82,8 @@ struct HfAbsolutePositions {
   Eigen::Index grid_h = 0;
   Eigen::Index grid_w = 0;
   Eigen::Index leading_rows = 0;
-  /// kSincosGrid: the width of the encoder's table (hidden_size) and of ViT-MAE's decoder
-  /// table (decoder_hidden_size, over the same grid).
+  /// Grids: the table's width (hidden_size); kSincosGrid also ViT-MAE's decoder table's
+  /// (decoder_hidden_size, over the same grid).
   Eigen::Index embed_dim = 0;
   Eigen::Index decoder_embed_dim = 0;
   /// Encoder-decoder models: the encoder's table when it differs from the decoder's. Whisper's
