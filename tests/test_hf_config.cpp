@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "support/config_notes.hpp"
+
+using posenc_test::has_note;
+
 namespace {
 
 using Catch::Matchers::Contains;
@@ -30,13 +34,6 @@ std::string config_path(const std::string& name) {
 
 posenc::HfModelConfig load(const std::string& name) {
   return posenc::load_hf_config(config_path(name));
-}
-
-bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
-  for (const auto& n : c.notes) {
-    if (n.find(fragment) != std::string::npos) return true;
-  }
-  return false;
 }
 
 }  // namespace

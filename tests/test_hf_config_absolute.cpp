@@ -18,19 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "support/config_notes.hpp"
+
 using Catch::Matchers::Contains;
 using posenc::HfAbsoluteKind;
 using posenc::HfPositionScheme;
 using posenc::MaskMode;
 using posenc::SinusoidalLayout;
+using posenc_test::has_note;
 
 namespace {
-
-bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
-  for (const auto& n : c.notes)
-    if (n.find(fragment) != std::string::npos) return true;
-  return false;
-}
 
 // The table a loaded sinusoidal config describes, rows [first, first + n), built by posenc.
 std::vector<double> posenc_rows(const posenc::HfModelConfig& c, Eigen::Index d,

@@ -17,18 +17,14 @@
 #include <vector>
 
 #include "support/attention_ld.hpp"
+#include "support/config_notes.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::MaskMode;
+using posenc_test::has_note;
 
 namespace {
-
-bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
-  for (const auto& n : c.notes)
-    if (n.find(fragment) != std::string::npos) return true;
-  return false;
-}
 
 // The position keys of answerdotai/ModernBERT-base's config.json.
 const char* const kModernBertBase = R"({"architectures": ["ModernBertForMaskedLM"],

@@ -9,8 +9,11 @@
 
 #include <string>
 
+#include "support/config_notes.hpp"
+
 using Catch::Matchers::Contains;
 using posenc::HfKvCacheScales;
+using posenc_test::has_note;
 
 namespace {
 
@@ -19,12 +22,6 @@ std::string llama_with(const std::string& quantization_config) {
              "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 500000.0)" +
          (quantization_config.empty() ? std::string() : ", \"quantization_config\": " + quantization_config) +
          "}";
-}
-
-bool has_note(const posenc::HfModelConfig& c, const std::string& fragment) {
-  for (const auto& n : c.notes)
-    if (n.find(fragment) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

@@ -1043,7 +1043,7 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> hf_image_pair(
       hw[i] = r.integer_value((*v)[i], where + "[" + std::to_string(i) + "]");
     }
   } else {
-    hw[0] = hw[1] = *r.integer(c, key, where);
+    hw[0] = hw[1] = r.integer_value(*v, where);
   }
   for (const std::int64_t x : hw) {
     if (x <= 0 || x > kHfMaxDim) r.fail(where, "= ", v->dump(), " must be in [1, ", kHfMaxDim, "]");
