@@ -162,6 +162,10 @@ struct AttentionMetaRows {
   const std::uint8_t* key_mask = nullptr;
   Eigen::Index batch_stride = 0;
   const std::uint8_t* tree_mask = nullptr;
+  /// attention_bias: row (b, h, i) at bias + b * bias_batch_stride + h * bias_head_stride +
+  /// i * bias_row_stride (strides 0 where it broadcasts).
+  const float* bias = nullptr;
+  Eigen::Index bias_batch_stride = 0, bias_head_stride = 0, bias_row_stride = 0;
 };
 
 /// Fills an AttentionProblem from validated views (no copy of params: the decode path calls this
@@ -199,6 +203,10 @@ void run_fused_attention(const TQ* q, TO* out, Eigen::Index batch, Eigen::Index 
   p.key_mask = meta.key_mask;
   p.meta_batch_stride = meta.batch_stride;
   p.tree_mask = meta.tree_mask;
+  p.bias = meta.bias;
+  p.bias_batch_stride = meta.bias_batch_stride;
+  p.bias_head_stride = meta.bias_head_stride;
+  p.bias_row_stride = meta.bias_row_stride;
   run_attention(p, workspace.buffers<Acc>(), params.num_threads);
 }
 
@@ -220,11 +228,20 @@ inline void require_latent_scale(std::string_view fn, const AttentionParams& par
 
 /// The rows of an AttentionMetadata whose key-side arrays are [batch, k_len].
 inline AttentionMetaRows meta_rows(const AttentionMetadata& m, Eigen::Index k_len) {
-  return {m.query_positions ? m.query_positions->data() : nullptr,
-          m.key_positions ? m.key_positions->data() : nullptr,
-          m.key_lengths ? m.key_lengths->data() : nullptr,
-          m.key_mask ? m.key_mask->data() : nullptr, k_len,
-          m.tree_mask ? m.tree_mask->data() : nullptr};
+  AttentionMetaRows rows{m.query_positions ? m.query_positions->data() : nullptr,
+                         m.key_positions ? m.key_positions->data() : nullptr,
+                         m.key_lengths ? m.key_lengths->data() : nullptr,
+                         m.key_mask ? m.key_mask->data() : nullptr, k_len,
+                         m.tree_mask ? m.tree_mask->data() : nullptr};
+  if (m.attention_bias) {
+    const ConstTensorView<float, 4>& bias = *m.attention_bias;  // validated: [B|1, H|1, q, k]
+    rows.bias = bias.data();
+    rows.bias_row_stride = bias.dimension(3);
+    rows.bias_head_stride = bias.dimension(1) == 1 ? 0 : bias.dimension(2) * bias.dimension(3);
+    rows.bias_batch_stride =
+        bias.dimension(0) == 1 ? 0 : bias.dimension(1) * bias.dimension(2) * bias.dimension(3);
+  }
+  return rows;
 }
 
 /// The caller's q, k, v and out (require_view): addressable extents, data unless empty.

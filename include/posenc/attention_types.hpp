@@ -13,7 +13,7 @@
 /// is 1 / sqrt(head_dim) of Q and K.
 ///
 /// Scores: s = scale q.k, soft-capped to c tanh(s / c) when logit_softcap = c > 0 (Gemma-2),
-/// then the ALiBi bias, then the mask.
+/// then the ALiBi bias (or T5's relative bias, or a caller's attention_bias), then the mask.
 ///
 /// Mask: causal attention aligns bottom-right (FlashAttention >= 2.1, TE causal_bottom_right):
 /// query i sees key j iff j <= i + (k_len - q_len), so a chunk of q_len new tokens at the end
@@ -212,6 +212,14 @@ struct AttentionMetadata {
   /// query i, seeing d_i draft tokens (its depth), sees the prefix's last W - d_i keys (its
   /// siblings' slots are not counted); every d_i must be <= W.
   OptionalView<ConstTensorView<std::uint8_t, 3>> tree_mask;
+  /// An additive bias, [batch or 1, heads or 1, q_len, k_len] (broadcast over a dimension of
+  /// 1, as PyTorch SDPA's float attn_mask and TransformerEngine's post_scale_bias), added to
+  /// the scaled (and soft-capped) score of query i and key slot j before the mask: the learned
+  /// 2-D relative position bias of BEiT / data2vec-vision / Swin windows
+  /// (relative_bias_2d.hpp), or any bias a model computes itself. A -inf entry gives weight
+  /// exactly 0 (an additive mask); a row whose visible keys are all -inf returns zeros. NaN
+  /// or +inf entries make the row NaN, as softmax defines. Float for every storage type.
+  OptionalView<ConstTensorView<float, 4>> attention_bias;
 };
 
 /// The scales of an FP8 KV cache (vLLM's k_scale / v_scale, from a checkpoint's quantisation or
@@ -522,6 +530,19 @@ void require_view(std::string_view fn, std::string_view name, const View& v) {
   require(v.data() != nullptr || elements == 0, fn, name, " data is null");
 }
 
+/// attention_bias must be [batch or 1, heads or 1, q_len, k_len] over memory.
+inline void validate_attention_bias(std::string_view fn, const ConstTensorView<float, 4>& bias,
+                                    Eigen::Index batch, Eigen::Index heads, Eigen::Index q_len,
+                                    Eigen::Index k_len) {
+  require((bias.dimension(0) == batch || bias.dimension(0) == 1) &&
+              (bias.dimension(1) == heads || bias.dimension(1) == 1) &&
+              bias.dimension(2) == q_len && bias.dimension(3) == k_len,
+          fn, "attention_bias shape [", bias.dimension(0), ", ", bias.dimension(1), ", ",
+          bias.dimension(2), ", ", bias.dimension(3), "] must be [batch or 1, heads or 1, q_len, ",
+          "k_len] = [", batch, " or 1, ", heads, " or 1, ", q_len, ", ", k_len, "]");
+  require_view(fn, "attention_bias", bias);
+}
+
 /// Checks every shape, parameter and metadata entry of an attention call; throws
 /// std::invalid_argument naming the first bad one. q: [batch, q_len, heads, d];
 /// k: [batch, k_len, kv_heads, d]; v: [batch, k_len, kv_heads, dv]; out: [batch, q_len, heads, dv].
@@ -581,6 +602,9 @@ void validate_attention(std::string_view fn, const Q& q, const K& k, const V& v,
     require(meta.key_mask->data() != nullptr, fn, "key_mask data is null");
   }
   if (meta.tree_mask) validate_tree_mask(fn, *meta.tree_mask, batch, q_len, k_len, params);
+  if (meta.attention_bias) {
+    validate_attention_bias(fn, *meta.attention_bias, batch, heads, q_len, k_len);
+  }
 }
 
 }  // namespace detail

@@ -379,7 +379,7 @@ void dual_chunk_rotate_keys_inplace(TensorView<T, 4> k, PositionIdsView position
 /// Chunks follow the metadata's positions (defaults k_len - q_len + i and j), so left padding
 /// does not move them; key padding as in attention(). L = the last query position + 1 of each
 /// sequence. params: causal; scale, logit_softcap and num_threads apply; ALiBi, sinks, windows,
-/// chunks and temperatures are rejected.
+/// chunks and temperatures are rejected, and so are a tree mask and an attention_bias.
 /// Throws std::invalid_argument (as attention(), plus the plan, params and q_len) before
 /// writing anything.
 template <typename T>
@@ -399,6 +399,8 @@ void dual_chunk_attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k,
   detail::require(q_len <= k_len, fn, "q_len = ", q_len, " must be <= k_len = ", k_len,
                   " (the queries' own keys are the last q_len)");
   detail::require(!metadata.tree_mask, fn, "tree_mask is not supported by dual chunk attention");
+  detail::require(!metadata.attention_bias, fn,
+                  "attention_bias is not supported by dual chunk attention");
 
   const auto at = [](const auto& view, Eigen::Index b, Eigen::Index len) {
     return view ? view->data() + b * len : nullptr;

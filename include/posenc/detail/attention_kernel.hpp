@@ -352,6 +352,11 @@ struct AttentionProblem {
   const double* rel_bias = nullptr;
   std::int64_t rel_span = 0;
   const double* sinks = nullptr;           // [heads] sink logits (GPT-OSS), or null
+  // A caller's additive bias (AttentionMetadata::attention_bias), or null: query qi, head h,
+  // key j of sequence b at bias + b * bias_batch_stride + h * bias_head_stride +
+  // qi * bias_row_stride + j (a stride of 0 broadcasts).
+  const float* bias = nullptr;
+  Eigen::Index bias_batch_stride = 0, bias_head_stride = 0, bias_row_stride = 0;
   const std::int64_t* q_pos = nullptr;     // [batch, q_len] or null: k_len - q_len + i
   const std::int64_t* k_pos = nullptr;     // row b at k_pos + b * meta_batch_stride, or null: j
   const std::int64_t* key_lengths = nullptr;  // [batch] or null
@@ -724,7 +729,8 @@ struct AttnLaneState {
   const std::int64_t* chunk;  // floor(pos_q / chunk) (chunked attention), -1: padding lane
   const std::int64_t* tree;   // tree-mask row of the lane's query (tree attention), -1: none
   const std::int64_t* q_pos;  // the lane's query position (T5's relative bias)
-  const Eigen::Index* head;   // the lane's query head (T5's relative bias)
+  const Eigen::Index* head;   // the lane's query head (T5's relative bias, attention_bias)
+  const Eigen::Index* query;  // the lane's query index (attention_bias)
   Acc* m;            // running max
   Acc* l;            // running sum of exp
   Acc* alpha;        // out: exp(m_old - m_new) of this tile
@@ -739,9 +745,10 @@ struct AttnTileCuts {
 };
 
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
-/// P^T: the logit soft cap, ALiBi bias from absolute positions, key padding, the lanes'
-/// visible key ranges and chunks (-inf; only where `cuts` says the tile needs them), then the
-/// online softmax update of m and l; alpha receives the factor the caller rescales O by.
+/// P^T: the logit soft cap, ALiBi bias from absolute positions, T5's and the caller's biases,
+/// key padding, the lanes' visible key ranges and chunks (-inf; only where `cuts` says the
+/// tile needs them), then the online softmax update of m and l; alpha receives the factor the
+/// caller rescales O by.
 template <typename Acc, typename TQ, typename TKV, typename TO>
 inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
                               std::int64_t base, Eigen::Index j0, Eigen::Index nk,
@@ -786,6 +793,14 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
         const std::int64_t rel = std::clamp<std::int64_t>(pk - ls.q_pos[i], -span, span);
         srow[i] += static_cast<Acc>(p.rel_bias[ls.head[i] * row + rel + span]);
       }
+    }
+  }
+  if (p.bias) {
+    const float* bias_b = p.bias + b * p.bias_batch_stride + j0;
+    for (Eigen::Index i = 0; i < lanes; ++i) {
+      const float* brow =
+          bias_b + ls.head[i] * p.bias_head_stride + ls.query[i] * p.bias_row_stride;
+      for (Eigen::Index j = 0; j < nk; ++j) st[j * rs + i] += static_cast<Acc>(brow[j]);
     }
   }
   if (masked) {
@@ -833,8 +848,9 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
     const P m_safe = ei::pselect(unseen, zero, m_new);
     const P alpha = ei::pexp(ei::psub(m_old, m_safe));
     // A sink keeps m finite, so a row whose keys all have -inf logits is not `unseen`: with
-    // sinks every tile zeroes them, or out would be ~1e-39 v instead of 0.
-    const bool zero_neg_inf = masked || p.sinks || ei::predux_any(unseen);
+    // sinks every tile zeroes them, or out would be ~1e-39 v instead of 0. So does a row whose
+    // attention_bias masks some keys with -inf beside finite ones.
+    const bool zero_neg_inf = masked || p.sinks || p.bias || ei::predux_any(unseen);
     P sum = zero;
     for (Eigen::Index j = 0; j < nk; ++j) {
       Acc* sp = st + j * rs + i;
@@ -1111,8 +1127,9 @@ void attention_work_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Ind
                         {ws.q_rel.data() + s * rs, ws.slope.data() + s * rs,
                          ws.first.data() + s * rs, ws.limit.data() + s * rs,
                          ws.chunk.data() + s * rs, ws.tree.data() + s * rs,
-                         ws.qpos.data() + s * rs, ws.row_h.data() + s * rs, ws.m.data() + s * rs,
-                         ws.l.data() + s * rs, alpha});
+                         ws.qpos.data() + s * rs, ws.row_h.data() + s * rs,
+                         ws.row_q.data() + s * rs, ws.m.data() + s * rs, ws.l.data() + s * rs,
+                         alpha});
       attn_pv<Acc>(st, rs, nrows, alpha, vt + s * dv, vstride, keys,
                    ws.o.data() + s * rs * dv, dv);
     }
@@ -1524,7 +1541,7 @@ void attention_decode_item(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::I
     attn_softmax_tile(p, b, base, j0, nk, cuts, st, rs, vec_lanes,
                       {ws.q_rel.data(), ws.slope.data(), ws.first.data(), ws.limit.data(),
                        ws.chunk.data(), ws.tree.data(), ws.qpos.data(), ws.row_h.data(),
-                       ws.m.data(), ws.l.data(), ws.alpha.data()});
+                       ws.row_q.data(), ws.m.data(), ws.l.data(), ws.alpha.data()});
     // O = alpha O + P V: KV value rows at a time, each walked once from its first kv head to
     // its last; the first block applies alpha. A padding key's value row may hold anything
     // (0 * NaN is not 0): a padded tile runs over its runs of other keys [j, keys_end) only.

@@ -1,7 +1,7 @@
 #pragma once
 /// \file posenc/reference/attention.hpp
 /// Attention the textbook way, in double: materialise S = scale Q K^T with an Eigen matrix
-/// product, add the ALiBi bias and the mask, softmax each row (max-subtracted; an attention
+/// product, add the ALiBi, T5 or caller's bias and the mask, softmax each row (max-subtracted; an attention
 /// sink adds its term to the denominator), then O = P V. O(q_len * k_len) memory per
 /// (batch, head): for checking the fused kernel and for inspecting the weights, not for long
 /// sequences.
@@ -133,6 +133,11 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
             const std::int64_t bucket =
                 detail::relative_bucket(pk - pq, r.num_buckets, r.max_distance, r.bidirectional);
             s(i, j) += r.table[static_cast<std::size_t>(bucket * heads + h)];
+          }
+          if (metadata.attention_bias) {
+            const auto& bias = *metadata.attention_bias;  // [batch or 1, heads or 1, q, k]
+            s(i, j) += static_cast<double>(
+                bias(bias.dimension(0) == 1 ? 0 : b, bias.dimension(1) == 1 ? 0 : h, i, j));
           }
           visible_at[static_cast<std::size_t>(i * k_len + j)] = visible;
           if (!visible) s(i, j) = neg_inf;
