@@ -27,6 +27,7 @@
 #include "posenc/mrope.hpp"
 #include "posenc/paged_kv_cache.hpp"
 #include "posenc/relative_bias.hpp"
+#include "posenc/relative_bias_2d.hpp"
 #include "posenc/rope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
