@@ -439,6 +439,71 @@ TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos
   CHECK(has_note(e, "hidden_size absent"));
 }
 
+TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
+          "[hf_config][relative_bias_2d]") {
+  struct Case {
+    const char* json;
+    Eigen::Index window, rows;  // rows: the checkpoint's relative_position_bias_table rows
+    bool shared, per_layer, absolute;
+  };
+  const std::vector<Case> cases = {
+      // microsoft/beit-base-patch16-224: a [732, 12] table in every layer (27 x 27 + 3).
+      {R"({"model_type": "beit", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16, "use_relative_position_bias": true,
+           "use_shared_relative_position_bias": false,
+           "use_absolute_position_embeddings": false})",
+       14, 732, false, true, false},
+      // microsoft/beit-base-patch16-224-pt22k: one shared table in the encoder.
+      {R"({"model_type": "beit", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16, "use_relative_position_bias": false,
+           "use_shared_relative_position_bias": true})",
+       14, 732, true, false, false},
+      // microsoft/beit-large-patch16-512: 32 x 32 patches, 63 x 63 + 3 = 3972 rows.
+      {R"({"model_type": "beit", "hidden_size": 1024, "num_attention_heads": 16,
+           "image_size": 512, "patch_size": 16, "use_relative_position_bias": true})",
+       32, 3972, false, true, false},
+      // data2vec-vision with both tables and the learned grid (HF adds all three).
+      {R"({"model_type": "data2vec-vision", "hidden_size": 768, "num_attention_heads": 12,
+           "image_size": 224, "patch_size": 16, "use_relative_position_bias": true,
+           "use_shared_relative_position_bias": true,
+           "use_absolute_position_embeddings": true})",
+       14, 732, true, true, true},
+      // No sizes: BeitConfig's 224 / 16.
+      {R"({"model_type": "beit", "hidden_size": 768, "num_attention_heads": 12,
+           "use_shared_relative_position_bias": true})",
+       14, 732, true, false, false},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.json);
+    const auto c = posenc::parse_hf_config(k.json);
+    REQUIRE(c.scheme == HfPositionScheme::kRelativeBias2d);
+    CHECK(posenc::to_string(c.scheme) == "relative_bias_2d");
+    REQUIRE(c.relative_bias_2d);
+    const auto& rb = *c.relative_bias_2d;
+    CHECK(rb.window.window_h == k.window);
+    CHECK(rb.window.window_w == k.window);
+    CHECK(rb.window.class_token);
+    CHECK(posenc::relative_bias_2d_table_rows(rb.window) == k.rows);
+    CHECK(posenc::relative_bias_2d_tokens(rb.window) == k.window * k.window + 1);
+    CHECK(rb.shared_table == k.shared);
+    CHECK(rb.per_layer_tables == k.per_layer);
+    CHECK(c.mask == MaskMode::kBidirectional);
+    CHECK(c.absolute.has_value() == k.absolute);
+    if (k.absolute) {
+      CHECK(c.absolute->kind == HfAbsoluteKind::kLearnedGrid);
+      CHECK(c.absolute->grid_h * c.absolute->grid_w + c.absolute->leading_rows ==
+            posenc::relative_bias_2d_tokens(rb.window));
+    }
+    // The q.k scale of a 64-wide head, bidirectional in every layer.
+    const auto p = posenc::hf_attention_params(c, 0);
+    CHECK(p.mask == MaskMode::kBidirectional);
+    REQUIRE(p.scale);
+    CHECK(*p.scale == Approx(1.0 / 8.0).epsilon(1e-15));
+    CHECK(has_note(c, "2-D relative position bias"));
+  }
+  CHECK(has_note(posenc::parse_hf_config(cases.back().json), "image_size absent: BeitConfig's default 224"));
+}
+
 TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",
           "[hf_config][absolute][errors]") {
   using posenc::parse_hf_config;
@@ -465,12 +530,9 @@ TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are r
   // BEiT / data2vec-vision: BeitConfig's flags, all false by default.
   const std::string beit = R"({"model_type": "beit", "hidden_size": 768,
       "num_attention_heads": 12, "image_size": 224, "patch_size": 16, )";
-  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_relative_position_bias": true})"),
-                    Contains("\"use_relative_position_bias\" = true") &&
-                        Contains("not a posenc scheme"));
-  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_absolute_position_embeddings": true,
-                        "use_shared_relative_position_bias": true})"),
-                    Contains("\"use_shared_relative_position_bias\" = true"));
+  CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_relative_position_bias": true,
+                        "patch_size": 300})"),
+                    Contains("\"patch_size\" gives a 0 x 0 patch window"));
   CHECK_THROWS_WITH(parse_hf_config(beit + R"("use_mask_token": false})"),
                     Contains("\"use_absolute_position_embeddings\" is false or absent"));
   // A null inside a list is an error, not "unset".

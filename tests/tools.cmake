@@ -551,6 +551,15 @@ posenc_rope_inspect_test("Whisper's decoder table and encoder sinusoids"
   ARGS "${_posenc_tool_data}/whisper.json"
   EXPECT "a learned absolute table (hard limit 448); the encoder's: fixed sinusoids, layout sin"
          "cos, 1500 rows\\n")
+# BEiT-B/16: 224 / 16 = 14 patches a side after the class token, a table of 27 x 27 + 3 = 732
+# rows in every layer (the checkpoint's relative_position_bias_table is [732, 12]).
+posenc_rope_inspect_test("BEiT relative position bias window"
+  ARGS "${_posenc_tool_data}/beit.json"
+  EXPECT "position scheme      relative_bias_2d\\n"
+         "2-D relative bias    14 x 14 patch window after a class token, tables of 732 rows: "
+         "one per layer"
+         "attention mask       bidirectional"
+  REJECT "rope_type" "no RoPE or ALiBi")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
   EXPECT "M-RoPE sections      (t, h, w) = (16, 20, 28) pairs")
@@ -565,6 +574,13 @@ posenc_rope_inspect_test("json ViT-MAE absolute grid"
   JSON "scheme=absolute" "absolute/kind=sin-cos grid" "absolute/grid_h=14" "absolute/grid_w=14"
        "absolute/leading_rows=1" "absolute/embed_dim=768" "absolute/decoder_embed_dim=512"
        "absolute/position_offset=0" "mask=bidirectional")
+
+posenc_rope_inspect_test("json BEiT relative position bias"
+  ARGS "${_posenc_tool_data}/beit.json" --json
+  JSON "scheme=relative_bias_2d" "relative_bias_2d/window_h=14" "relative_bias_2d/window_w=14"
+       "relative_bias_2d/class_token=ON" "relative_bias_2d/table_rows=732"
+       "relative_bias_2d/shared_table=OFF" "relative_bias_2d/per_layer_tables=ON"
+       "mask=bidirectional")
 
 # Llama-3.1 at 65536 = L0 x factor: pair 63 (see "Llama-3.1 lengths block and pair rows")
 # interpolated, 65536 / 8 = 8192 = L0 positions: within training; pair 0 kept, 65536 > 8192

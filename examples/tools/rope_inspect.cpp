@@ -648,6 +648,15 @@ int main(int argc, char** argv) {
       if (a.encoder_max_positions > 0) ja["encoder_max_positions"] = a.encoder_max_positions;
       j["absolute"] = std::move(ja);
     }
+    if (c.relative_bias_2d) {
+      const posenc::HfRelativeBias2d& rb = *c.relative_bias_2d;
+      j["relative_bias_2d"] = {{"window_h", rb.window.window_h},
+                               {"window_w", rb.window.window_w},
+                               {"class_token", rb.window.class_token},
+                               {"table_rows", posenc::relative_bias_2d_table_rows(rb.window)},
+                               {"shared_table", rb.shared_table},
+                               {"per_layer_tables", rb.per_layer_tables}};
+    }
     if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
       j["relative_attention_max_distance"] = c.relative_attention_max_distance;
@@ -696,6 +705,16 @@ int main(int argc, char** argv) {
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: " << absolute_summary(c) << "\n";
+    } else if (c.relative_bias_2d) {
+      const posenc::HfRelativeBias2d& rb = *c.relative_bias_2d;
+      std::cout << "2-D relative bias    " << rb.window.window_h << " x " << rb.window.window_w
+                << " patch window" << (rb.window.class_token ? " after a class token" : "")
+                << ", tables of " << posenc::relative_bias_2d_table_rows(rb.window) << " rows: "
+                << (rb.shared_table && rb.per_layer_tables ? "shared + per layer (summed)"
+                    : rb.shared_table                      ? "one shared"
+                                                           : "one per layer")
+                << " (relative_position_bias_2d)\n";
+      if (c.absolute) std::cout << "also                 " << absolute_summary(c) << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       std::cout << "relative buckets     " << c.relative_attention_num_buckets
                 << " up to distance " << c.relative_attention_max_distance

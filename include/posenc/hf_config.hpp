@@ -75,10 +75,14 @@
 ///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
 ///              mask. relative_key(_query) is refused, and so are families whose positions are
 ///              relative schemes no position key announces (Swin, XLNet, Transformer-XL).
-///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings,
-///              refused with use_relative_position_bias / use_shared_relative_position_bias;
+///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings;
 ///              DeBERTa(-v2): a learned table with position_biased_input, refused with
 ///              relative_attention (every released checkpoint).
+///   2-D bias   BEiT / data2vec-vision with use_relative_position_bias (a table per layer) or
+///              use_shared_relative_position_bias (one for all): scheme kRelativeBias2d over
+///              the image_size / patch_size window after the class token
+///              (HfModelConfig::relative_bias_2d; relative_bias_2d.hpp builds the bias),
+///              bidirectional; absolute too when use_absolute_position_embeddings is set.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -1293,14 +1297,21 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
   out.absolute = a;
 }
 
+/// BEiT / data2vec-vision's learned grid after the class token (use_absolute_position_embeddings;
+/// the layout field is unused: the kind is not kSinusoidal).
+inline constexpr HfAbsoluteFamily kHfBeitGrid = {"beit", HfAbsoluteKind::kLearnedGrid, 0,
+                                                HfStack::kEncoder, SinusoidalLayout::kInterleaved,
+                                                1};
+
 /// Families that choose their positions by flags, absolute ones among them. BEiT and
 /// data2vec-vision (BeitConfig; all false by default): a learned patch grid after the class
 /// token (use_absolute_position_embeddings), or relative-position bias tables
 /// (use_relative_position_bias, use_shared_relative_position_bias). DeBERTa(-v2)
 /// (DebertaConfig: relative_attention false, position_biased_input true by default; every
 /// released checkpoint sets relative_attention): disentangled relative attention, or a learned
-/// table added to the input. posenc reads the absolute forms and refuses the relative ones by
-/// name. Null for other families.
+/// table added to the input. posenc reads the absolute forms, leaves BEiT's relative tables to
+/// hf_read_relative_bias_2d (null) and refuses DeBERTa's relative attention by name. Null for
+/// other families.
 inline const HfAbsoluteFamily* hf_flagged_positions(const HfConfigReader& r,
                                                     const nlohmann::json& c,
                                                     const std::string& prefix,
@@ -1324,20 +1335,70 @@ inline const HfAbsoluteFamily* hf_flagged_positions(const HfConfigReader& r,
     return &kDeberta;
   }
   if (n != "beit" && n != "data2vecvision") return nullptr;
-  for (const char* key : {"use_relative_position_bias", "use_shared_relative_position_bias"}) {
-    if (flag(key, false)) {
-      r.fail(prefix + key, "= true: ", model_type, "'s relative-position bias tables over the "
-             "patch grid are not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets)");
-    }
+  // With a relative bias table hf_read_relative_bias_2d reads the config.
+  if (flag("use_relative_position_bias", false) || flag("use_shared_relative_position_bias", false)) {
+    return nullptr;
   }
   if (!flag("use_absolute_position_embeddings", false)) {
     r.fail(prefix + "use_absolute_position_embeddings", "is false or absent and no relative bias "
            "is set: ", model_type, " has no position embedding posenc could describe");
   }
-  // (The layout field is unused: the kind is not kSinusoidal.)
-  static constexpr HfAbsoluteFamily kBeit = {"beit", HfAbsoluteKind::kLearnedGrid, 0,
-                                             HfStack::kEncoder, SinusoidalLayout::kInterleaved, 1};
-  return &kBeit;
+  return &kHfBeitGrid;
+}
+
+/// BEiT / data2vec-vision with relative-position bias tables (use_relative_position_bias: one
+/// per layer, use_shared_relative_position_bias: one for all; HF adds both when both are set):
+/// scheme kRelativeBias2d over the patch window image_size / patch_size (BeitConfig: 224, 16)
+/// after the class token, bidirectional, plus the learned grid when
+/// use_absolute_position_embeddings is set too. False for other configs.
+inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::json& c,
+                                     const std::string& prefix, std::string_view hidden_key,
+                                     HfModelConfig& out) {
+  const std::string n = hf_lower_alnum(out.model_type);
+  if (n != "beit" && n != "data2vecvision") return false;
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const auto flag = [&](const char* key) {
+    return r.boolean(c, key, path(key)).value_or(false);
+  };
+  HfRelativeBias2d rb;
+  rb.per_layer_tables = flag("use_relative_position_bias");
+  rb.shared_table = flag("use_shared_relative_position_bias");
+  if (!rb.per_layer_tables && !rb.shared_table) return false;
+  auto image = hf_image_pair(r, c, "image_size", path("image_size"));
+  auto patch = hf_image_pair(r, c, "patch_size", path("patch_size"));
+  if (!image) {
+    image = std::pair<std::int64_t, std::int64_t>{224, 224};
+    out.notes.push_back(path("image_size") + " absent: BeitConfig's default 224");
+  }
+  if (!patch) {
+    patch = std::pair<std::int64_t, std::int64_t>{16, 16};
+    out.notes.push_back(path("patch_size") + " absent: BeitConfig's default 16");
+  }
+  rb.window.window_h = image->first / patch->first;
+  rb.window.window_w = image->second / patch->second;
+  rb.window.class_token = true;
+  for (const Eigen::Index side : {rb.window.window_h, rb.window.window_w}) {
+    if (side < 1 || side > detail::kMaxRelativeWindow) {
+      r.fail(path("patch_size"), "gives a ", rb.window.window_h, " x ", rb.window.window_w,
+             " patch window from image_size; each side must be in [1, 2^15]");
+    }
+  }
+  out.scheme = HfPositionScheme::kRelativeBias2d;
+  out.relative_bias_2d = rb;
+  out.mask = MaskMode::kBidirectional;
+  const std::string which = rb.shared_table && rb.per_layer_tables
+                                ? "a shared table plus one per layer, summed"
+                            : rb.shared_table ? "one shared table" : "one table per layer";
+  out.notes.push_back(out.model_type + ": 2-D relative position bias over a " +
+                      std::to_string(rb.window.window_h) + " x " +
+                      std::to_string(rb.window.window_w) + " patch window after the class "
+                      "token (" + which + " of " +
+                      std::to_string(relative_bias_2d_table_rows(rb.window)) +
+                      " rows), bidirectional");
+  if (flag("use_absolute_position_embeddings")) {
+    hf_read_absolute(r, c, prefix, &kHfBeitGrid, std::nullopt, hidden_key, out);
+  }
+  return true;
 }
 
 /// Families whose positions are none of posenc's schemes and whose configs name no position
@@ -1345,7 +1406,8 @@ inline const HfAbsoluteFamily* hf_flagged_positions(const HfConfigReader& r,
 inline std::string_view hf_unsupported_positions(std::string_view model_type) {
   const std::string n = hf_lower_alnum(model_type);
   if (n == "swin" || n == "swinv2" || n == "donutswin" || n == "maskformerswin") {
-    return "relative-position biases inside each attention window (a learned table; Swin-v2: "
+    return "relative-position biases inside shifted attention windows over stages of "
+           "different widths (Swin-v1's table per window: relative_position_bias_2d; Swin-v2: "
            "an MLP over log-spaced offsets)";
   }
   if (n == "transfoxl" || n == "xlnet") {
@@ -2341,6 +2403,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       out.softmax_scale = detail::hf_family_softmax_scale(r, c, prefix, out, 1.0 / std::sqrt(d));
     }
   };
+  if (detail::hf_read_relative_bias_2d(r, c, prefix, hidden_key, out)) {
+    absolute_scale();
+    return out;
+  }
   if (auto pe = r.string(c, "position_embedding_type", path("position_embedding_type"))) {
     if (*pe == "alibi") alibi = true;
     if (*pe == "relative_key" || *pe == "relative_key_query") {

@@ -18,6 +18,7 @@
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/mrope.hpp"
+#include "posenc/relative_bias_2d.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 #include "posenc/sinusoidal.hpp"
@@ -32,6 +33,10 @@ enum class HfPositionScheme : std::uint8_t {
   /// T5's bucketed relative attention bias (relative_attention_num_buckets /
   /// relative_attention_max_distance; the table is a weight: relative_position_bias())
   kRelativeBias = 3,
+  /// a learned 2-D relative-position bias table over the patch window (BEiT / data2vec-vision:
+  /// use_relative_position_bias, use_shared_relative_position_bias): HfModelConfig::
+  /// relative_bias_2d, the bias from relative_position_bias_2d (relative_bias_2d.hpp)
+  kRelativeBias2d = 4,
 };
 
 constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
@@ -40,6 +45,7 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
     case HfPositionScheme::kAlibi: return "alibi";
     case HfPositionScheme::kAbsolute: return "absolute";
     case HfPositionScheme::kRelativeBias: return "relative_bias";
+    case HfPositionScheme::kRelativeBias2d: return "relative_bias_2d";
   }
   return "unknown";
 }
@@ -94,6 +100,18 @@ struct HfAbsolutePositions {
   /// Speech2Text 6000); 0 when absent. The decoder's (max_target_positions) is
   /// HfModelConfig::max_position_embeddings when the config gives no such key.
   std::int64_t encoder_max_positions = 0;
+};
+
+/// Scheme kRelativeBias2d: BEiT's relative-position bias tables (BeitRelativePositionBias).
+/// Each is [relative_bias_2d_table_rows(window), heads] in the checkpoint; a layer adds the bias
+/// of the shared table and of its own (both when both flags are set) as
+/// AttentionMetadata::attention_bias. At another resolution the tables are resized for the new
+/// window (resize_relative_position_bias_2d), as HF does.
+struct HfRelativeBias2d {
+  /// image_size / patch_size per axis, after the class token (HF: patch_shape)
+  RelativeBias2dWindow window;
+  bool shared_table = false;     ///< use_shared_relative_position_bias: one for every layer
+  bool per_layer_tables = false;  ///< use_relative_position_bias: one in each layer
 };
 
 /// Caller choices that override what the config implies.
@@ -231,8 +249,11 @@ struct HfModelConfig {
   std::int64_t sliding_window = 0;
   /// Scheme kAbsolute: the row of position p is p + this (OPT, BART, RoBERTa, M2M-100: 2).
   std::int64_t absolute_position_offset = 0;
-  /// Scheme kAbsolute: the table's kind, formula and grid (empty for the other schemes).
+  /// Scheme kAbsolute: the table's kind, formula and grid (empty for the other schemes but
+  /// kRelativeBias2d, when BEiT also adds a learned grid: use_absolute_position_embeddings).
   std::optional<HfAbsolutePositions> absolute;
+  /// Scheme kRelativeBias2d: the window and which tables the checkpoint holds.
+  std::optional<HfRelativeBias2d> relative_bias_2d;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;

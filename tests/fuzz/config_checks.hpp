@@ -23,6 +23,14 @@ namespace posenc_fuzz {
 }
 
 inline void check_accepted_config(const posenc::HfModelConfig& c) {
+  // BEiT's window must be one relative_position_bias_2d takes.
+  if (c.relative_bias_2d) {
+    try {
+      (void)posenc::relative_bias_2d_table_rows(c.relative_bias_2d->window);
+    } catch (const std::exception& e) {
+      config_violation(c, 0, std::string("relative_bias_2d window: ") + e.what());
+    }
+  }
   const auto listed = static_cast<Eigen::Index>(
       std::max(c.layer_types.size(), c.layer_num_attention_heads.size()));
   const Eigen::Index layers = c.num_hidden_layers > 0 ? c.num_hidden_layers : listed;
