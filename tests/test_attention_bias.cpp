@@ -94,13 +94,14 @@ std::vector<LD> expected_row(const Problem& p, const std::vector<float>& bias, E
 
 TEST_CASE("attention bias: fused and reference against long double, every broadcast",
           "[attention_bias]") {
-  // Prefill tiles (q_len 37 and 130 over several key tiles), decode items (q_len 1 and 3 with
-  // GQA), head widths 64 / 80, MHA / GQA / MQA.
-  const std::vector<Shape> shapes = {{2, 37, 37, 4, 4, 64},
-                                     {2, 5, 37, 4, 2, 80},
-                                     {1, 130, 150, 2, 1, 64},
-                                     {2, 1, 100, 8, 2, 64},
-                                     {2, 3, 70, 8, 1, 80}};
+  // Prefill items (q_len 37 and 130 over several key tiles; q_len 3 with 8 query heads on one
+  // kv head: 24 rows per kv head), and decode items, which take at most 4 rows per kv head
+  // (q_len x group): q_len 1 with GQA 4, q_len 2 with GQA 2, q_len 4 MHA, q_len 3 and 1 x 1.
+  // Head widths 16 to 80, MHA / GQA / MQA.
+  const std::vector<Shape> shapes = {
+      {2, 37, 37, 4, 4, 64}, {2, 5, 37, 4, 2, 80},  {1, 130, 150, 2, 1, 64},
+      {2, 3, 70, 8, 1, 80},  {2, 1, 100, 8, 2, 64}, {1, 2, 50, 2, 1, 64},
+      {2, 4, 129, 4, 4, 32}, {1, 3, 20, 2, 2, 16}};
   std::uint64_t seed = 100;
   for (const Shape& s : shapes) {
     const Problem p(s, seed += 10);
@@ -254,7 +255,8 @@ TEST_CASE("attention bias: -inf entries weigh exactly 0, an all -inf row gives z
     for (Eigen::Index i = 0; i < s.q_len; ++i)
       for (Eigen::Index j = i + 1; j < s.k_len; ++j)
         REQUIRE(w[static_cast<std::size_t>((r * s.q_len + i) * s.k_len + j)] == 0.0);
-  // Whole key columns at -inf per sequence ([batch, 1, q, k]) are key padding.
+  // Whole key columns at -inf per sequence ([batch, 1, q, k]) act as key padding here, where
+  // every V row is finite (0 times a NaN value row would still be NaN: key_mask skips it).
   std::vector<float> pad(static_cast<std::size_t>(s.batch * s.q_len * s.k_len), 0.0f);
   std::vector<std::uint8_t> key_mask(static_cast<std::size_t>(s.batch * s.k_len), 1);
   for (Eigen::Index b = 0; b < s.batch; ++b) {
@@ -349,7 +351,7 @@ TEST_CASE("attention bias: passes through attention_with_rope", "[attention_bias
 }
 
 TEST_CASE("attention bias: passes through attention_latent", "[attention_bias]") {
-  // Absorbed MLA over one latent head of 48 (values: its first 32), 4 query heads, decode rows.
+  // Absorbed MLA over one latent head of 48 (values: its first 32), 4 query heads, q_len 3.
   const Shape s{1, 3, 50, 4, 1, 48};
   const Problem p(s, 550);
   const std::vector<double> slopes = posenc::alibi_slopes(s.heads);

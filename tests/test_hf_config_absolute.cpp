@@ -501,7 +501,24 @@ TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
     CHECK(*p.scale == Approx(1.0 / 8.0).epsilon(1e-15));
     CHECK(has_note(c, "2-D relative position bias"));
   }
-  CHECK(has_note(posenc::parse_hf_config(cases.back().json), "image_size absent: BeitConfig's default 224"));
+  CHECK(has_note(posenc::parse_hf_config(cases.back().json),
+                 "image_size absent: BeitConfig's default 224"));
+  // The learned grid without sizes takes the same defaults as the window.
+  const auto both = posenc::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
+      "num_attention_heads": 12, "use_relative_position_bias": true,
+      "use_absolute_position_embeddings": true})");
+  REQUIRE(both.absolute);
+  CHECK(both.absolute->grid_h == 14);
+  CHECK(both.absolute->grid_w == 14);
+  CHECK_FALSE(has_note(both, "the grid's size is not known"));
+  // A non-square window (HF resamples the table on every forward then): read, with a note.
+  const auto wide = posenc::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
+      "num_attention_heads": 12, "image_size": [224, 320], "patch_size": 16,
+      "use_relative_position_bias": true})");
+  REQUIRE(wide.relative_bias_2d);
+  CHECK(wide.relative_bias_2d->window.window_h == 14);
+  CHECK(wide.relative_bias_2d->window.window_w == 20);
+  CHECK(has_note(wide, "non-square window"));
 }
 
 TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",

@@ -299,12 +299,13 @@ using lse_t = detail::compute_t<T>;
 /// heads % kv_heads == 0 (GQA/MQA); scale defaults to 1/sqrt(head_dim); causal masks align
 /// bottom-right; params.sliding_window limits each query to its last W key slots (see
 /// attention_types.hpp), and the kernel skips key tiles outside every query's window;
-/// metadata gives positions (ALiBi), key padding and a tree mask (speculative decoding: draft
-/// tokens verified in one pass, AttentionMetadata::tree_mask). Rows with no visible key are written as
-/// zeros.
+/// metadata gives positions (ALiBi), key padding, a tree mask (speculative decoding: draft
+/// tokens verified in one pass, AttentionMetadata::tree_mask) and an additive attention_bias.
+/// Rows with no visible key are written as zeros.
 /// Throws std::invalid_argument (shape mismatch, head_dim mismatch, heads not a multiple of
 /// kv_heads, slope count != heads, bad scale, negative sliding_window, positions outside
-/// [0, 2^53], key_lengths outside [0, k_len]) before writing anything.
+/// [0, 2^53], key_lengths outside [0, k_len], an attention_bias of the wrong shape) before
+/// writing anything.
 template <typename T>
 void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView<T, 4> v,
                TensorView<T, 4> out, const AttentionParams& params = {},
@@ -316,7 +317,8 @@ void attention(ConstTensorView<T, 4> q, ConstTensorView<T, 4> k, ConstTensorView
 
 /// \brief As attention(), and also writes each row's log-sum-exp of its final logits,
 /// lse[b, i, h] = log(sum_j exp(s_j)) over the keys the row sees (s_j after the scale, soft cap,
-/// ALiBi bias; exp(sink_h) included when sink_logits are set): for a row that sees no key,
+/// ALiBi, T5 and attention_bias; exp(sink_h) included when sink_logits are set): for a row
+/// that sees no key,
 /// -inf, or sink_h with a sink (its state is the sink's alone, which a merge then counts once);
 /// NaN for a row that met a NaN or +inf logit.
 /// It is what merges attentions over disjoint key sets (attention_merge.hpp): split-K decode,

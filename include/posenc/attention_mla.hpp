@@ -27,7 +27,8 @@
 
 namespace posenc {
 
-/// \brief Absorbed MLA: out = softmax(scale q kv^T + ALiBi + mask) kv[..., :v_head_dim].
+/// \brief Absorbed MLA: out = softmax(scale q kv^T + bias + mask) kv[..., :v_head_dim] (bias:
+/// ALiBi, T5's, AttentionMetadata::attention_bias).
 /// q: [batch, q_len, heads, head_dim]; kv: [batch, k_len, kv_heads, head_dim] (DeepSeek:
 /// kv_heads 1); out: [batch, q_len, heads, v_head_dim] with 1 <= v_head_dim <= head_dim (the
 /// values are the first v_head_dim elements of each kv row, read in place). Masks, positions,

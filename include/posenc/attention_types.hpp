@@ -13,7 +13,8 @@
 /// is 1 / sqrt(head_dim) of Q and K.
 ///
 /// Scores: s = scale q.k, soft-capped to c tanh(s / c) when logit_softcap = c > 0 (Gemma-2),
-/// then the ALiBi bias (or T5's relative bias, or a caller's attention_bias), then the mask.
+/// then the biases (ALiBi, T5's relative bias, a caller's attention_bias: those given are
+/// summed), then the mask.
 ///
 /// Mask: causal attention aligns bottom-right (FlashAttention >= 2.1, TE causal_bottom_right):
 /// query i sees key j iff j <= i + (k_len - q_len), so a chunk of q_len new tokens at the end
@@ -217,8 +218,11 @@ struct AttentionMetadata {
   /// the scaled (and soft-capped) score of query i and key slot j before the mask: the learned
   /// 2-D relative position bias of BEiT / data2vec-vision / Swin windows
   /// (relative_bias_2d.hpp), or any bias a model computes itself. A -inf entry gives weight
-  /// exactly 0 (an additive mask); a row whose visible keys are all -inf returns zeros. NaN
-  /// or +inf entries make the row NaN, as softmax defines. Float for every storage type.
+  /// exactly 0 (an additive mask); a row whose visible keys are all -inf returns zeros. Unlike
+  /// key padding it does not keep the key's V row out: 0 times a NaN or inf there is NaN, as
+  /// in PyTorch (use key_mask / key_lengths for slots whose values may be garbage). A NaN or
+  /// +inf entry at a key the row sees makes the row NaN, as softmax defines; at a masked key it
+  /// has no effect. Float for every storage type.
   OptionalView<ConstTensorView<float, 4>> attention_bias;
 };
 

@@ -1133,6 +1133,10 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
                       std::to_string(*window) + " keys (sliding_window)");
 }
 
+/// hf_read_absolute's note for a grid family whose config gives no image or patch size.
+inline constexpr std::string_view kHfGridUnknown =
+    "image_size / patch_size absent: the grid's size is not known";
+
 /// Scheme kAbsolute (HfModelConfig::absolute): the table's kind and formula, a vision grid's
 /// geometry, and the family's mask. pe_type: position_embedding_type when the config has one.
 inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
@@ -1213,7 +1217,7 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
                           " x " + std::to_string(a.grid_w) + " patches after " +
                           std::to_string(a.leading_rows) + " leading row(s)");
     } else {
-      out.notes.push_back("image_size / patch_size absent: the grid's size is not known");
+      out.notes.emplace_back(kHfGridUnknown);
     }
   }
   if (a.kind == HfAbsoluteKind::kSincosGrid) {
@@ -1395,8 +1399,19 @@ inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::js
                       "token (" + which + " of " +
                       std::to_string(relative_bias_2d_table_rows(rb.window)) +
                       " rows), bidirectional");
+  if (rb.window.window_h != rb.window.window_w) {
+    out.notes.push_back("a non-square window: HF resamples the table's (2 w - 1) x (2 h - 1) "
+                        "reshape on every forward, so its bias is not the plain lookup");
+  }
   if (flag("use_absolute_position_embeddings")) {
     hf_read_absolute(r, c, prefix, &kHfBeitGrid, std::nullopt, hidden_key, out);
+    HfAbsolutePositions& a = *out.absolute;
+    if (a.grid_h == 0) {  // no sizes in the config: the defaults above, as for the window
+      a.grid_h = rb.window.window_h;
+      a.grid_w = rb.window.window_w;
+      const auto unknown = std::find(out.notes.begin(), out.notes.end(), kHfGridUnknown);
+      if (unknown != out.notes.end()) out.notes.erase(unknown);
+    }
   }
   return true;
 }

@@ -154,7 +154,9 @@ void relative_position_bias_2d(ConstTensorView<T, 2> table, const RelativeBias2d
 /// (resize_learned_grid), and the three class rows are copied. HF reshapes the grid as
 /// (width, height) before interpolating, which is this layout whenever the trained window is
 /// square (every released BEiT / data2vec-vision checkpoint); for a non-square trained window
-/// posenc keeps the index's own (height, width) layout.
+/// posenc keeps the index's own (height, width) layout. (HF runs that resampling on every
+/// forward, so with a non-square trained window its bias differs from the table lookup even
+/// at the trained resolution; no released checkpoint has one.)
 /// table: [relative_bias_2d_table_rows(from), heads]; out: [relative_bias_2d_table_rows(to),
 /// heads]; from.class_token must equal to.class_token. out must not alias table.
 /// Throws std::invalid_argument (windows, shapes, class tokens that differ) before writing.
