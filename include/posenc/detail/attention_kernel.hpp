@@ -744,6 +744,58 @@ struct AttnTileCuts {
   bool any() const { return padded || range || chunk || tree; }
 };
 
+// PacketBlock<__m512, 16> drops the vector type's alignment attribute from the template
+// argument; Eigen's own uses are quiet only because its headers are system headers.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
+/// Adds the caller's bias (AttentionProblem::bias) to one K tile's scores S^T[j * rs + lane].
+/// Each lane reads its own row (a head's rows lie q_len * k_len floats apart), but S^T holds
+/// the lanes of one key side by side: float rows are taken a packet of lanes by a packet of
+/// keys and transposed in registers, so both sides move whole packets.
+template <typename Acc, typename TQ, typename TKV, typename TO>
+inline void attn_add_bias(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen::Index b,
+                          Eigen::Index j0, Eigen::Index nk, Acc* st, Eigen::Index rs,
+                          Eigen::Index lanes, const AttnLaneState<Acc>& ls) {
+  namespace ei = Eigen::internal;
+  using P = attn_packet_t<Acc>;
+  constexpr Eigen::Index L = kAttnLanes<Acc>;
+  const float* bias_b = p.bias + b * p.bias_batch_stride + j0;
+  const auto row = [&](Eigen::Index i) {
+    return bias_b + ls.head[i] * p.bias_head_stride + ls.query[i] * p.bias_row_stride;
+  };
+  // As many streams as lanes, which the hardware prefetchers do not follow from the L3 or
+  // DRAM: the next tile's part of every row is requested now.
+  const Eigen::Index ahead = std::min(2 * nk, p.bias_row_stride - j0);
+  for (Eigen::Index i0 = 0; i0 < lanes; i0 += L) {
+    Eigen::Index j = 0;
+    if constexpr (std::is_same_v<Acc, float> && L > 1) {
+      std::array<const float*, static_cast<std::size_t>(L)> rows{};
+      for (Eigen::Index r = 0; r < L; ++r) rows[static_cast<std::size_t>(r)] = row(i0 + r);
+      for (; j + L <= nk; j += L) {
+        ei::PacketBlock<P, L> block;
+        for (Eigen::Index r = 0; r < L; ++r) {
+          block.packet[r] = ei::ploadu<P>(rows[static_cast<std::size_t>(r)] + j);
+        }
+        ei::ptranspose(block);  // packet c: key j + c of lanes i0 .. i0 + L - 1
+        for (Eigen::Index c = 0; c < L; ++c) {
+          Acc* s = st + (j + c) * rs + i0;
+          ei::pstoreu(s, ei::padd(ei::ploadu<P>(s), block.packet[c]));
+        }
+      }
+    }
+    for (Eigen::Index i = i0; i < i0 + L; ++i) {
+      const float* brow = row(i);
+      for (Eigen::Index jj = j; jj < nk; ++jj) st[jj * rs + i] += static_cast<Acc>(brow[jj]);
+      for (Eigen::Index c = nk; c < ahead; c += 16) ei::prefetch(brow + c);
+    }
+  }
+}
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
 /// Turns one K tile's scores S^T[j * rs + lane] (j < nk, lanes a whole number of packets) into
 /// P^T: the logit soft cap, ALiBi bias from absolute positions, T5's and the caller's biases,
 /// key padding, the lanes' visible key ranges and chunks (-inf; only where `cuts` says the
@@ -795,14 +847,7 @@ inline void attn_softmax_tile(const AttentionProblem<Acc, TQ, TKV, TO>& p, Eigen
       }
     }
   }
-  if (p.bias) {
-    const float* bias_b = p.bias + b * p.bias_batch_stride + j0;
-    for (Eigen::Index i = 0; i < lanes; ++i) {
-      const float* brow =
-          bias_b + ls.head[i] * p.bias_head_stride + ls.query[i] * p.bias_row_stride;
-      for (Eigen::Index j = 0; j < nk; ++j) st[j * rs + i] += static_cast<Acc>(brow[j]);
-    }
-  }
+  if (p.bias) attn_add_bias(p, b, j0, nk, st, rs, lanes, ls);
   if (masked) {
     for (Eigen::Index j = 0; j < nk; ++j) {
       Acc* srow = st + j * rs;
