@@ -271,19 +271,27 @@ void BM_Attention_BiasedEncoder(benchmark::State& state) {
   const Eigen::Index rows = posenc::relative_bias_2d_table_rows(window);
   const auto table = filled(static_cast<std::size_t>(rows * heads), 13);
   std::vector<float> bias(static_cast<std::size_t>(heads * n * n));
-  posenc::relative_position_bias_2d<float>(posenc::ConstTensorView<float, 2>(table.data(), rows, heads),
-                                           window, posenc::TensorView<float, 4>(bias.data(), 1, heads, n, n));
+  posenc::relative_position_bias_2d<float>(
+      posenc::ConstTensorView<float, 2>(table.data(), rows, heads), window,
+      posenc::TensorView<float, 4>(bias.data(), 1, heads, n, n));
   posenc::AttentionParams params;
   params.mask = posenc::MaskMode::kBidirectional;
   posenc::AttentionMetadata meta;
-  if (biased) meta.attention_bias = posenc::ConstTensorView<float, 4>(bias.data(), 1, heads, n, n);
+  if (biased) {
+    meta.attention_bias = posenc::ConstTensorView<float, 4>(bias.data(), 1, heads, n, n);
+  }
   time_prefill(state, n, heads, heads, d, params, 21, meta);
   const double flops = 2.0 * 2.0 * double(n) * double(n) * double(d) * double(heads);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(biased ? posenc_bench::ratio_label("beit_l16_384/plain", 0.0, "GFLOP/s")
                         : posenc_bench::baseline_label("beit_l16_384/plain"));
 }
-BENCHMARK(BM_Attention_BiasedEncoder)->ArgNames({"bias"})->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Attention_BiasedEncoder)
+    ->ArgNames({"bias"})
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Attention_CausalPrefill)
     ->Name("BM_Attention_ThreadScaling")

@@ -1301,8 +1301,8 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
   out.absolute = a;
 }
 
-/// BEiT / data2vec-vision's learned grid after the class token (use_absolute_position_embeddings;
-/// the layout field is unused: the kind is not kSinusoidal).
+/// BEiT / data2vec-vision's learned grid after the class token
+/// (use_absolute_position_embeddings; the layout field is unused: the kind is not kSinusoidal).
 inline constexpr HfAbsoluteFamily kHfBeitGrid = {"beit", HfAbsoluteKind::kLearnedGrid, 0,
                                                 HfStack::kEncoder, SinusoidalLayout::kInterleaved,
                                                 1};
@@ -1340,7 +1340,8 @@ inline const HfAbsoluteFamily* hf_flagged_positions(const HfConfigReader& r,
   }
   if (n != "beit" && n != "data2vecvision") return nullptr;
   // With a relative bias table hf_read_relative_bias_2d reads the config.
-  if (flag("use_relative_position_bias", false) || flag("use_shared_relative_position_bias", false)) {
+  if (flag("use_relative_position_bias", false) ||
+      flag("use_shared_relative_position_bias", false)) {
     return nullptr;
   }
   if (!flag("use_absolute_position_embeddings", false)) {

@@ -1,10 +1,10 @@
 #pragma once
 /// \file posenc/reference/attention.hpp
 /// Attention the textbook way, in double: materialise S = scale Q K^T with an Eigen matrix
-/// product, add the ALiBi, T5 or caller's bias and the mask, softmax each row (max-subtracted; an attention
-/// sink adds its term to the denominator), then O = P V. O(q_len * k_len) memory per
-/// (batch, head): for checking the fused kernel and for inspecting the weights, not for long
-/// sequences.
+/// product, add the biases (ALiBi, T5's, the caller's) and the mask, softmax each row
+/// (max-subtracted; an attention sink adds its term to the denominator), then O = P V.
+/// O(q_len * k_len) memory per (batch, head): for checking the fused kernel and for inspecting
+/// the weights, not for long sequences.
 
 #include <cmath>
 #include <cstdint>
