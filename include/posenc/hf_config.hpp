@@ -1133,16 +1133,15 @@ inline void hf_read_gpt_neo_layers(const HfConfigReader& r, const nlohmann::json
                       std::to_string(*window) + " keys (sliding_window)");
 }
 
-/// hf_read_absolute's note for a grid family whose config gives no image or patch size.
-inline constexpr std::string_view kHfGridUnknown =
-    "image_size / patch_size absent: the grid's size is not known";
-
 /// Scheme kAbsolute (HfModelConfig::absolute): the table's kind and formula, a vision grid's
-/// geometry, and the family's mask. pe_type: position_embedding_type when the config has one.
-inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
-                             const std::string& prefix, const HfAbsoluteFamily* family,
-                             const std::optional<std::string>& pe_type,
-                             std::string_view hidden_key, HfModelConfig& out) {
+/// geometry, and the family's mask. pe_type: position_embedding_type when the config has one;
+/// default_grid: the patch grid when the config gives no image or patch size (BEiT's, from
+/// BeitConfig's defaults), else the grid stays unknown.
+inline void hf_read_absolute(
+    const HfConfigReader& r, const nlohmann::json& c, const std::string& prefix,
+    const HfAbsoluteFamily* family, const std::optional<std::string>& pe_type,
+    std::string_view hidden_key, HfModelConfig& out,
+    std::optional<std::pair<std::int64_t, std::int64_t>> default_grid = std::nullopt) {
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
   HfAbsolutePositions a;
   a.kind = family ? family->kind : HfAbsoluteKind::kLearned;
@@ -1213,11 +1212,16 @@ inline void hf_read_absolute(const HfConfigReader& r, const nlohmann::json& c,
         r.fail(path("image_size"), "gives a ", a.grid_h, " x ", a.grid_w, " patch grid, more ",
                "than 2^40 patches");
       }
+    } else if (default_grid) {
+      a.grid_h = default_grid->first;
+      a.grid_w = default_grid->second;
+    }
+    if (a.grid_h > 0) {
       out.notes.push_back(std::string(to_string(a.kind)) + ": " + std::to_string(a.grid_h) +
                           " x " + std::to_string(a.grid_w) + " patches after " +
                           std::to_string(a.leading_rows) + " leading row(s)");
     } else {
-      out.notes.emplace_back(kHfGridUnknown);
+      out.notes.push_back("image_size / patch_size absent: the grid's size is not known");
     }
   }
   if (a.kind == HfAbsoluteKind::kSincosGrid) {
@@ -1405,14 +1409,8 @@ inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::js
                         "reshape on every forward, so its bias is not the plain lookup");
   }
   if (flag("use_absolute_position_embeddings")) {
-    hf_read_absolute(r, c, prefix, &kHfBeitGrid, std::nullopt, hidden_key, out);
-    HfAbsolutePositions& a = *out.absolute;
-    if (a.grid_h == 0) {  // no sizes in the config: the defaults above, as for the window
-      a.grid_h = rb.window.window_h;
-      a.grid_w = rb.window.window_w;
-      const auto unknown = std::find(out.notes.begin(), out.notes.end(), kHfGridUnknown);
-      if (unknown != out.notes.end()) out.notes.erase(unknown);
-    }
+    hf_read_absolute(r, c, prefix, &kHfBeitGrid, std::nullopt, hidden_key, out,
+                     std::pair<std::int64_t, std::int64_t>{rb.window.window_h, rb.window.window_w});
   }
   return true;
 }

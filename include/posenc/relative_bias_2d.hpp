@@ -60,6 +60,16 @@ inline Eigen::Index relative_grid_rows(const RelativeBias2dWindow& w) {
   return (2 * w.window_h - 1) * (2 * w.window_w - 1);
 }
 
+/// Table rows: the offset grid, plus the class token's three.
+inline Eigen::Index relative_table_rows(const RelativeBias2dWindow& w) {
+  return relative_grid_rows(w) + (w.class_token ? 3 : 0);
+}
+
+/// Tokens: the window's patches, plus the class token.
+inline Eigen::Index relative_tokens(const RelativeBias2dWindow& w) {
+  return w.window_h * w.window_w + (w.class_token ? 1 : 0);
+}
+
 /// index(i, j) of the file comment, for validated w and tokens i, j < relative_tokens(w).
 inline Eigen::Index relative_index_2d(const RelativeBias2dWindow& w, Eigen::Index i,
                                       Eigen::Index j) {
@@ -80,14 +90,14 @@ inline Eigen::Index relative_index_2d(const RelativeBias2dWindow& w, Eigen::Inde
 /// Throws std::invalid_argument for a window outside [1, 2^15] on either side.
 inline Eigen::Index relative_bias_2d_tokens(const RelativeBias2dWindow& window) {
   detail::validate_relative_window("relative_bias_2d_tokens", window);
-  return window.window_h * window.window_w + (window.class_token ? 1 : 0);
+  return detail::relative_tokens(window);
 }
 
 /// \brief Rows of the learned table: (2 window_h - 1)(2 window_w - 1), plus 3 with a class
 /// token (HF: num_relative_distance). Throws as relative_bias_2d_tokens.
 inline Eigen::Index relative_bias_2d_table_rows(const RelativeBias2dWindow& window) {
   detail::validate_relative_window("relative_bias_2d_table_rows", window);
-  return detail::relative_grid_rows(window) + (window.class_token ? 3 : 0);
+  return detail::relative_table_rows(window);
 }
 
 /// \brief The table row query token i and key token j read (the file comment's index).
@@ -116,13 +126,13 @@ void relative_position_bias_2d(ConstTensorView<T, 2> table, const RelativeBias2d
                 "posenc: table must be float, double, half or bfloat16");
   constexpr std::string_view fn = "relative_position_bias_2d";
   detail::validate_relative_window(fn, window);
-  const Eigen::Index rows = detail::relative_grid_rows(window) + (window.class_token ? 3 : 0);
+  const Eigen::Index rows = detail::relative_table_rows(window);
   const Eigen::Index heads = table.dimension(1);
   detail::require(table.dimension(0) == rows && heads >= 1, fn, "table shape [", table.dimension(0),
                   ", ", heads, "] must be [", rows, ", heads >= 1] for a ", window.window_h, " x ",
                   window.window_w, " window", window.class_token ? " with a class token" : "");
   detail::require_view(fn, "table", table);
-  const Eigen::Index n = window.window_h * window.window_w + (window.class_token ? 1 : 0);
+  const Eigen::Index n = detail::relative_tokens(window);
   detail::require(out.dimension(0) == 1 && out.dimension(1) == heads && out.dimension(2) == n &&
                       out.dimension(3) == n,
                   fn, "out shape [", out.dimension(0), ", ", out.dimension(1), ", ",
