@@ -21,8 +21,9 @@
 /// SwinSelfAttention's relative_position_index (query minus key). Pass the result to attention
 /// as AttentionMetadata::attention_bias, mask MaskMode::kBidirectional. BEiT at another
 /// resolution resizes the grid part of the table bilinearly (align_corners false) and keeps the
-/// three class rows: resize_relative_position_bias_2d. Swin's shifted-window mask (and Swin-v2's
-/// continuous bias, an MLP over log-spaced offsets) are not part of this header.
+/// three class rows: resize_relative_position_bias_2d. Swin's windows, cyclic shift and shifted-
+/// window mask: swin_window.hpp; Swin-v2's table from an MLP over log-spaced offsets:
+/// continuous_position_bias.hpp.
 
 #include <cmath>
 #include <cstdint>
