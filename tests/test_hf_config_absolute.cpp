@@ -574,7 +574,7 @@ TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are r
                         "num_attention_heads": 12, "position_biased_input": false})"),
                     Contains("\"position_biased_input\" = false"));
   // Relative schemes whose configs name no position key were read as RoPE, theta 10000.
-  for (const char* family : {"swin", "swinv2", "xlnet", "transfo-xl"}) {
+  for (const char* family : {"swin2sr", "xlnet", "transfo-xl"}) {
     CAPTURE(family);
     CHECK_THROWS_WITH(parse_hf_config(std::string(R"({"model_type": ")") + family +
                                       R"(", "hidden_size": 768, "num_attention_heads": 12})"),

@@ -560,6 +560,19 @@ posenc_rope_inspect_test("BEiT relative position bias window"
          "one per layer"
          "attention mask       bidirectional"
   REJECT "rope_type" "no RoPE or ALiBi")
+# Swin-T: 56, 28, 14, 7 patches a side, 7 x 7 windows (64, 16, 4, 1), the last stage one
+# window and so never shifted; 13 x 13 = 169-row tables, heads of 96 / 3 = 32.
+posenc_rope_inspect_test("Swin-T stages and shifted windows"
+  ARGS "${_posenc_tool_data}/swin.json"
+  EXPECT "position scheme      relative_bias_2d\n"
+         "shifted windows      4 stages, window_size 7, every second block shifted; bias from "
+         "each layer's table (swin_window_bias)\n"
+         "  stage 0            2 blocks, 3 heads of 32, 56 x 56 patches, 7 x 7 windows (64), "
+         "shift 3, tables of 169 rows\n"
+         "  stage 3            2 blocks, 24 heads of 32, 7 x 7 patches, 7 x 7 windows (1), "
+         "shift 0, tables of 169 rows\n"
+         "attention mask       bidirectional"
+  REJECT "rope_type" "no RoPE or ALiBi" "2-D relative bias")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
   EXPECT "M-RoPE sections      (t, h, w) = (16, 20, 28) pairs")
@@ -581,6 +594,19 @@ posenc_rope_inspect_test("json BEiT relative position bias"
        "relative_bias_2d/class_token=ON" "relative_bias_2d/table_rows=732"
        "relative_bias_2d/shared_table=OFF" "relative_bias_2d/per_layer_tables=ON"
        "mask=bidirectional")
+
+# Swin-v2-B window 12 -> 24 at 384 px: stage 2 (24 x 24) one window, stage 3 (12 x 12) a window
+# of 12 whose MLP was pretrained at 6; bias tables from the MLPs, none in the checkpoint.
+posenc_rope_inspect_test("json Swin-v2 stages and pretrained windows"
+  ARGS "${_posenc_tool_data}/swinv2-384.json" --json
+  JSON "scheme=relative_bias_2d" "relative_bias_2d/per_layer_tables=OFF"
+       "relative_bias_2d/per_layer_mlp=ON" "relative_bias_2d/class_token=OFF"
+       "swin/rule=swinv2" "swin/window_size=24" "swin/stages#4"
+       "swin/stages/0/height=96" "swin/stages/0/window=24" "swin/stages/0/shift=12"
+       "swin/stages/0/num_windows=16" "swin/stages/2/depth=18" "swin/stages/2/shift=0"
+       "swin/stages/3/window=12" "swin/stages/3/table_window=12"
+       "swin/stages/3/pretrained_window=6" "swin/stages/3/num_heads=32"
+       "swin/stages/3/hidden_size=1024" "mask=bidirectional")
 
 # Llama-3.1 at 65536 = L0 x factor: pair 63 (see "Llama-3.1 lengths block and pair rows")
 # interpolated, 65536 / 8 = 8192 = L0 positions: within training; pair 0 kept, 65536 > 8192

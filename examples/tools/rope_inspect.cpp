@@ -655,7 +655,27 @@ int main(int argc, char** argv) {
                                {"class_token", rb.window.class_token},
                                {"table_rows", posenc::relative_bias_2d_table_rows(rb.window)},
                                {"shared_table", rb.shared_table},
-                               {"per_layer_tables", rb.per_layer_tables}};
+                               {"per_layer_tables", rb.per_layer_tables},
+                               {"per_layer_mlp", rb.per_layer_mlp}};
+    }
+    if (c.swin) {
+      nlohmann::json stages = nlohmann::json::array();
+      for (const posenc::HfSwinStage& st : c.swin->stages) {
+        stages.push_back({{"depth", st.depth},
+                          {"hidden_size", st.hidden_size},
+                          {"num_heads", st.num_heads},
+                          {"height", st.block.height},
+                          {"width", st.block.width},
+                          {"window", st.block.window},
+                          {"shifted_window", st.shifted_block.window},
+                          {"shift", st.shifted_block.shift},
+                          {"num_windows", posenc::swin_num_windows(st.shifted_block)},
+                          {"table_window", st.table_window},
+                          {"pretrained_window", st.pretrained_window}});
+      }
+      j["swin"] = {{"rule", c.swin->rule == posenc::SwinWindowRule::kSwinV2 ? "swinv2" : "swin"},
+                   {"window_size", c.swin->window_size},
+                   {"stages", std::move(stages)}};
     }
     if (c.scheme == posenc::HfPositionScheme::kRelativeBias) {
       j["relative_attention_num_buckets"] = c.relative_attention_num_buckets;
@@ -705,6 +725,24 @@ int main(int argc, char** argv) {
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: " << absolute_summary(c) << "\n";
+    } else if (c.swin) {
+      std::cout << "shifted windows      " << c.swin->stages.size() << " stages, window_size "
+                << c.swin->window_size << ", every second block shifted; bias "
+                << (c.relative_bias_2d->per_layer_mlp
+                        ? "from each layer's MLP (continuous_position_bias_table)"
+                        : "from each layer's table (swin_window_bias)")
+                << "\n";
+      for (std::size_t i = 0; i < c.swin->stages.size(); ++i) {
+        const posenc::HfSwinStage& st = c.swin->stages[i];
+        std::cout << "  stage " << i << "            " << st.depth << " blocks, " << st.num_heads
+                  << " heads of " << st.hidden_size / st.num_heads << ", " << st.block.height
+                  << " x " << st.block.width << " patches, " << st.block.window << " x "
+                  << st.block.window << " windows (" << posenc::swin_num_windows(st.block)
+                  << "), shift " << st.shifted_block.shift << ", tables of "
+                  << (2 * st.table_window - 1) * (2 * st.table_window - 1) << " rows";
+        if (st.pretrained_window > 0) std::cout << " (pretrained " << st.pretrained_window << ")";
+        std::cout << "\n";
+      }
     } else if (c.relative_bias_2d) {
       const posenc::HfRelativeBias2d& rb = *c.relative_bias_2d;
       std::cout << "2-D relative bias    " << rb.window.window_h << " x " << rb.window.window_w

@@ -74,7 +74,7 @@
 ///              decoder's sin-cos table widths. Encoder families are bidirectional (unless
 ///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
 ///              mask. relative_key(_query) is refused, and so are families whose positions are
-///              relative schemes no position key announces (Swin, XLNet, Transformer-XL).
+///              relative schemes no position key announces (XLNet, Transformer-XL, Swin2SR).
 ///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings;
 ///              DeBERTa(-v2): a learned table with position_biased_input, refused with
 ///              relative_attention (every released checkpoint).
@@ -83,6 +83,10 @@
 ///              the image_size / patch_size window after the class token
 ///              (HfModelConfig::relative_bias_2d; relative_bias_2d.hpp builds the bias),
 ///              bidirectional; absolute too when use_absolute_position_embeddings is set.
+///              Swin / Swin-v2 / Donut-Swin / MaskFormer-Swin: stages of depths and num_heads
+///              lists, window_size, Swin-v2's pretrained_window_sizes (HfModelConfig::swin:
+///              each stage's map, windows and shifts; swin_window.hpp runs a block), one
+///              table (Swin) or MLP (Swin-v2) per layer, the layers' head counts per stage.
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -1415,14 +1419,211 @@ inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::js
   return true;
 }
 
+/// Swin (SwinConfig), Swin-v2 (Swinv2Config), Donut-Swin and MaskFormer-Swin (their Swin
+/// copies): stages of depths[i] blocks over image_size / patch_size / 2^i patches, embed_dim
+/// 2^i channels in num_heads[i] heads, windows of window_size with every second block shifted
+/// by window_size / 2; the class defaults (224, 4, 96, [2, 2, 6, 2], [3, 6, 12, 24], 7) for
+/// absent keys. Scheme kRelativeBias2d, bidirectional, one bias per layer: Swin's tables (the
+/// config's window_size) or Swin-v2's MLP (pretrained_window_sizes). False for other families,
+/// and for a config that names a rotary key (read as RoPE, as for any family).
+inline bool hf_read_swin(const HfConfigReader& r, const nlohmann::json& c,
+                         const std::string& prefix, HfModelConfig& out) {
+  using json = nlohmann::json;
+  const std::string n = hf_lower_alnum(out.model_type);
+  const bool v2 = n == "swinv2";
+  if (n != "swin" && !v2 && n != "donutswin" && n != "maskformerswin") return false;
+  for (const char* key : {"rope_theta", "rope_scaling", "rope_parameters", "rotary_dim",
+                          "partial_rotary_factor"}) {
+    if (HfConfigReader::find(c, key)) return false;
+  }
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const auto defaulted = [&](std::string_view key, const std::string& value) {
+    out.notes.push_back(path(key) + " absent: " + out.model_type + "'s default " + value);
+  };
+  HfSwin sw;
+  sw.rule = v2 ? SwinWindowRule::kSwinV2 : SwinWindowRule::kSwin;
+  auto image = hf_image_pair(r, c, "image_size", path("image_size"));
+  auto patch = hf_image_pair(r, c, "patch_size", path("patch_size"));
+  if (!image) {
+    image = std::pair<std::int64_t, std::int64_t>{224, 224};
+    defaulted("image_size", "224");
+  }
+  if (!patch) {
+    patch = std::pair<std::int64_t, std::int64_t>{4, 4};
+    defaulted("patch_size", "4");
+  }
+  if (patch->first > image->first || patch->second > image->second) {
+    r.fail(path("patch_size"), "is larger than image_size: no patch fits");
+  }
+  sw.image_h = image->first;
+  sw.image_w = image->second;
+  sw.patch_h = patch->first;
+  sw.patch_w = patch->second;
+  if (sw.image_h % sw.patch_h != 0 || sw.image_w % sw.patch_w != 0) {
+    out.notes.push_back(path("image_size") + " is not a multiple of patch_size: HF builds the "
+                        "stages for the floor and pads the image up to the next patch");
+  }
+  const std::int64_t embed_dim = r.integer(c, "embed_dim", path("embed_dim")).value_or(96);
+  if (!HfConfigReader::find(c, "embed_dim")) defaulted("embed_dim", "96");
+  const std::int64_t window = r.integer(c, "window_size", path("window_size")).value_or(7);
+  if (!HfConfigReader::find(c, "window_size")) defaulted("window_size", "7");
+  if (window < 1 || window > detail::kMaxRelativeWindow) {
+    r.fail(path("window_size"), "= ", window, " must be in [1, 2^15]");
+  }
+  sw.window_size = window;
+  // The per-stage lists: integers >= lo, one per stage.
+  const auto stage_list = [&](const char* key, std::vector<std::int64_t> fallback,
+                              std::int64_t lo, std::int64_t hi) {
+    const json* v = HfConfigReader::find(c, key);
+    if (!v || v->is_null()) {
+      std::string shown;
+      for (const auto x : fallback) shown += (shown.empty() ? "" : ", ") + std::to_string(x);
+      defaulted(key, "[" + shown + "]");
+      return fallback;
+    }
+    if (!v->is_array() || v->empty() || static_cast<std::int64_t>(v->size()) > 64) {
+      r.fail(path(key), "must be a list of 1 to 64 integers (one per stage), got ", v->dump());
+    }
+    std::vector<std::int64_t> xs;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      const std::string where = path(key) + "[" + std::to_string(i) + "]";
+      const std::int64_t x = r.integer_value((*v)[i], where);
+      if (x < lo || x > hi) r.fail(where, "= ", x, " must be in [", lo, ", ", hi, "]");
+      xs.push_back(x);
+    }
+    return xs;
+  };
+  const std::vector<std::int64_t> depths = stage_list("depths", {2, 2, 6, 2}, 0, kHfMaxLayers);
+  const std::vector<std::int64_t> heads =
+      stage_list("num_heads", {3, 6, 12, 24}, 1, kHfMaxHeads);
+  if (heads.size() != depths.size()) {
+    r.fail(path("num_heads"), "has ", heads.size(), " entries; one per stage (depths has ",
+           depths.size(), ")");
+  }
+  std::vector<std::int64_t> pretrained(depths.size(), 0);
+  if (v2) {
+    pretrained = stage_list("pretrained_window_sizes", pretrained, 0, detail::kMaxRelativeWindow);
+    if (pretrained.size() != depths.size()) {
+      r.fail(path("pretrained_window_sizes"), "has ", pretrained.size(),
+             " entries; one per stage (depths has ", depths.size(), ")");
+    }
+    for (std::size_t i = 0; i < pretrained.size(); ++i) {
+      if (pretrained[i] == 1) {
+        r.fail(path("pretrained_window_sizes") + "[" + std::to_string(i) + "]",
+               "= 1 divides the MLP's coordinates by 0 (0 = none, else >= 2)");
+      }
+    }
+  }
+  if (embed_dim < 1 || embed_dim > (kHfMaxDim >> (depths.size() - 1))) {
+    r.fail(path("embed_dim"), "= ", embed_dim, " must be in [1, 2^30 / 2^(stages - 1)]");
+  }
+  // Stage i's map: the patch grid halved i times (SwinEncoder builds its layers for the floor,
+  // SwinPatchMerging pads an odd side, so the forward sees the ceiling).
+  std::int64_t built_h = sw.image_h / sw.patch_h, built_w = sw.image_w / sw.patch_w;
+  std::int64_t run_h = built_h, run_w = built_w, layers = 0;
+  std::vector<Eigen::Index> layer_heads;
+  Eigen::Index head_dim = 0;
+  bool uniform_head_dim = true;
+  for (std::size_t i = 0; i < depths.size(); ++i) {
+    const std::string at = "stage " + std::to_string(i);
+    if (built_h < 1 || built_w < 1) {
+      r.fail(path("depths"), "has ", depths.size(), " stages; ", at, " of a ", sw.image_h / sw.patch_h,
+             " x ", sw.image_w / sw.patch_w, " patch grid has no patch left");
+    }
+    HfSwinStage st;
+    st.depth = depths[i];
+    st.hidden_size = embed_dim << i;
+    st.num_heads = heads[i];
+    if (st.hidden_size % st.num_heads != 0) {
+      r.fail(path("num_heads") + "[" + std::to_string(i) + "]", "= ", st.num_heads,
+             " must divide the stage's width embed_dim 2^", i, " = ", st.hidden_size);
+    }
+    // Swin applies its rule to the map each forward sees; Swin-v2 once, to the built map.
+    const std::int64_t rule_h = v2 ? built_h : run_h, rule_w = v2 ? built_w : run_w;
+    const SwinWindowLayout plain = swin_block_layout(rule_h, rule_w, window, false, sw.rule),
+                           shifted = swin_block_layout(rule_h, rule_w, window, true, sw.rule);
+    st.block = SwinWindowLayout{run_h, run_w, plain.window, plain.shift};
+    st.shifted_block = SwinWindowLayout{run_h, run_w, shifted.window, shifted.shift};
+    st.table_window = v2 ? plain.window : window;
+    st.pretrained_window = pretrained[i];
+    if (!v2 && plain.window != window) {
+      out.notes.push_back(at + "'s " + std::to_string(run_h) + " x " + std::to_string(run_w) +
+                          " map is smaller than window_size " + std::to_string(window) +
+                          ": its windows shrink to " + std::to_string(plain.window) +
+                          ", but the checkpoint's tables are for " + std::to_string(window) +
+                          " (HF's forward fails there; the original code builds smaller tables)");
+    }
+    if (run_h != built_h || run_w != built_w) {
+      out.notes.push_back(at + " runs on a " + std::to_string(run_h) + " x " +
+                          std::to_string(run_w) + " map (an odd side padded by the merge); " +
+                          (v2 ? "Swin-v2 chose its window for " : "its layers were built for ") +
+                          std::to_string(built_h) + " x " + std::to_string(built_w));
+    }
+    const Eigen::Index d = st.hidden_size / st.num_heads;
+    if (head_dim != 0 && d != head_dim) uniform_head_dim = false;
+    if (head_dim == 0) head_dim = d;
+    layers += st.depth;
+    if (layers > kHfMaxLayers) r.fail(path("depths"), "sum to more than ", kHfMaxLayers, " layers");
+    layer_heads.insert(layer_heads.end(), static_cast<std::size_t>(st.depth), st.num_heads);
+    sw.stages.push_back(st);
+    built_h /= 2;
+    built_w /= 2;
+    run_h = (run_h + 1) / 2;
+    run_w = (run_w + 1) / 2;
+  }
+  if (r.boolean(c, "use_absolute_embeddings", path("use_absolute_embeddings")).value_or(false)) {
+    out.notes.push_back(path("use_absolute_embeddings") + " = true: HF's table has num_patches + "
+                        "1 rows for num_patches tokens (its forward fails); not read");
+  }
+
+  out.scheme = HfPositionScheme::kRelativeBias2d;
+  HfRelativeBias2d rb;
+  rb.window = RelativeBias2dWindow{sw.stages[0].table_window, sw.stages[0].table_window, false};
+  rb.per_layer_tables = !v2;
+  rb.per_layer_mlp = v2;
+  out.relative_bias_2d = rb;
+  out.mask = MaskMode::kBidirectional;
+  out.num_hidden_layers = layers;
+  out.num_attention_heads = out.num_key_value_heads = sw.stages[0].num_heads;
+  out.layer_num_attention_heads = layer_heads;
+  out.layer_num_key_value_heads = layer_heads;
+  out.hidden_size = embed_dim;
+  if (uniform_head_dim) {
+    out.attention_head_dim = head_dim;
+  } else {
+    out.notes.push_back("the stages' head widths differ: attention_head_dim left 0 (stage i's is "
+                        "embed_dim 2^i / num_heads[i])");
+  }
+  if (v2) {
+    // Swinv2SelfAttention: cosine similarity times exp(min(logit_scale, ln 100)) per head.
+    out.softmax_scale = 1.0;
+    out.notes.push_back("swinv2: the scores are cosine similarities times a learned per-head "
+                        "exp(min(logit_scale, ln 100)): normalise q and k, fold the factor into "
+                        "q; softmax_scale 1");
+    out.notes.push_back("swinv2: HF adds the shifted-window mask twice (-200; the original code "
+                        "-100): swin_window_bias's masked_value");
+  } else if (uniform_head_dim) {
+    out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  }
+  std::string windows;
+  for (const HfSwinStage& st : sw.stages) {
+    windows += (windows.empty() ? "" : ", ") + std::to_string(st.block.window);
+  }
+  out.notes.push_back(out.model_type + ": " + std::to_string(sw.stages.size()) + " stages, " +
+                      std::to_string(layers) + " blocks, windows " + windows + (v2 ? " (bias from "
+                      "each layer's MLP, continuous_position_bias_table)" : " (a table per layer, "
+                      "swin_window_bias)") + ", every second block shifted");
+  out.swin = std::move(sw);
+  return true;
+}
+
 /// Families whose positions are none of posenc's schemes and whose configs name no position
 /// key, so the RoPE default would misread them: the reason, or empty.
 inline std::string_view hf_unsupported_positions(std::string_view model_type) {
   const std::string n = hf_lower_alnum(model_type);
-  if (n == "swin" || n == "swinv2" || n == "donutswin" || n == "maskformerswin") {
-    return "relative-position biases inside shifted attention windows over stages of "
-           "different widths (Swin-v1's table per window: relative_position_bias_2d; Swin-v2: "
-           "an MLP over log-spaced offsets)";
+  if (n == "swin2sr") {
+    return "Swin-v2 blocks in residual groups at one resolution (not read by the Swin loader; "
+           "swin_window.hpp and continuous_position_bias.hpp run its windows)";
   }
   if (n == "transfoxl" || n == "xlnet") {
     return "sinusoidal relative-position embeddings inside the scores (Transformer-XL's r_w / "
@@ -2158,6 +2359,8 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
 
   // ---- geometry -------------------------------------------------------------------------
   const std::string family = detail::hf_lower_alnum(out.model_type);
+  // Swin's per-stage lists (num_heads is one) follow a geometry of their own.
+  if (detail::hf_read_swin(r, c, prefix, out)) return out;
   // Configuration classes whose saved configs (save_pretrained writes only the keys that
   // differ from the class's defaults; Gemma-3's text_config is such a diff) need the class
   // defaults of the sizes too.

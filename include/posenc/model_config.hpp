@@ -19,6 +19,7 @@
 #include "posenc/error.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/relative_bias_2d.hpp"
+#include "posenc/swin_window.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 #include "posenc/sinusoidal.hpp"
@@ -35,7 +36,8 @@ enum class HfPositionScheme : std::uint8_t {
   kRelativeBias = 3,
   /// a learned 2-D relative-position bias table over the patch window (BEiT / data2vec-vision:
   /// use_relative_position_bias, use_shared_relative_position_bias): HfModelConfig::
-  /// relative_bias_2d, the bias from relative_position_bias_2d (relative_bias_2d.hpp)
+  /// relative_bias_2d, the bias from relative_position_bias_2d (relative_bias_2d.hpp); Swin's
+  /// shifted windows too (HfModelConfig::swin, swin_window.hpp)
   kRelativeBias2d = 4,
 };
 
@@ -112,6 +114,33 @@ struct HfRelativeBias2d {
   RelativeBias2dWindow window;
   bool shared_table = false;     ///< use_shared_relative_position_bias: one for every layer
   bool per_layer_tables = false;  ///< use_relative_position_bias: one in each layer
+  /// Swin-v2: no table in the checkpoint; each layer computes its own from an MLP
+  /// (continuous_position_bias_table; HfModelConfig::swin has each stage's window).
+  bool per_layer_mlp = false;
+};
+
+/// One stage of a Swin encoder at the config's image_size: depth blocks of hidden_size =
+/// embed_dim 2^i channels in num_heads heads, over a height x width patch map; even blocks
+/// attend in `block`'s windows, odd ones in `shifted_block`'s (the family's rule applied).
+struct HfSwinStage {
+  Eigen::Index depth = 0;        ///< depths[i]
+  Eigen::Index hidden_size = 0;  ///< embed_dim 2^i
+  Eigen::Index num_heads = 0;    ///< num_heads[i]
+  SwinWindowLayout block;          ///< blocks 0, 2, 4, ...: shift 0
+  SwinWindowLayout shifted_block;  ///< blocks 1, 3, ...: shift window_size / 2 unless the map fits
+  /// Side of the stage's bias tables: window_size (Swin: the checkpoint's tables), or the
+  /// stage's window (Swin-v2: its MLP evaluated at construction).
+  Eigen::Index table_window = 0;
+  Eigen::Index pretrained_window = 0;  ///< Swin-v2 pretrained_window_sizes[i]; 0 = none
+};
+
+/// Swin, Swin-v2, Donut-Swin and MaskFormer-Swin (scheme kRelativeBias2d): a hierarchy of
+/// stages, each halving the patch map and doubling the width (swin_window.hpp runs a block).
+struct HfSwin {
+  SwinWindowRule rule = SwinWindowRule::kSwin;
+  Eigen::Index window_size = 0;  ///< the config's window_size
+  Eigen::Index image_h = 0, image_w = 0, patch_h = 0, patch_w = 0;
+  std::vector<HfSwinStage> stages;
 };
 
 /// Caller choices that override what the config implies.
@@ -254,6 +283,8 @@ struct HfModelConfig {
   std::optional<HfAbsolutePositions> absolute;
   /// Scheme kRelativeBias2d: the window and which tables the checkpoint holds.
   std::optional<HfRelativeBias2d> relative_bias_2d;
+  /// Swin families (scheme kRelativeBias2d): the stages, their windows and shifts.
+  std::optional<HfSwin> swin;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;

@@ -6,12 +6,15 @@
 // failed and traps.
 
 #include <posenc/attention_types.hpp>
+#include <posenc/continuous_position_bias.hpp>
 #include <posenc/model_config.hpp>
+#include <posenc/swin_window.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace posenc_fuzz {
 
@@ -29,6 +32,35 @@ inline void check_accepted_config(const posenc::HfModelConfig& c) {
       (void)posenc::relative_bias_2d_table_rows(c.relative_bias_2d->window);
     } catch (const std::exception& e) {
       config_violation(c, 0, std::string("relative_bias_2d window: ") + e.what());
+    }
+  }
+  if (c.swin) {
+    Eigen::Index blocks = 0;
+    for (const posenc::HfSwinStage& st : c.swin->stages) {
+      try {
+        (void)posenc::swin_num_windows(st.block);
+        (void)posenc::swin_num_windows(st.shifted_block);
+        // (The MLP's coordinates for windows up to 256: a table of at most 511^2 rows.)
+        if (c.relative_bias_2d && c.relative_bias_2d->per_layer_mlp && st.table_window <= 256) {
+          std::vector<double> coords(static_cast<std::size_t>(
+              (2 * st.table_window - 1) * (2 * st.table_window - 1) * 2));
+          posenc::log_spaced_relative_coords_2d(
+              {st.table_window, st.table_window, st.pretrained_window, st.pretrained_window},
+              posenc::TensorView<double, 2>(coords.data(),
+                                            static_cast<Eigen::Index>(coords.size() / 2), 2));
+        } else if (st.table_window != c.swin->window_size) {
+          config_violation(c, blocks, "a Swin stage's table is not the config's window_size");
+        }
+      } catch (const std::exception& e) {
+        config_violation(c, blocks, std::string("Swin stage: ") + e.what());
+      }
+      if (st.hidden_size % st.num_heads != 0) {
+        config_violation(c, blocks, "a Swin stage's width is not a multiple of its heads");
+      }
+      blocks += st.depth;
+    }
+    if (blocks != c.num_hidden_layers) {
+      config_violation(c, 0, "the Swin stages' blocks are not num_hidden_layers");
     }
   }
   const auto listed = static_cast<Eigen::Index>(
