@@ -65,7 +65,8 @@
 ///              DistilBERT, ELECTRA, ALBERT, CLIP, SigLIP, BART, mBART, Blenderbot, Whisper;
 ///              sinusoidal Marian, Pegasus, M2M-100, NLLB-MoE, XGLM, Speech2Text, FSMT; the
 ///              vision encoders ViT, DeiT, DINOv2, ViT-MSN, I-JEPA, CLIP / SigLIP vision, ViT-MAE,
-///              BEiT) unless the config names a rotary key; absolute_position_offset 2 where the
+///              BEiT, DPT's own ViT; VideoMAE's fixed interleaved sinusoids) unless the config
+///              names a rotary key; absolute_position_offset 2 where the
 ///              table has two leading rows (OPT, BART, RoBERTa, M2M-100, Speech2Text, FSMT).
 ///              HfModelConfig::absolute gives the table's kind and, for sinusoids, the family's
 ///              formula (Marian / Pegasus kSinCosVaswani, fairseq's kSinCos, XLM / DistilBERT's
@@ -74,7 +75,10 @@
 ///              decoder's sin-cos table widths. Encoder families are bidirectional (unless
 ///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
 ///              mask. relative_key(_query) is refused, and so are families whose positions are
-///              relative schemes no position key announces (XLNet, Transformer-XL, Swin2SR).
+///              schemes no position key announces (XLNet, Transformer-XL, Swin2SR, the DETR
+///              family's 2-D sines, VitDet, DiNAT), convolutional backbones, and a vision config
+///              (image_size, patch_size, num_frames, tubelet_size) of a family posenc does not
+///              know, unless it names a rotary key.
 ///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings;
 ///              DeBERTa(-v2): a learned table with position_biased_input, refused with
 ///              relative_attention (every released checkpoint).
@@ -87,6 +91,9 @@
 ///              lists, window_size, Swin-v2's pretrained_window_sizes (HfModelConfig::swin:
 ///              each stage's map, windows and shifts; swin_window.hpp runs a block), one
 ///              table (Swin) or MLP (Swin-v2) per layer, the layers' head counts per stage.
+///   backbones  DPT (with a backbone_config, not is_hybrid), UperNet, Mask2Former, MaskFormer,
+///              OneFormer, Depth Anything, ZoeDepth, VitMatte: the keys of backbone_config,
+///              whose model_type is the family read (the wrapper's own decoder is not).
 ///   ALiBi      attn_config.alibi (+ alibi_bias_max, MPT), alibi = true (Falcon/RW),
 ///              position_embedding_type = "alibi" (JAIS; Jina-BERT, an encoder), model_type
 ///              "bloom".
@@ -385,6 +392,11 @@ inline const HfAbsoluteFamily* hf_absolute_family(std::string_view model_type) {
       {"clipvisionmodel", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
       {"siglipvisionmodel", K::kLearnedGrid, 0, S::kEncoder, {}, 0},
       {"vitmae", K::kSincosGrid, 0, S::kEncoder, {}, 1},
+      // DPT's own ViT (DPTViTEmbeddings; DPTViTHybridEmbeddings after a CNN: the same grid).
+      {"dpt", K::kLearnedGrid, 0, S::kEncoder, {}, 1},
+      // VideoMAE: get_sinusoid_encoding_table over the (num_frames / tubelet_size)
+      // (image_size / patch_size)^2 tubelets, Vaswani's interleaved sinusoids, fixed.
+      {"videomae", K::kSinusoidal, 0, S::kEncoder, SinusoidalLayout::kInterleaved},
   };
   const std::string n = hf_lower_alnum(model_type);
   for (const HfAbsoluteFamily& f : kFamilies) {
@@ -1617,17 +1629,58 @@ inline bool hf_read_swin(const HfConfigReader& r, const nlohmann::json& c,
   return true;
 }
 
+/// Dense-prediction and segmentation models whose attention (and positions) is a backbone's,
+/// described under backbone_config: DPT (unless is_hybrid: then its own ViT after a CNN),
+/// UperNet, Mask2Former, MaskFormer, OneFormer, Depth Anything, ZoeDepth, VitMatte.
+inline bool hf_backbone_wrapper(std::string_view model_type) {
+  static constexpr std::string_view kWrappers[] = {"dpt",       "upernet",       "mask2former",
+                                                   "maskformer", "oneformer",     "depthanything",
+                                                   "zoedepth",  "vitmatte"};
+  const std::string n = hf_lower_alnum(model_type);
+  for (const std::string_view w : kWrappers) {
+    if (n == w) return true;
+  }
+  return false;
+}
+
 /// Families whose positions are none of posenc's schemes and whose configs name no position
-/// key, so the RoPE default would misread them: the reason, or empty.
+/// key, so the RoPE default would misread them: why (a clause for the error message), or empty.
 inline std::string_view hf_unsupported_positions(std::string_view model_type) {
   const std::string n = hf_lower_alnum(model_type);
+  static constexpr std::string_view kConvolutional[] = {
+      "resnet",      "convnext",    "convnextv2", "bit",        "regnet",   "efficientnet",
+      "mobilenetv1", "mobilenetv2", "van",        "poolformer", "timmbackbone", "dinat",
+      "nat"};
+  for (const std::string_view cnn : kConvolutional) {
+    if (n == cnn) {
+      return n == "dinat" || n == "nat"
+                 ? "its positions are a learned relative bias per neighbourhood of its "
+                   "neighbourhood attention (NATTEN's rpb)"
+                 : "a convolutional network, with no attention and no positions";
+    }
+  }
+  static constexpr std::string_view kDetr[] = {"detr",           "conditionaldetr",
+                                               "deformabledetr", "tabletransformer",
+                                               "dabdetr",        "rtdetr",
+                                               "rtdetrv2",       "groundingdino"};
+  for (const std::string_view detr : kDetr) {
+    if (n == detr) {
+      return "its positions are 2-D sine embeddings added to the queries and keys of every "
+             "layer (DetrSinePositionEmbedding), not to the input";
+    }
+  }
+  if (n == "vitdet") {
+    return "its positions are a learned grid interpolated to each input and, with "
+           "use_relative_position_embeddings, decomposed relative positions inside the scores "
+           "(MViTv2)";
+  }
   if (n == "swin2sr") {
-    return "Swin-v2 blocks in residual groups at one resolution (not read by the Swin loader; "
-           "swin_window.hpp and continuous_position_bias.hpp run its windows)";
+    return "Swin-v2 blocks in residual groups at one resolution, which the Swin reader does not "
+           "describe (swin_window.hpp and continuous_position_bias.hpp run its windows)";
   }
   if (n == "transfoxl" || n == "xlnet") {
-    return "sinusoidal relative-position embeddings inside the scores (Transformer-XL's r_w / "
-           "r_r biases)";
+    return "its positions are sinusoidal relative-position embeddings inside the scores "
+           "(Transformer-XL's r_w / r_r biases)";
   }
   return {};
 }
@@ -2320,6 +2373,32 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
       }
     }
   }
+  if (prefix.empty()) {
+    const json* outer = HfConfigReader::find(root, "model_type");
+    const std::string wrapper = outer && outer->is_string() ? outer->get<std::string>() : "";
+    const json* hybrid = HfConfigReader::find(root, "is_hybrid");
+    const bool own_vit = detail::hf_lower_alnum(wrapper) == "dpt" &&
+                         (hybrid && hybrid->is_boolean() && hybrid->get<bool>());
+    if (detail::hf_backbone_wrapper(wrapper) && !own_vit) {
+      const json* bc = HfConfigReader::find(root, "backbone_config");
+      if (bc && bc->is_object()) {
+        if (!HfConfigReader::find(*bc, "model_type")) {
+          r.fail("backbone_config.model_type", "is absent: the backbone's family is unknown");
+        }
+        cfg = bc;
+        prefix = "backbone_config.";
+        out.notes.push_back(wrapper + ": the backbone's keys, read from backbone_config (the " +
+                            "wrapper's own head or decoder is not described)");
+      } else if (detail::hf_lower_alnum(wrapper) != "dpt") {
+        // DPT without a backbone_config runs its own ViT, described by the root keys.
+        const json* name = HfConfigReader::find(root, "backbone");
+        r.fail("backbone_config", "is absent: ", wrapper, " runs a backbone ",
+               name && name->is_string() ? "named " + name->dump() + " (timm or the hub)"
+                                         : "its config does not describe",
+               "; the positions are that backbone's, in its own config.json");
+      }
+    }
+  }
   // transformers 5 (convert_rope_params_to_dict): rope_parameters = rope_scaling or
   // rope_parameters. A non-empty rope_scaling replaces the whole dict, its rope_theta included
   // (the theta then comes from the top-level key or the class default), as when a YaRN
@@ -2361,6 +2440,31 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   const std::string family = detail::hf_lower_alnum(out.model_type);
   // Swin's per-stage lists (num_heads is one) follow a geometry of their own.
   if (detail::hf_read_swin(r, c, prefix, out)) return out;
+  // Families with positions posenc does not read, and vision configs of families it does not
+  // know, fail here rather than fall to the RoPE default (unless the config names a rotary
+  // key: then it is read as RoPE, whatever its model_type).
+  const bool names_rotary = HfConfigReader::find(c, "rope_theta") ||
+                            HfConfigReader::find(c, "rope_scaling") ||
+                            HfConfigReader::find(c, "rope_parameters") ||
+                            HfConfigReader::find(c, "rotary_dim") ||
+                            HfConfigReader::find(c, "partial_rotary_factor");
+  if (const std::string_view why = detail::hf_unsupported_positions(out.model_type);
+      !why.empty() && !names_rotary) {
+    r.fail(path("model_type"), "= \"", out.model_type, "\": ", why,
+           "; not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets, 2-D biases)");
+  }
+  if (!names_rotary && !detail::hf_absolute_family(family) && family != "beit" &&
+      family != "data2vecvision") {
+    for (const char* key : {"image_size", "patch_size", "num_frames", "tubelet_size"}) {
+      if (HfConfigReader::find(c, key)) {
+        r.fail(path(key), "is given but model_type = \"", out.model_type, "\" is no vision ",
+               "family posenc knows and the config names no rotary key: its positions cannot ",
+               "be told from the config (posenc reads ViT, DeiT, DINOv2, ViT-MSN, I-JEPA, CLIP ",
+               "/ SigLIP vision, ViT-MAE, DPT, VideoMAE, BEiT, data2vec-vision and the Swin ",
+               "families)");
+      }
+    }
+  }
   // Configuration classes whose saved configs (save_pretrained writes only the keys that
   // differ from the class's defaults; Gemma-3's text_config is such a diff) need the class
   // defaults of the sizes too.
@@ -2642,22 +2746,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
   // Families that never wrote position_embedding_type (GPT-2, OPT, BART, Whisper, CLIP, ...):
   // absolute embeddings, unless the config itself names a rotary or ALiBi scheme.
-  const bool names_rotary = HfConfigReader::find(c, "rope_theta") ||
-                            HfConfigReader::find(c, "rope_scaling") ||
-                            HfConfigReader::find(c, "rope_parameters") ||
-                            HfConfigReader::find(c, "rotary_dim") ||
-                            HfConfigReader::find(c, "partial_rotary_factor");
   if (absolute && !alibi && !names_rotary) {
     out.scheme = HfPositionScheme::kAbsolute;
     out.absolute_position_offset = absolute->offset;
     detail::hf_read_absolute(r, c, prefix, absolute, std::nullopt, hidden_key, out);
     absolute_scale();
     return out;
-  }
-  if (const std::string_view why = detail::hf_unsupported_positions(out.model_type);
-      !why.empty() && !alibi && !names_rotary) {
-    r.fail(path("model_type"), "= \"", out.model_type, "\": its positions are ", why,
-           ", not a posenc scheme (posenc reads rope, alibi, absolute, T5 buckets)");
   }
   if (detail::hf_lower_alnum(out.model_type) == "bloom") alibi = true;
   if (alibi && detail::hf_lower_alnum(out.model_type) == "bert") {
