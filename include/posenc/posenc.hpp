@@ -12,6 +12,7 @@
 #include "posenc/attention_types.hpp"
 #include "posenc/attention_varlen.hpp"
 #include "posenc/continuous_position_bias.hpp"
+#include "posenc/decomposed_rel_pos.hpp"
 #include "posenc/diagnostics.hpp"
 #include "posenc/dual_chunk_attention.hpp"
 #include "posenc/draft_tree.hpp"
