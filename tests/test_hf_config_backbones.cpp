@@ -7,9 +7,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <posenc/decomposed_rel_pos.hpp>
 #include <posenc/hf_config.hpp>
 #include <posenc/sinusoidal.hpp>
+#include <posenc/swin_window.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -104,6 +107,69 @@ TEST_CASE("hf_config: VideoMAE's fixed sinusoids over its tubelets", "[hf_config
     }
   }
   CHECK(c.mask == posenc::MaskMode::kBidirectional);
+}
+
+TEST_CASE("hf_config: Segment Anything's image encoder", "[hf_config][backbone][rel_pos]") {
+  // facebook/sam-vit-base: 1024 / 16 = 64 x 64 patches, 12 layers of 12 heads, global attention
+  // on layers 2, 5, 8, 11 (tables of 127 rows), 14 x 14 windows on the rest (27 rows).
+  const auto base = posenc::parse_hf_config(R"({"architectures": ["SamModel"],
+      "model_type": "sam", "vision_config": {"hidden_size": 768, "num_attention_heads": 12,
+      "num_hidden_layers": 12, "image_size": 1024, "patch_size": 16, "window_size": 14,
+      "use_abs_pos": true, "use_rel_pos": true, "global_attn_indexes": [2, 5, 8, 11],
+      "output_channels": 256}, "prompt_encoder_config": {"hidden_size": 256},
+      "mask_decoder_config": {"hidden_size": 256, "num_attention_heads": 8}})");
+  CHECK(base.model_type == "sam_vision_model");
+  REQUIRE(base.scheme == HfPositionScheme::kDecomposedRelPos);
+  CHECK(posenc::to_string(base.scheme) == "decomposed_rel_pos");
+  REQUIRE(base.decomposed_rel_pos);
+  const auto& rp = *base.decomposed_rel_pos;
+  CHECK((rp.grid_h == 64 && rp.grid_w == 64 && rp.window_size == 14));
+  const std::vector<bool> global = {false, false, true, false, false, true,
+                                    false, false, true, false, false, true};
+  CHECK(rp.global_layers == global);
+  CHECK(posenc::rel_pos_table_rows(rp.grid_h, rp.grid_h) == 127);
+  CHECK(posenc::rel_pos_table_rows(rp.window_size, rp.window_size) == 27);
+  REQUIRE(base.absolute);  // pos_embed [1, 64, 64, 768]: no class token
+  CHECK((base.absolute->grid_h == 64 && base.absolute->leading_rows == 0));
+  CHECK(base.absolute->embed_dim == 768);
+  CHECK(base.num_hidden_layers == 12);
+  const auto p = posenc::hf_attention_params(base, 5);
+  CHECK(p.mask == posenc::MaskMode::kBidirectional);
+  REQUIRE(p.scale);
+  CHECK(*p.scale == Approx(0.125).epsilon(1e-15));  // 768 / 12 = 64 wide
+  // A windowed layer of SAM runs on the grid padded to 70 x 70: 25 windows, never shifted.
+  const posenc::SwinWindowLayout w{rp.grid_h, rp.grid_w, rp.window_size, 0};
+  CHECK(posenc::swin_num_windows(w) == 25);
+  // facebook/sam-vit-huge: 32 layers of 16 heads over 1280, global 7, 15, 23, 31; and
+  // SamVisionConfig's defaults for a config that keeps only the differences.
+  const auto huge = posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {
+      "hidden_size": 1280, "num_attention_heads": 16, "num_hidden_layers": 32,
+      "global_attn_indexes": [7, 15, 23, 31]}})");
+  CHECK(std::count(huge.decomposed_rel_pos->global_layers.begin(),
+                   huge.decomposed_rel_pos->global_layers.end(), true) == 4);
+  CHECK(huge.decomposed_rel_pos->global_layers[31]);
+  CHECK(huge.attention_head_dim == 80);
+  CHECK(has_note(huge, "vision_config.window_size absent: SamVisionConfig's default 14"));
+  const auto defaults = posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {}})");
+  CHECK(defaults.decomposed_rel_pos->global_layers == global);
+  // use_rel_pos false: the learned grid alone.
+  const auto abs_only =
+      posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {"use_rel_pos": false}})");
+  CHECK(abs_only.scheme == HfPositionScheme::kAbsolute);
+  CHECK_FALSE(abs_only.decomposed_rel_pos);
+  // Refusals.
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam"})"),
+                    Contains("\"vision_config\" is absent"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+                        {"global_attn_indexes": [2, 12]}})"),
+                    Contains("\"vision_config.global_attn_indexes[1]\" = 12 must be a layer in "
+                             "[0, num_hidden_layers = 12)"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+                        {"num_attention_heads": 10}})"),
+                    Contains("= 10 must divide hidden_size = 768"));
+  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+                        {"use_abs_pos": false, "use_rel_pos": false}})"),
+                    Contains("SAM's encoder has no positions"));
 }
 
 TEST_CASE("hf_config: backbones and families posenc cannot describe are refused by name",

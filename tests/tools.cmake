@@ -573,6 +573,23 @@ posenc_rope_inspect_test("Swin-T stages and shifted windows"
          "shift 0, tables of 169 rows\n"
          "attention mask       bidirectional"
   REJECT "rope_type" "no RoPE or ALiBi" "2-D relative bias")
+# SAM ViT-B: 64 x 64 patches, global attention on layers 2, 5, 8, 11 (tables of 2 64 - 1 = 127
+# rows), 14 x 14 windows elsewhere (27 rows), plus the learned 64 x 64 grid without a class row.
+posenc_rope_inspect_test("SAM decomposed relative positions"
+  ARGS "${_posenc_tool_data}/sam-vit-base.json"
+  EXPECT "position scheme      decomposed_rel_pos\n"
+         "decomposed rel pos   global over 64 x 64 patches on layers 2 5 8 11 (tables of 127 "
+         "rows), 14 x 14 windows on the others (tables of 27 rows)"
+         "also                 a learned 64 x 64 patch grid after 0 leading rows"
+         "attention mask       bidirectional"
+  REJECT "rope_type")
+posenc_rope_inspect_test("json SAM decomposed relative positions"
+  ARGS "${_posenc_tool_data}/sam-vit-base.json" --json
+  JSON "scheme=decomposed_rel_pos" "model_type=sam_vision_model"
+       "decomposed_rel_pos/grid_h=64" "decomposed_rel_pos/window_size=14"
+       "decomposed_rel_pos/global_layers#4" "decomposed_rel_pos/global_layers/3=11"
+       "decomposed_rel_pos/global_table_rows=127" "decomposed_rel_pos/window_table_rows=27"
+       "absolute/grid_h=64" "absolute/leading_rows=0")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
   EXPECT "M-RoPE sections      (t, h, w) = (16, 20, 28) pairs")

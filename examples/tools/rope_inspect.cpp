@@ -658,6 +658,20 @@ int main(int argc, char** argv) {
                                {"per_layer_tables", rb.per_layer_tables},
                                {"per_layer_mlp", rb.per_layer_mlp}};
     }
+    if (c.decomposed_rel_pos) {
+      const posenc::HfDecomposedRelPos& rp = *c.decomposed_rel_pos;
+      std::vector<Eigen::Index> global;
+      for (std::size_t i = 0; i < rp.global_layers.size(); ++i) {
+        if (rp.global_layers[i]) global.push_back(static_cast<Eigen::Index>(i));
+      }
+      j["decomposed_rel_pos"] = {{"grid_h", rp.grid_h},
+                                 {"grid_w", rp.grid_w},
+                                 {"window_size", rp.window_size},
+                                 {"global_layers", global},
+                                 {"global_table_rows", 2 * rp.grid_h - 1},
+                                 {"window_table_rows",
+                                  rp.window_size > 0 ? 2 * rp.window_size - 1 : 0}};
+    }
     if (c.swin) {
       nlohmann::json stages = nlohmann::json::array();
       for (const posenc::HfSwinStage& st : c.swin->stages) {
@@ -725,6 +739,20 @@ int main(int argc, char** argv) {
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: " << absolute_summary(c) << "\n";
+    } else if (c.decomposed_rel_pos) {
+      const posenc::HfDecomposedRelPos& rp = *c.decomposed_rel_pos;
+      std::cout << "decomposed rel pos   global over " << rp.grid_h << " x " << rp.grid_w
+                << " patches on layers";
+      for (std::size_t i = 0; i < rp.global_layers.size(); ++i) {
+        if (rp.global_layers[i]) std::cout << " " << i;
+      }
+      std::cout << " (tables of " << 2 * rp.grid_h - 1 << " rows)";
+      if (rp.window_size > 0) {
+        std::cout << ", " << rp.window_size << " x " << rp.window_size
+                  << " windows on the others (tables of " << 2 * rp.window_size - 1 << " rows)";
+      }
+      std::cout << " (decomposed_rel_pos_bias)\n";
+      if (c.absolute) std::cout << "also                 " << absolute_summary(c) << "\n";
     } else if (c.swin) {
       std::cout << "shifted windows      " << c.swin->stages.size() << " stages, window_size "
                 << c.swin->window_size << ", every second block shifted; bias "

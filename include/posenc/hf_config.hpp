@@ -1629,6 +1629,117 @@ inline bool hf_read_swin(const HfConfigReader& r, const nlohmann::json& c,
   return true;
 }
 
+/// Segment Anything (SamConfig, model_type "sam"): the image encoder under vision_config
+/// (SamVisionConfig; its defaults 768, 12 heads, 12 layers, 1024 / 16, window 14, use_abs_pos,
+/// use_rel_pos, global_attn_indexes [2, 5, 8, 11] for absent keys): a learned 64 x 64 grid
+/// without a class token (pos_embed [1, 64, 64, hidden]) and decomposed relative positions,
+/// global on the listed layers, in 14 x 14 windows on the others. Bidirectional, head_dim^-1/2.
+/// The prompt encoder's random Fourier features and the mask decoder are not described.
+inline void hf_read_sam(const HfConfigReader& r, const nlohmann::json& root, HfModelConfig& out) {
+  using json = nlohmann::json;
+  const json* vc = HfConfigReader::find(root, "vision_config");
+  if (!vc || !vc->is_object()) {
+    r.fail("vision_config", "is absent: SAM's image encoder, whose positions posenc reads, is "
+           "described there");
+  }
+  const std::string prefix = "vision_config.";
+  const auto key = [&](const char* k) { return prefix + k; };
+  const auto integer = [&](const char* k, std::int64_t fallback, std::int64_t lo,
+                           std::int64_t hi) {
+    const auto v = r.integer(*vc, k, key(k));
+    if (!v) {
+      out.notes.push_back(key(k) + " absent: SamVisionConfig's default " +
+                          std::to_string(fallback));
+    }
+    const std::int64_t x = v.value_or(fallback);
+    if (x < lo || x > hi) r.fail(key(k), "= ", x, " must be in [", lo, ", ", hi, "]");
+    return x;
+  };
+  out.model_type = "sam_vision_model";
+  out.notes.push_back("sam: the image encoder's keys, read from vision_config (the prompt "
+                      "encoder and mask decoder are not described)");
+  const std::int64_t hidden = integer("hidden_size", 768, 1, kHfMaxDim);
+  const std::int64_t heads = integer("num_attention_heads", 12, 1, kHfMaxHeads);
+  const std::int64_t layers = integer("num_hidden_layers", 12, 1, kHfMaxLayers);
+  const auto image = hf_image_pair(r, *vc, "image_size", key("image_size"))
+                         .value_or(std::pair<std::int64_t, std::int64_t>{1024, 1024});
+  const auto patch = hf_image_pair(r, *vc, "patch_size", key("patch_size"))
+                         .value_or(std::pair<std::int64_t, std::int64_t>{16, 16});
+  const std::int64_t window = integer("window_size", 14, 0, kMaxRelPosSide);
+  if (hidden % heads != 0) {
+    r.fail(key("num_attention_heads"), "= ", heads, " must divide hidden_size = ", hidden);
+  }
+  if (patch.first > image.first || patch.second > image.second) {
+    r.fail(key("patch_size"), "is larger than image_size: no patch fits");
+  }
+  const std::int64_t grid_h = image.first / patch.first, grid_w = image.second / patch.second;
+  if (grid_h > kMaxRelPosSide || grid_w > kMaxRelPosSide) {
+    r.fail(key("image_size"), "gives a ", grid_h, " x ", grid_w, " patch grid; each side must "
+           "be at most 2^15");
+  }
+  const bool abs_pos = r.boolean(*vc, "use_abs_pos", key("use_abs_pos")).value_or(true);
+  const bool rel_pos = r.boolean(*vc, "use_rel_pos", key("use_rel_pos")).value_or(true);
+  HfDecomposedRelPos rp;
+  rp.grid_h = grid_h;
+  rp.grid_w = grid_w;
+  rp.window_size = window;
+  rp.global_layers.assign(static_cast<std::size_t>(layers), window == 0);
+  const json* global = HfConfigReader::find(*vc, "global_attn_indexes");
+  if (!global) {
+    out.notes.push_back(key("global_attn_indexes") + " absent: SamVisionConfig's default "
+                        "[2, 5, 8, 11]");
+  }
+  if (global && !global->is_array()) {
+    r.fail(key("global_attn_indexes"), "must be a list of layer indices, got ", global->dump());
+  }
+  const std::vector<std::int64_t> fallback = {2, 5, 8, 11};
+  const std::size_t count = global ? global->size() : fallback.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string where = key("global_attn_indexes") + "[" + std::to_string(i) + "]";
+    const std::int64_t l = global ? r.integer_value((*global)[i], where) : fallback[i];
+    if (l < 0 || l >= layers) {
+      r.fail(where, "= ", l, " must be a layer in [0, num_hidden_layers = ", layers, ")");
+    }
+    rp.global_layers[static_cast<std::size_t>(l)] = true;
+  }
+  out.hidden_size = hidden;
+  out.num_attention_heads = out.num_key_value_heads = heads;
+  out.num_hidden_layers = layers;
+  out.attention_head_dim = hidden / heads;
+  out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(hidden / heads));
+  out.mask = MaskMode::kBidirectional;
+  if (abs_pos) {
+    HfAbsolutePositions a;
+    a.kind = HfAbsoluteKind::kLearnedGrid;
+    a.grid_h = grid_h;
+    a.grid_w = grid_w;
+    a.embed_dim = hidden;
+    out.absolute = a;
+  }
+  if (rel_pos) {
+    out.scheme = HfPositionScheme::kDecomposedRelPos;
+    const auto globals = std::count(rp.global_layers.begin(), rp.global_layers.end(), true);
+    out.notes.push_back("sam: decomposed relative positions, global over the " +
+                        std::to_string(grid_h) + " x " + std::to_string(grid_w) + " grid on " +
+                        std::to_string(globals) + " of " + std::to_string(layers) +
+                        " layers (tables of " + std::to_string(2 * grid_h - 1) + " rows), " +
+                        (window > 0 ? std::to_string(window) + " x " + std::to_string(window) +
+                                          " windows on the others (tables of " +
+                                          std::to_string(2 * window - 1) + " rows)"
+                                    : std::string("no windowed layers")));
+    out.decomposed_rel_pos = std::move(rp);
+  } else if (abs_pos) {
+    out.scheme = HfPositionScheme::kAbsolute;
+  } else {
+    r.fail(key("use_rel_pos"), "and use_abs_pos are false: SAM's encoder has no positions "
+           "posenc could describe");
+  }
+  if (abs_pos) {
+    out.notes.push_back("sam: a learned " + std::to_string(grid_h) + " x " +
+                        std::to_string(grid_w) + " grid (pos_embed), no class token");
+  }
+}
+
 /// Dense-prediction and segmentation models whose attention (and positions) is a backbone's,
 /// described under backbone_config: DPT (unless is_hybrid: then its own ViT after a CNN),
 /// UperNet, Mask2Former, MaskFormer, OneFormer, Depth Anything, ZoeDepth, VitMatte.
@@ -2436,6 +2547,10 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
     }
   }
 
+  if (prefix.empty() && detail::hf_lower_alnum(out.model_type) == "sam") {
+    detail::hf_read_sam(r, root, out);
+    return out;
+  }
   // ---- geometry -------------------------------------------------------------------------
   const std::string family = detail::hf_lower_alnum(out.model_type);
   // Swin's per-stage lists (num_heads is one) follow a geometry of their own.

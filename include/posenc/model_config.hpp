@@ -15,14 +15,15 @@
 #include "posenc/alibi.hpp"
 #include "posenc/attention_temperature.hpp"
 #include "posenc/attention_types.hpp"
+#include "posenc/decomposed_rel_pos.hpp"
 #include "posenc/dual_chunk_params.hpp"
 #include "posenc/error.hpp"
 #include "posenc/mrope.hpp"
 #include "posenc/relative_bias_2d.hpp"
-#include "posenc/swin_window.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 #include "posenc/sinusoidal.hpp"
+#include "posenc/swin_window.hpp"
 
 namespace posenc {
 
@@ -39,6 +40,10 @@ enum class HfPositionScheme : std::uint8_t {
   /// relative_bias_2d, the bias from relative_position_bias_2d (relative_bias_2d.hpp); Swin's
   /// shifted windows too (HfModelConfig::swin, swin_window.hpp)
   kRelativeBias2d = 4,
+  /// decomposed relative positions per query (SAM's image encoder: use_rel_pos):
+  /// HfModelConfig::decomposed_rel_pos, the bias from decomposed_rel_pos_bias
+  /// (decomposed_rel_pos.hpp); HfModelConfig::absolute too with use_abs_pos
+  kDecomposedRelPos = 5,
 };
 
 constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
@@ -48,6 +53,7 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
     case HfPositionScheme::kAbsolute: return "absolute";
     case HfPositionScheme::kRelativeBias: return "relative_bias";
     case HfPositionScheme::kRelativeBias2d: return "relative_bias_2d";
+    case HfPositionScheme::kDecomposedRelPos: return "decomposed_rel_pos";
   }
   return "unknown";
 }
@@ -141,6 +147,16 @@ struct HfSwin {
   Eigen::Index window_size = 0;  ///< the config's window_size
   Eigen::Index image_h = 0, image_w = 0, patch_h = 0, patch_w = 0;
   std::vector<HfSwinStage> stages;
+};
+
+/// Scheme kDecomposedRelPos: SAM's image encoder (SamVisionAttention with use_rel_pos). Global
+/// layers attend over the whole grid_h x grid_w patch grid with tables of 2 grid - 1 rows; the
+/// others inside window_size x window_size windows (the grid padded to whole windows, never
+/// shifted: swin_partition_windows with shift 0) with tables of 2 window_size - 1 rows.
+struct HfDecomposedRelPos {
+  Eigen::Index grid_h = 0, grid_w = 0;  ///< image_size / patch_size
+  Eigen::Index window_size = 0;         ///< the windowed layers' side (0: every layer global)
+  std::vector<bool> global_layers;      ///< per layer [num_hidden_layers]: global attention
 };
 
 /// Caller choices that override what the config implies.
@@ -285,6 +301,8 @@ struct HfModelConfig {
   std::optional<HfRelativeBias2d> relative_bias_2d;
   /// Swin families (scheme kRelativeBias2d): the stages, their windows and shifts.
   std::optional<HfSwin> swin;
+  /// Scheme kDecomposedRelPos: SAM's grid, windows and global layers.
+  std::optional<HfDecomposedRelPos> decomposed_rel_pos;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;

@@ -87,6 +87,18 @@ inline Eigen::Index swin_padded(Eigen::Index n, Eigen::Index window) {
   return (n + window - 1) / window * window;
 }
 
+/// A layout's padded map and window grid.
+struct SwinGeometry {
+  Eigen::Index hp, wp;  ///< the map padded to whole windows
+  Eigen::Index cols;    ///< windows per row
+  Eigen::Index nw;      ///< windows per image
+};
+
+inline SwinGeometry swin_geometry(const SwinWindowLayout& l) {
+  const Eigen::Index hp = swin_padded(l.height, l.window), wp = swin_padded(l.width, l.window);
+  return {hp, wp, wp / l.window, hp / l.window * (wp / l.window)};
+}
+
 /// The row / column region of a shifted-frame coordinate (the file comment's three slices).
 inline int swin_region(Eigen::Index s, Eigen::Index padded, const SwinWindowLayout& l) {
   return s < padded - l.window ? 0 : (s < padded - l.shift ? 1 : 2);
@@ -94,12 +106,11 @@ inline int swin_region(Eigen::Index s, Eigen::Index padded, const SwinWindowLayo
 
 /// The region label (3 row region + column region) of every token of window w.
 inline void swin_window_labels(const SwinWindowLayout& l, Eigen::Index w, std::vector<int>& label) {
-  const Eigen::Index hp = swin_padded(l.height, l.window), wp = swin_padded(l.width, l.window);
-  const Eigen::Index cols = wp / l.window, n = l.window * l.window;
-  for (Eigen::Index t = 0; t < n; ++t) {
+  const SwinGeometry g = swin_geometry(l);
+  for (Eigen::Index t = 0; t < l.window * l.window; ++t) {
     label[static_cast<std::size_t>(t)] =
-        3 * swin_region(w / cols * l.window + t / l.window, hp, l) +
-        swin_region(w % cols * l.window + t % l.window, wp, l);
+        3 * swin_region(w / g.cols * l.window + t / l.window, g.hp, l) +
+        swin_region(w % g.cols * l.window + t % l.window, g.wp, l);
   }
 }
 
@@ -139,8 +150,7 @@ inline SwinWindowLayout swin_block_layout(Eigen::Index height, Eigen::Index widt
 /// the window. Throws std::invalid_argument for an invalid layout.
 inline Eigen::Index swin_num_windows(const SwinWindowLayout& layout) {
   detail::validate_swin_layout("swin_num_windows", layout);
-  return detail::swin_padded(layout.height, layout.window) / layout.window *
-         (detail::swin_padded(layout.width, layout.window) / layout.window);
+  return detail::swin_geometry(layout).nw;
 }
 
 /// \brief Tokens per window: window^2. Throws std::invalid_argument for an invalid layout.
@@ -270,9 +280,8 @@ void swin_partition_windows(ConstTensorView<T, 4> in, const SwinWindowLayout& la
   static_assert(detail::is_storage_type_v<T>, "posenc: in must be float, double, half or bfloat16");
   const auto [batch, channels] =
       detail::validate_swin_tensors("swin_partition_windows", layout, in, out, "in", "out");
-  const Eigen::Index ws = layout.window, hp = detail::swin_padded(layout.height, ws),
-                     wp = detail::swin_padded(layout.width, ws), cols = wp / ws,
-                     nw = hp / ws * cols;
+  const Eigen::Index ws = layout.window;
+  const auto [hp, wp, cols, nw] = detail::swin_geometry(layout);
   const auto row_bytes = static_cast<std::size_t>(channels) * sizeof(T);
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index w = 0; w < nw; ++w) {
@@ -303,9 +312,8 @@ void swin_merge_windows(ConstTensorView<T, 3> in, const SwinWindowLayout& layout
   static_assert(detail::is_storage_type_v<T>, "posenc: in must be float, double, half or bfloat16");
   const auto [batch, channels] =
       detail::validate_swin_tensors("swin_merge_windows", layout, out, in, "out", "in");
-  const Eigen::Index ws = layout.window, hp = detail::swin_padded(layout.height, ws),
-                     wp = detail::swin_padded(layout.width, ws), cols = wp / ws,
-                     nw = hp / ws * cols;
+  const Eigen::Index ws = layout.window;
+  const auto [hp, wp, cols, nw] = detail::swin_geometry(layout);
   const auto row_bytes = static_cast<std::size_t>(channels) * sizeof(T);
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index y = 0; y < layout.height; ++y) {

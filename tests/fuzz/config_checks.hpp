@@ -34,6 +34,18 @@ inline void check_accepted_config(const posenc::HfModelConfig& c) {
       config_violation(c, 0, std::string("relative_bias_2d window: ") + e.what());
     }
   }
+  if (c.decomposed_rel_pos) {
+    const posenc::HfDecomposedRelPos& rp = *c.decomposed_rel_pos;
+    if (static_cast<Eigen::Index>(rp.global_layers.size()) != c.num_hidden_layers) {
+      config_violation(c, 0, "SAM's global_layers are not one per layer");
+    }
+    try {
+      (void)posenc::rel_pos_table_rows(rp.grid_h, rp.grid_w);
+      if (rp.window_size > 0) (void)posenc::rel_pos_table_rows(rp.window_size, rp.window_size);
+    } catch (const std::exception& e) {
+      config_violation(c, 0, std::string("decomposed rel pos grid: ") + e.what());
+    }
+  }
   if (c.swin) {
     Eigen::Index blocks = 0;
     for (const posenc::HfSwinStage& st : c.swin->stages) {
