@@ -9,9 +9,10 @@
 ///
 /// (q the unscaled query of that head; R_h: [2 max(q_h, k_h) - 1, head_dim], one table per
 /// axis shared by the heads), added to scale q.k before the softmax. With q_h = k_h the row is
-/// qy - ky + k_h - 1: the table's middle row is offset 0. Only q_h + q_w dot products per query
-/// and key row / column, then one add per score: HF SamVisionAttention.get_decomposed_rel_pos
-/// (rel_h[..., :, None] + rel_w[..., None, :]), ggml's ggml_get_rel_pos / ggml_add_rel_pos.
+/// qy - ky + k_h - 1: the table's middle row is offset 0. A query needs k_h + k_w dot products
+/// (one per key row and one per key column), then one add per score: HF SamVisionAttention.
+/// get_decomposed_rel_pos (rel_h[..., :, None] + rel_w[..., None, :]), ggml's ggml_get_rel_pos /
+/// ggml_add_rel_pos.
 ///
 /// decomposed_rel_pos_bias materialises [batch, heads, query rows, k_h k_w] for
 /// AttentionMetadata::attention_bias (MaskMode::kBidirectional). A global layer of SAM ViT-B
