@@ -150,6 +150,8 @@ TEST_CASE("hf_config: Segment Anything's image encoder", "[hf_config][backbone][
   CHECK(huge.decomposed_rel_pos->global_layers[31]);
   CHECK(huge.attention_head_dim == 80);
   CHECK(has_note(huge, "vision_config.window_size absent: SamVisionConfig's default 14"));
+  CHECK(has_note(huge, "vision_config.image_size absent: SamVisionConfig's default 1024"));
+  CHECK(huge.decomposed_rel_pos->grid_h == 64);
   const auto defaults = posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {}})");
   CHECK(defaults.decomposed_rel_pos->global_layers == global);
   // use_rel_pos false: the learned grid alone.

@@ -1661,10 +1661,15 @@ inline void hf_read_sam(const HfConfigReader& r, const nlohmann::json& root, HfM
   const std::int64_t hidden = integer("hidden_size", 768, 1, kHfMaxDim);
   const std::int64_t heads = integer("num_attention_heads", 12, 1, kHfMaxHeads);
   const std::int64_t layers = integer("num_hidden_layers", 12, 1, kHfMaxLayers);
-  const auto image = hf_image_pair(r, *vc, "image_size", key("image_size"))
-                         .value_or(std::pair<std::int64_t, std::int64_t>{1024, 1024});
-  const auto patch = hf_image_pair(r, *vc, "patch_size", key("patch_size"))
-                         .value_or(std::pair<std::int64_t, std::int64_t>{16, 16});
+  const auto pair = [&](const char* k, std::int64_t fallback) {
+    auto v = hf_image_pair(r, *vc, k, key(k));
+    if (!v) {
+      out.notes.push_back(key(k) + " absent: SamVisionConfig's default " +
+                          std::to_string(fallback));
+    }
+    return v.value_or(std::pair<std::int64_t, std::int64_t>{fallback, fallback});
+  };
+  const auto image = pair("image_size", 1024), patch = pair("patch_size", 16);
   const std::int64_t window = integer("window_size", 14, 0, kMaxRelPosSide);
   if (hidden % heads != 0) {
     r.fail(key("num_attention_heads"), "= ", heads, " must divide hidden_size = ", hidden);
