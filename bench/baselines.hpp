@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +12,19 @@
 #include "summary.hpp"
 
 namespace posenc_bench {
+
+/// n floats uniform in [-1, 1) from a 64-bit LCG (Knuth's MMIX constants): the same inputs on
+/// every machine and standard library, so runs compare.
+inline std::vector<float> filled(std::size_t n, std::uint64_t seed) {
+  std::vector<float> x(n);
+  std::uint64_t s = seed;
+  for (auto& v : x) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ULL << 24)) * 2.0f -
+        1.0f;
+  }
+  return x;
+}
 
 /// x[i] = x[i] * a + b over n floats: one read and one write per element, the traffic of any
 /// in-place elementwise kernel. Reported bytes: 2 * n * sizeof(float) per pass.

@@ -50,15 +50,7 @@ std::string shape_id(Eigen::Index d, Eigen::Index n) {
   return "d" + std::to_string(d) + "/n" + std::to_string(n);
 }
 
-std::vector<float> filled(std::size_t n, std::uint64_t seed) {
-  std::vector<float> x(n);
-  std::uint64_t s = seed;
-  for (auto& v : x) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ULL << 24)) * 2.0f - 1.0f;
-  }
-  return x;
-}
+using posenc_bench::filled;
 
 double peak_rss_mib() {
   rusage usage{};

@@ -29,16 +29,7 @@ struct SwinStage0 {
 };
 constexpr SwinStage0 kStages[2] = {{"swin_t_224", 56, 7, 3, 96}, {"swin_b_384", 96, 12, 4, 128}};
 
-std::vector<float> filled(std::size_t n, std::uint64_t seed) {
-  std::vector<float> x(n);
-  std::uint64_t s = seed;
-  for (auto& v : x) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    v = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ULL << 24)) * 2.0f -
-        1.0f;
-  }
-  return x;
-}
+using posenc_bench::filled;
 
 // The memcpy of one stage's map: read + write of its bytes.
 void BM_Swin_MapMemcpy(benchmark::State& state) {

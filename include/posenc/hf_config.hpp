@@ -1071,6 +1071,23 @@ inline std::optional<std::pair<std::int64_t, std::int64_t>> hf_image_pair(
   return std::pair{hw[0], hw[1]};
 }
 
+/// image_size and patch_size (each hf_image_pair) of a family with class defaults: a default
+/// for an absent key, with a note naming `owner` (the config class). Returns {image, patch}.
+inline std::pair<std::pair<std::int64_t, std::int64_t>, std::pair<std::int64_t, std::int64_t>>
+hf_image_and_patch(const HfConfigReader& r, const nlohmann::json& c, const std::string& prefix,
+                   std::int64_t default_image, std::int64_t default_patch, std::string_view owner,
+                   HfModelConfig& out) {
+  const auto read = [&](const char* key, std::int64_t fallback) {
+    const auto v = hf_image_pair(r, c, key, prefix + key);
+    if (!v) {
+      out.notes.push_back(prefix + key + " absent: " + std::string(owner) + "'s default " +
+                          std::to_string(fallback));
+    }
+    return v.value_or(std::pair<std::int64_t, std::int64_t>{fallback, fallback});
+  };
+  return {read("image_size", default_image), read("patch_size", default_patch)};
+}
+
 /// GPT-Neo's global and local layers (GPTNeoConfig: attention_types [[["global", "local"], 12]]
 /// expanded into attention_layers, window_size 256). A local layer masks the keys with
 /// i - j >= window_size (GPTNeoSelfAttention: bias ^ tril(bias, -window_size)), which is
@@ -1389,18 +1406,9 @@ inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::js
   rb.per_layer_tables = flag("use_relative_position_bias");
   rb.shared_table = flag("use_shared_relative_position_bias");
   if (!rb.per_layer_tables && !rb.shared_table) return false;
-  auto image = hf_image_pair(r, c, "image_size", path("image_size"));
-  auto patch = hf_image_pair(r, c, "patch_size", path("patch_size"));
-  if (!image) {
-    image = std::pair<std::int64_t, std::int64_t>{224, 224};
-    out.notes.push_back(path("image_size") + " absent: BeitConfig's default 224");
-  }
-  if (!patch) {
-    patch = std::pair<std::int64_t, std::int64_t>{16, 16};
-    out.notes.push_back(path("patch_size") + " absent: BeitConfig's default 16");
-  }
-  rb.window.window_h = image->first / patch->first;
-  rb.window.window_w = image->second / patch->second;
+  const auto [image, patch] = hf_image_and_patch(r, c, prefix, 224, 16, "BeitConfig", out);
+  rb.window.window_h = image.first / patch.first;
+  rb.window.window_w = image.second / patch.second;
   rb.window.class_token = true;
   for (const Eigen::Index side : {rb.window.window_h, rb.window.window_w}) {
     if (side < 1 || side > detail::kMaxRelativeWindow) {
@@ -1436,41 +1444,28 @@ inline bool hf_read_relative_bias_2d(const HfConfigReader& r, const nlohmann::js
 /// 2^i channels in num_heads[i] heads, windows of window_size with every second block shifted
 /// by window_size / 2; the class defaults (224, 4, 96, [2, 2, 6, 2], [3, 6, 12, 24], 7) for
 /// absent keys. Scheme kRelativeBias2d, bidirectional, one bias per layer: Swin's tables (the
-/// config's window_size) or Swin-v2's MLP (pretrained_window_sizes). False for other families,
-/// and for a config that names a rotary key (read as RoPE, as for any family).
+/// config's window_size) or Swin-v2's MLP (pretrained_window_sizes). False for other families
+/// (the caller skips it for a config that names a rotary key: RoPE, as for any family).
 inline bool hf_read_swin(const HfConfigReader& r, const nlohmann::json& c,
                          const std::string& prefix, HfModelConfig& out) {
   using json = nlohmann::json;
   const std::string n = hf_lower_alnum(out.model_type);
   const bool v2 = n == "swinv2";
   if (n != "swin" && !v2 && n != "donutswin" && n != "maskformerswin") return false;
-  for (const char* key : {"rope_theta", "rope_scaling", "rope_parameters", "rotary_dim",
-                          "partial_rotary_factor"}) {
-    if (HfConfigReader::find(c, key)) return false;
-  }
   const auto path = [&](std::string_view k) { return prefix + std::string(k); };
   const auto defaulted = [&](std::string_view key, const std::string& value) {
     out.notes.push_back(path(key) + " absent: " + out.model_type + "'s default " + value);
   };
   HfSwin sw;
   sw.rule = v2 ? SwinWindowRule::kSwinV2 : SwinWindowRule::kSwin;
-  auto image = hf_image_pair(r, c, "image_size", path("image_size"));
-  auto patch = hf_image_pair(r, c, "patch_size", path("patch_size"));
-  if (!image) {
-    image = std::pair<std::int64_t, std::int64_t>{224, 224};
-    defaulted("image_size", "224");
-  }
-  if (!patch) {
-    patch = std::pair<std::int64_t, std::int64_t>{4, 4};
-    defaulted("patch_size", "4");
-  }
-  if (patch->first > image->first || patch->second > image->second) {
+  const auto [image, patch] = hf_image_and_patch(r, c, prefix, 224, 4, out.model_type, out);
+  if (patch.first > image.first || patch.second > image.second) {
     r.fail(path("patch_size"), "is larger than image_size: no patch fits");
   }
-  sw.image_h = image->first;
-  sw.image_w = image->second;
-  sw.patch_h = patch->first;
-  sw.patch_w = patch->second;
+  sw.image_h = image.first;
+  sw.image_w = image.second;
+  sw.patch_h = patch.first;
+  sw.patch_w = patch.second;
   if (sw.image_h % sw.patch_h != 0 || sw.image_w % sw.patch_w != 0) {
     out.notes.push_back(path("image_size") + " is not a multiple of patch_size: HF builds the "
                         "stages for the floor and pads the image up to the next patch");
@@ -1661,21 +1656,14 @@ inline void hf_read_sam(const HfConfigReader& r, const nlohmann::json& root, HfM
   const std::int64_t hidden = integer("hidden_size", 768, 1, kHfMaxDim);
   const std::int64_t heads = integer("num_attention_heads", 12, 1, kHfMaxHeads);
   const std::int64_t layers = integer("num_hidden_layers", 12, 1, kHfMaxLayers);
-  const auto pair = [&](const char* k, std::int64_t fallback) {
-    auto v = hf_image_pair(r, *vc, k, key(k));
-    if (!v) {
-      out.notes.push_back(key(k) + " absent: SamVisionConfig's default " +
-                          std::to_string(fallback));
-    }
-    return v.value_or(std::pair<std::int64_t, std::int64_t>{fallback, fallback});
-  };
-  const auto image = pair("image_size", 1024), patch = pair("patch_size", 16);
+  const auto [image, patch] =
+      hf_image_and_patch(r, *vc, prefix, 1024, 16, "SamVisionConfig", out);
+  if (patch.first > image.first || patch.second > image.second) {
+    r.fail(key("patch_size"), "is larger than image_size: no patch fits");
+  }
   const std::int64_t window = integer("window_size", 14, 0, kMaxRelPosSide);
   if (hidden % heads != 0) {
     r.fail(key("num_attention_heads"), "= ", heads, " must divide hidden_size = ", hidden);
-  }
-  if (patch.first > image.first || patch.second > image.second) {
-    r.fail(key("patch_size"), "is larger than image_size: no patch fits");
   }
   const std::int64_t grid_h = image.first / patch.first, grid_w = image.second / patch.second;
   if (grid_h > kMaxRelPosSide || grid_w > kMaxRelPosSide) {
@@ -2558,16 +2546,16 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
   }
   // ---- geometry -------------------------------------------------------------------------
   const std::string family = detail::hf_lower_alnum(out.model_type);
-  // Swin's per-stage lists (num_heads is one) follow a geometry of their own.
-  if (detail::hf_read_swin(r, c, prefix, out)) return out;
-  // Families with positions posenc does not read, and vision configs of families it does not
-  // know, fail here rather than fall to the RoPE default (unless the config names a rotary
-  // key: then it is read as RoPE, whatever its model_type).
+  // A config that names a rotary key is read as RoPE, whatever its model_type.
   const bool names_rotary = HfConfigReader::find(c, "rope_theta") ||
                             HfConfigReader::find(c, "rope_scaling") ||
                             HfConfigReader::find(c, "rope_parameters") ||
                             HfConfigReader::find(c, "rotary_dim") ||
                             HfConfigReader::find(c, "partial_rotary_factor");
+  // Swin's per-stage lists (num_heads is one) follow a geometry of their own.
+  if (!names_rotary && detail::hf_read_swin(r, c, prefix, out)) return out;
+  // Families with positions posenc does not read, and vision configs of families it does not
+  // know, fail here rather than fall to the RoPE default.
   if (const std::string_view why = detail::hf_unsupported_positions(out.model_type);
       !why.empty() && !names_rotary) {
     r.fail(path("model_type"), "= \"", out.model_type, "\": ", why,
