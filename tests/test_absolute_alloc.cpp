@@ -5,6 +5,7 @@
 
 #include <posenc/learned.hpp>
 #include <posenc/sincos_grid.hpp>
+#include <posenc/sine_embedding_2d.hpp>
 #include <posenc/sinusoidal.hpp>
 
 #include <cstdint>
@@ -66,4 +67,24 @@ TEST_CASE("absolute: planned sin-cos grid table and add allocate nothing", "[sin
              Catch::Matchers::WithinAbs(0.5084, 1e-4));
   CHECK(static_cast<float>(x[static_cast<std::size_t>(plan.dim() + 16)]) ==
         static_cast<float>(Eigen::bfloat16(table[static_cast<std::size_t>(plan.dim() + 16)])));
+}
+
+TEST_CASE("absolute: planned DETR sine embedding allocates nothing", "[sine_2d][alloc]") {
+  const Eigen::Index batch = 2, h = 9, w = 13;
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(batch * h * w), 1);
+  for (Eigen::Index j = 10; j < w; ++j) mask[static_cast<std::size_t>(4 * w + j)] = 0;
+  posenc::SineEmbedding2dParams params;
+  params.num_pos_feats = 32;
+  const posenc::SineEmbedding2dPlan plan(params);
+  std::vector<float> out(static_cast<std::size_t>(batch * h * w * plan.dim()));
+  const long before = posenc_test::allocation_count();
+  posenc::sine_embedding_2d<float>(
+      posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), batch, h, w),
+      posenc::TensorView<float, 4>(out.data(), batch, h, w, plan.dim()), plan);
+  CHECK(posenc_test::allocation_count() == before);
+  // The counter is live: the convenience overload plans (allocates) per call.
+  posenc::sine_embedding_2d<float>(
+      posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), batch, h, w),
+      posenc::TensorView<float, 4>(out.data(), batch, h, w, plan.dim()), params);
+  CHECK(posenc_test::allocation_count() > before);
 }

@@ -34,6 +34,7 @@
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
 #include "posenc/sincos_grid.hpp"
+#include "posenc/sine_embedding_2d.hpp"
 #include "posenc/sinusoidal.hpp"
 #include "posenc/swin_window.hpp"
 #include "posenc/tensor.hpp"

@@ -2,7 +2,7 @@
 /// \file posenc/sincos_grid.hpp
 /// Fixed sin-cos position embeddings over patch grids: the 2-D tables of MAE, DiT, I-JEPA and
 /// HF `ViTMAEModel`; diffusers' `get_2d_sincos_pos_embed` (PixArt, SD3 with its centre crop);
-/// CogVideoX's 3-D video table; 1-D temporal tables (Latte).
+/// CogVideoX's 3-D video table; 1-D temporal tables (Latte); RT-DETR's encoder table.
 ///
 /// The grid has axes a = 0 .. A-1, outer to inner, of n_a tokens each. After `extra_tokens`
 /// zero rows (a class token's), token t is the row-major index of (i_0, .., i_{A-1}):
@@ -385,6 +385,32 @@ inline SincosGridParams sincos_grid_cogvideox(Eigen::Index embed_dim, Eigen::Ind
             {grid_h, 0, 1.0 / spatial_interpolation_scale},
             {grid_w, 0, 1.0 / spatial_interpolation_scale}};
   p.blocks = {{0, embed_dim / 4}, {2, embed_dim * 3 / 8}, {1, embed_dim * 3 / 8}};
+  return p;
+}
+
+/// RT-DETR's fixed table for the attention layer of its hybrid encoder (AIFI; HF
+/// RTDetrSinePositionEmbedding, also RT-DETR v2, D-FINE and DEIMv2): a height x width feature
+/// map, tokens in row-major order at their integer row and column, channels
+/// [row: E / 2 | column: E / 2], each a [sin | cos] block with w_k = temperature^(-k / (E / 4)).
+/// No mask and no normalisation, unlike DETR's sine_embedding_2d. legacy_layout gives HF's
+/// build_2d_sincos_position_embedding before its refactor, still OmDet-Turbo's and the original
+/// repository's: meshgrid(grid_w, grid_h, indexing = "ij") makes the column the outer index, so
+/// token t reads column t / height and row t % height, and the blocks are [column | row]. The
+/// two layouts agree on square maps (640 x 640 inputs) and on nothing else.
+inline SincosGridParams sincos_grid_rt_detr(Eigen::Index embed_dim, Eigen::Index height,
+                                            Eigen::Index width, double temperature = 10000.0,
+                                            bool legacy_layout = false) {
+  constexpr std::string_view fn = "sincos_grid_rt_detr";
+  detail::require_two_halves(fn, embed_dim);
+  detail::require_positive(fn, "temperature", temperature);
+  SincosGridParams p;
+  p.base = temperature;
+  if (legacy_layout) {
+    p.axes = {{width, 0, 1.0}, {height, 0, 1.0}};
+  } else {
+    p.axes = {{height, 0, 1.0}, {width, 0, 1.0}};
+  }
+  p.blocks = {{0, embed_dim / 2}, {1, embed_dim / 2}};
   return p;
 }
 
