@@ -191,9 +191,6 @@ TEST_CASE("hf_config: backbones and families posenc cannot describe are refused 
   fails(R"({"model_type": "oneformer", "hidden_size": 256, "backbone_config":
             {"hidden_size": 768}})",
         "\"backbone_config.model_type\" is absent");
-  fails(R"({"model_type": "detr", "d_model": 256, "encoder_attention_heads": 8})",
-        "\"model_type\" = \"detr\": its positions are 2-D sine embeddings");
-  fails(R"({"model_type": "rt_detr", "d_model": 256})", "DetrSinePositionEmbedding");
   fails(R"({"model_type": "vitdet", "hidden_size": 768, "num_attention_heads": 12})",
         "decomposed relative positions");
   fails(R"({"model_type": "dinat", "embed_dim": 64, "num_heads": [2, 4, 8, 16]})",

@@ -672,6 +672,27 @@ int main(int argc, char** argv) {
                                  {"window_table_rows",
                                   rp.window_size > 0 ? 2 * rp.window_size - 1 : 0}};
     }
+    if (c.feature_map) {
+      const posenc::HfFeatureMapPositions& fm = *c.feature_map;
+      nlohmann::json jf = {{"kind", std::string(posenc::to_string(fm.kind))},
+                           {"embed_dim", fm.embed_dim}};
+      if (fm.kind == posenc::HfFeatureMapKind::kSincosGrid) {
+        jf["temperature"] = fm.temperature;
+        jf["levels"] = fm.levels;
+      } else {
+        jf["num_pos_feats"] = fm.sine.num_pos_feats;
+        jf["order"] = std::string(posenc::to_string(fm.sine.order));
+      }
+      if (fm.kind == posenc::HfFeatureMapKind::kSine) {
+        jf["temperature_height"] = fm.sine.temperature_height;
+        jf["temperature_width"] = fm.sine.temperature_width;
+        jf["offset"] = fm.sine.offset;
+        jf["eps"] = fm.sine.eps;
+        jf["scale"] = fm.sine.scale;
+      }
+      if (fm.kind == posenc::HfFeatureMapKind::kLearned) jf["learned_rows"] = fm.learned_rows;
+      j["feature_map"] = std::move(jf);
+    }
     if (c.swin) {
       nlohmann::json stages = nlohmann::json::array();
       for (const posenc::HfSwinStage& st : c.swin->stages) {
@@ -739,6 +760,26 @@ int main(int argc, char** argv) {
       for (const auto& w : alibi_warnings) std::cout << "  - " << w << "\n";
     } else if (c.scheme == posenc::HfPositionScheme::kAbsolute) {
       std::cout << "no RoPE or ALiBi: " << absolute_summary(c) << "\n";
+    } else if (c.feature_map) {
+      const posenc::HfFeatureMapPositions& fm = *c.feature_map;
+      std::cout << "feature map          ";
+      if (fm.kind == posenc::HfFeatureMapKind::kSincosGrid) {
+        std::cout << "fixed [row | column] sin-cos table, " << fm.embed_dim
+                  << " channels, temperature " << num(fm.temperature) << ", levels";
+        for (const Eigen::Index l : fm.levels) std::cout << " " << l;
+        std::cout << " (sincos_grid_rt_detr)\n";
+      } else if (fm.kind == posenc::HfFeatureMapKind::kLearned) {
+        std::cout << "learned row / column tables of " << fm.learned_rows << " x "
+                  << fm.sine.num_pos_feats << ", [column | row] (learned_embedding_2d)\n";
+      } else {
+        std::cout << "sine of the padded map, 2 x " << fm.sine.num_pos_feats
+                  << " channels [y | x], temperature " << num(fm.sine.temperature_height);
+        if (fm.sine.temperature_width != fm.sine.temperature_height) {
+          std::cout << " / " << num(fm.sine.temperature_width);
+        }
+        if (fm.sine.offset != 0.0) std::cout << ", counts less " << num(fm.sine.offset);
+        std::cout << " (sine_embedding_2d)\n";
+      }
     } else if (c.decomposed_rel_pos) {
       const posenc::HfDecomposedRelPos& rp = *c.decomposed_rel_pos;
       std::cout << "decomposed rel pos   global over " << rp.grid_h << " x " << rp.grid_w

@@ -75,8 +75,8 @@
 ///              decoder's sin-cos table widths. Encoder families are bidirectional (unless
 ///              is_decoder, or XLM's causal); encoder-decoder families keep the decoder's causal
 ///              mask. relative_key(_query) is refused, and so are families whose positions are
-///              schemes no position key announces (XLNet, Transformer-XL, Swin2SR, the DETR
-///              family's 2-D sines, VitDet, DiNAT), convolutional backbones, and a vision config
+///              schemes no position key announces (XLNet, Transformer-XL, Swin2SR, VitDet,
+///              DiNAT), convolutional backbones, and a vision config
 ///              (image_size, patch_size, num_frames, tubelet_size) of a family posenc does not
 ///              know, unless it names a rotary key.
 ///              BEiT / data2vec-vision: a learned grid with use_absolute_position_embeddings;
@@ -91,6 +91,12 @@
 ///              lists, window_size, Swin-v2's pretrained_window_sizes (HfModelConfig::swin:
 ///              each stage's map, windows and shifts; swin_window.hpp runs a block), one
 ///              table (Swin) or MLP (Swin-v2) per layer, the layers' head counts per stage.
+///   detection  DETR, Conditional DETR, Table Transformer, Deformable DETR, DETA, DAB-DETR,
+///              Grounding DINO, MM Grounding DINO: scheme kFeatureMap, DETR's sine embedding of
+///              the padded feature map (HfModelConfig::feature_map: its recipe, num_pos_feats
+///              d_model / 2, position_embedding_type "learned" for the 50-row tables);
+///              RT-DETR, RT-DETR v2, D-FINE: the fixed table of sincos_grid_rt_detr on the
+///              encode_proj_layers levels. Heads and layers are the encoder's.
 ///   backbones  DPT (with a backbone_config, not is_hybrid), UperNet, Mask2Former, MaskFormer,
 ///              OneFormer, Depth Anything, ZoeDepth, VitMatte: the keys of backbone_config,
 ///              whose model_type is the family read (the wrapper's own decoder is not).
@@ -171,6 +177,8 @@
 #include "posenc/mrope.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
+#include "posenc/sincos_grid.hpp"
+#include "posenc/sine_embedding_2d.hpp"
 
 namespace posenc {
 
@@ -1733,6 +1741,197 @@ inline void hf_read_sam(const HfConfigReader& r, const nlohmann::json& root, HfM
   }
 }
 
+/// One detection-transformer family: where its width and temperature live, and its sine recipe.
+struct HfDetrFamily {
+  std::string_view name;          ///< hf_lower_alnum(model_type)
+  std::string_view config_class;  ///< for the notes on defaults
+  const char* width_key;          ///< d_model, hidden_size (DAB-DETR), encoder_hidden_dim (RT-DETR)
+  const char* temperature_key;    ///< "" when the temperature is fixed in the model code
+  double temperature;             ///< the class default (or the code's constant)
+  double offset;                  ///< subtracted from the counts (Deformable DETR, DETA: 0.5)
+  bool learned_option;            ///< reads position_embedding_type ("sine" / "learned")
+  bool sincos_grid;               ///< RT-DETR's raw-index table instead of the sine embedding
+  bool deformable;                ///< the encoder's attention samples points: no keys
+};
+
+inline const HfDetrFamily* hf_detr_family(std::string_view model_type) {
+  static constexpr HfDetrFamily kFamilies[] = {
+      {"detr", "DetrConfig", "d_model", "", 10000.0, 0.0, true, false, false},
+      {"conditionaldetr", "ConditionalDetrConfig", "d_model", "", 10000.0, 0.0, true, false,
+       false},
+      {"tabletransformer", "TableTransformerConfig", "d_model", "", 10000.0, 0.0, true, false,
+       false},
+      {"deformabledetr", "DeformableDetrConfig", "d_model", "", 10000.0, 0.5, true, false, true},
+      {"deta", "DetaConfig", "d_model", "", 10000.0, 0.5, true, false, true},
+      {"dabdetr", "DabDetrConfig", "hidden_size", "temperature_height", 20.0, 0.0, false, false,
+       false},
+      {"groundingdino", "GroundingDinoConfig", "d_model", "positional_embedding_temperature",
+       20.0, 0.0, true, false, true},
+      {"mmgroundingdino", "MMGroundingDinoConfig", "d_model", "positional_embedding_temperature",
+       20.0, 0.0, true, false, true},
+      {"rtdetr", "RTDetrConfig", "encoder_hidden_dim", "positional_encoding_temperature",
+       10000.0, 0.0, false, true, false},
+      {"rtdetrv2", "RTDetrV2Config", "encoder_hidden_dim", "positional_encoding_temperature",
+       10000.0, 0.0, false, true, false},
+      {"dfine", "DFineConfig", "encoder_hidden_dim", "positional_encoding_temperature", 10000.0,
+       0.0, false, true, false},
+  };
+  const std::string n = hf_lower_alnum(model_type);
+  for (const HfDetrFamily& f : kFamilies) {
+    if (n == f.name) return &f;
+  }
+  return nullptr;
+}
+
+/// Detection transformers (DETR, Conditional / Deformable / DAB-DETR, DETA, Table
+/// Transformer, Grounding DINO, RT-DETR, D-FINE): scheme kFeatureMap, the encoder's heads and
+/// layers, the class defaults for absent keys. False for other families.
+inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
+                         const std::string& prefix, HfModelConfig& out) {
+  const HfDetrFamily* family = hf_detr_family(out.model_type);
+  if (!family) return false;
+  const auto path = [&](std::string_view k) { return prefix + std::string(k); };
+  const auto integer = [&](const char* k, std::int64_t fallback, std::int64_t hi) {
+    const auto v = r.integer(c, k, path(k));
+    if (!v) {
+      out.notes.push_back(path(k) + " absent: " + std::string(family->config_class) +
+                          "'s default " + std::to_string(fallback));
+    }
+    const std::int64_t x = v.value_or(fallback);
+    if (x < 1 || x > hi) r.fail(path(k), "= ", x, " must be in [1, ", hi, "]");
+    return x;
+  };
+  const std::int64_t width = integer(family->width_key, 256, kHfMaxDim);
+  const std::int64_t heads = integer("encoder_attention_heads", 8, kHfMaxHeads);
+  const std::int64_t layers = integer("encoder_layers", family->sincos_grid ? 1 : 6, kHfMaxLayers);
+  if (width % heads != 0) {
+    r.fail(path("encoder_attention_heads"), "= ", heads, " must divide ", family->width_key,
+           " = ", width);
+  }
+  const auto temperature = [&](const char* key, double fallback) {
+    const auto t = r.number(c, key, path(key));
+    if (!t) {
+      out.notes.push_back(path(key) + " absent: " + std::string(family->config_class) +
+                          "'s default " + detail::concat(fallback));
+    }
+    const double v = t.value_or(fallback);
+    if (!(v > 0.0)) r.fail(path(key), "= ", v, " must be > 0");
+    return v;
+  };
+  HfFeatureMapPositions fm;
+  fm.embed_dim = width;
+  if (family->sincos_grid) {
+    if (width % 4 != 0) {
+      r.fail(path(family->width_key), "= ", width, " must be a multiple of 4 (RT-DETR's table "
+             "has [sin | cos] blocks for the row and the column)");
+    }
+    fm.kind = HfFeatureMapKind::kSincosGrid;
+    fm.temperature = temperature(family->temperature_key, family->temperature);
+    const nlohmann::json* levels = HfConfigReader::find(c, "encode_proj_layers");
+    if (!levels) {
+      out.notes.push_back(path("encode_proj_layers") + " absent: " +
+                          std::string(family->config_class) + "'s default [2]");
+      fm.levels = {2};
+    } else if (!levels->is_array() || levels->empty()) {
+      r.fail(path("encode_proj_layers"), "must be a non-empty list of backbone levels, got ",
+             levels->dump());
+    } else {
+      for (std::size_t i = 0; i < levels->size() && i < 64; ++i) {
+        const std::string where = path("encode_proj_layers") + "[" + std::to_string(i) + "]";
+        const std::int64_t l = r.integer_value((*levels)[i], where);
+        if (l < 0 || l > 63) r.fail(where, "= ", l, " must be a level in [0, 63]");
+        fm.levels.push_back(l);
+      }
+    }
+    out.notes.push_back(out.model_type + ": a fixed [row | column] sin-cos table at raw indices "
+                        "on the encoded levels, no mask (sincos_grid_rt_detr; HF's layout since "
+                        "its refactor, the original's only on square maps: legacy_layout)");
+    if (HfConfigReader::find(c, "eval_size")) {
+      out.notes.push_back(path("eval_size") + " is set: HF's hybrid encoder then passes no "
+                          "position embedding outside training (the original repository "
+                          "precomputes the table for that size)");
+    }
+  } else {
+    fm.sine.num_pos_feats = width / 2;
+    if (width % 4 != 0) {
+      r.fail(path(family->width_key), "= ", width, " must be a multiple of 4 (two blocks of ",
+             "sin / cos pairs, one per axis)");
+    }
+    fm.sine.offset = family->offset;
+    if (family->name == "dabdetr") {
+      fm.sine.temperature_height = temperature("temperature_height", family->temperature);
+      fm.sine.temperature_width = temperature("temperature_width", family->temperature);
+      if (const auto scale = r.number(c, "sine_position_embedding_scale",
+                                      path("sine_position_embedding_scale"))) {
+        fm.sine.scale = *scale;
+      }
+    } else if (*family->temperature_key != '\0') {
+      fm.sine.temperature_height = fm.sine.temperature_width =
+          temperature(family->temperature_key, family->temperature);
+    } else {
+      fm.sine.temperature_height = fm.sine.temperature_width = family->temperature;
+    }
+    std::string type = "sine";
+    if (family->learned_option) {
+      if (const auto t = r.string(c, "position_embedding_type", path("position_embedding_type"))) {
+        type = *t;
+      } else {
+        out.notes.push_back(path("position_embedding_type") + " absent: " +
+                            std::string(family->config_class) + "'s default \"sine\"");
+      }
+    }
+    if (type == "learned") {
+      fm.kind = HfFeatureMapKind::kLearned;
+      fm.sine.order = SineAxisOrder::kXY;
+      fm.learned_rows = 50;
+      out.notes.push_back(out.model_type + ": learned row / column tables of 50 rows each "
+                          "(the model code's constant): feature maps up to 50 x 50, [column | "
+                          "row] (learned_embedding_2d)");
+    } else if (type == "sine") {
+      out.notes.push_back(
+          out.model_type + ": the sine embedding of the padded map, temperature " +
+          detail::concat(fm.sine.temperature_height) +
+          (fm.sine.temperature_width != fm.sine.temperature_height
+               ? " (height) / " + detail::concat(fm.sine.temperature_width) + " (width)"
+               : std::string()) +
+          (fm.sine.offset != 0.0 ? ", counts less " + detail::concat(fm.sine.offset) : "") +
+          " (sine_embedding_2d)");
+    } else {
+      r.fail(path("position_embedding_type"), "= \"", type, "\" is neither \"sine\" nor "
+             "\"learned\" (", family->config_class, "'s two)");
+    }
+  }
+  // The recipe must be one the embedding calls take (widths up to 2^21, temperatures whose
+  // frequencies stay finite).
+  try {
+    if (fm.kind == HfFeatureMapKind::kSincosGrid) {
+      (void)SincosGridPlan(sincos_grid_rt_detr(width, 1, 1, fm.temperature));
+    } else {
+      (void)SineEmbedding2dPlan(fm.sine);
+    }
+  } catch (const std::invalid_argument& e) {
+    r.fail(path(family->width_key), "= ", width, " with the config's temperature gives an "
+           "embedding posenc rejects: ", e.what());
+  }
+  if (family->deformable) {
+    out.notes.push_back(out.model_type + ": the encoder's deformable attention adds the "
+                        "embedding (and a per-level embedding) to the queries that predict its "
+                        "sampling points; there are no keys");
+  } else {
+    out.notes.push_back(out.model_type + ": the embedding is added to the queries and keys of "
+                        "every encoder layer, not to the values or the input");
+  }
+  out.scheme = HfPositionScheme::kFeatureMap;
+  out.hidden_size = width;
+  out.num_attention_heads = out.num_key_value_heads = heads;
+  out.num_hidden_layers = layers;
+  out.attention_head_dim = width / heads;
+  out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(width / heads));
+  out.mask = MaskMode::kBidirectional;
+  out.feature_map = std::move(fm);
+  return true;
+}
+
 /// Dense-prediction and segmentation models whose attention (and positions) is a backbone's,
 /// described under backbone_config: DPT (unless is_hybrid: then its own ViT after a CNN),
 /// UperNet, Mask2Former, MaskFormer, OneFormer, Depth Anything, ZoeDepth, VitMatte.
@@ -1761,16 +1960,6 @@ inline std::string_view hf_unsupported_positions(std::string_view model_type) {
                  ? "its positions are a learned relative bias per neighbourhood of its "
                    "neighbourhood attention (NATTEN's rpb)"
                  : "a convolutional network, with no attention and no positions";
-    }
-  }
-  static constexpr std::string_view kDetr[] = {"detr",           "conditionaldetr",
-                                               "deformabledetr", "tabletransformer",
-                                               "dabdetr",        "rtdetr",
-                                               "rtdetrv2",       "groundingdino"};
-  for (const std::string_view detr : kDetr) {
-    if (n == detr) {
-      return "its positions are 2-D sine embeddings added to the queries and keys of every "
-             "layer (DetrSinePositionEmbedding), not to the input";
     }
   }
   if (n == "vitdet") {
@@ -2554,6 +2743,7 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
                             HfConfigReader::find(c, "partial_rotary_factor");
   // Swin's per-stage lists (num_heads is one) follow a geometry of their own.
   if (!names_rotary && detail::hf_read_swin(r, c, prefix, out)) return out;
+  if (!names_rotary && detail::hf_read_detr(r, c, prefix, out)) return out;
   // Families with positions posenc does not read, and vision configs of families it does not
   // know, fail here rather than fall to the RoPE default.
   if (const std::string_view why = detail::hf_unsupported_positions(out.model_type);

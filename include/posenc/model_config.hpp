@@ -22,6 +22,7 @@
 #include "posenc/relative_bias_2d.hpp"
 #include "posenc/rope_frequencies.hpp"
 #include "posenc/rope_params.hpp"
+#include "posenc/sine_embedding_2d.hpp"
 #include "posenc/sinusoidal.hpp"
 #include "posenc/swin_window.hpp"
 
@@ -44,6 +45,11 @@ enum class HfPositionScheme : std::uint8_t {
   /// HfModelConfig::decomposed_rel_pos, the bias from decomposed_rel_pos_bias
   /// (decomposed_rel_pos.hpp); HfModelConfig::absolute too with use_abs_pos
   kDecomposedRelPos = 5,
+  /// 2-D embeddings of a detection transformer's backbone feature maps, added to the queries
+  /// and keys of its encoder layers (DETR family, RT-DETR): HfModelConfig::feature_map,
+  /// built by sine_embedding_2d / learned_embedding_2d (sine_embedding_2d.hpp) or
+  /// sincos_grid_rt_detr (sincos_grid.hpp)
+  kFeatureMap = 6,
 };
 
 constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
@@ -54,6 +60,7 @@ constexpr std::string_view to_string(HfPositionScheme scheme) noexcept {
     case HfPositionScheme::kRelativeBias: return "relative_bias";
     case HfPositionScheme::kRelativeBias2d: return "relative_bias_2d";
     case HfPositionScheme::kDecomposedRelPos: return "decomposed_rel_pos";
+    case HfPositionScheme::kFeatureMap: return "feature_map";
   }
   return "unknown";
 }
@@ -157,6 +164,38 @@ struct HfDecomposedRelPos {
   Eigen::Index grid_h = 0, grid_w = 0;  ///< image_size / patch_size
   Eigen::Index window_size = 0;         ///< the windowed layers' side (0: every layer global)
   std::vector<bool> global_layers;      ///< per layer [num_hidden_layers]: global attention
+};
+
+/// Scheme kFeatureMap: which embedding a detection transformer gives its feature maps.
+enum class HfFeatureMapKind : std::uint8_t {
+  kSine = 0,     ///< DETR's sine embedding of the padded map: sine_embedding_2d
+  kLearned = 1,  ///< DETR's learned row / column tables: learned_embedding_2d
+  kSincosGrid = 2,  ///< RT-DETR's fixed table at raw indices, no mask: sincos_grid_rt_detr
+};
+
+constexpr std::string_view to_string(HfFeatureMapKind kind) noexcept {
+  switch (kind) {
+    case HfFeatureMapKind::kSine: return "sine";
+    case HfFeatureMapKind::kLearned: return "learned";
+    case HfFeatureMapKind::kSincosGrid: return "sin-cos grid";
+  }
+  return "unknown";
+}
+
+/// Scheme kFeatureMap: the embedding of every backbone level the encoder attends over
+/// (DetrConvModel's position_embedding; RT-DETR's AIFI layers).
+struct HfFeatureMapPositions {
+  HfFeatureMapKind kind = HfFeatureMapKind::kSine;
+  Eigen::Index embed_dim = 0;  ///< channels per pixel: d_model (RT-DETR: encoder_hidden_dim)
+  /// kSine: the model's recipe (num_pos_feats = embed_dim / 2; Deformable DETR's offset 0.5,
+  /// DAB-DETR's and Grounding DINO's temperatures). kLearned: num_pos_feats, order kXY.
+  SineEmbedding2dParams sine;
+  /// kLearned: rows of row_embeddings and of column_embeddings (HF: 50), the largest map side.
+  Eigen::Index learned_rows = 0;
+  /// kSincosGrid: positional_encoding_temperature, and encode_proj_layers: the backbone levels
+  /// (0 = the finest) whose map the encoder attends over.
+  double temperature = 10000.0;
+  std::vector<Eigen::Index> levels;
 };
 
 /// Caller choices that override what the config implies.
@@ -303,6 +342,8 @@ struct HfModelConfig {
   std::optional<HfSwin> swin;
   /// Scheme kDecomposedRelPos: SAM's grid, windows and global layers.
   std::optional<HfDecomposedRelPos> decomposed_rel_pos;
+  /// Scheme kFeatureMap: the feature maps' embedding.
+  std::optional<HfFeatureMapPositions> feature_map;
   /// T5's relative attention bias (scheme kRelativeBias; 0 elsewhere): the bucket count and the
   /// distance the log buckets reach, for relative_position_bias(table, max_distance, ...).
   std::int64_t relative_attention_num_buckets = 0;

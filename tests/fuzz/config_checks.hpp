@@ -8,6 +8,8 @@
 #include <posenc/attention_types.hpp>
 #include <posenc/continuous_position_bias.hpp>
 #include <posenc/model_config.hpp>
+#include <posenc/sincos_grid.hpp>
+#include <posenc/sine_embedding_2d.hpp>
 #include <posenc/swin_window.hpp>
 
 #include <algorithm>
@@ -44,6 +46,21 @@ inline void check_accepted_config(const posenc::HfModelConfig& c) {
       if (rp.window_size > 0) (void)posenc::rel_pos_table_rows(rp.window_size, rp.window_size);
     } catch (const std::exception& e) {
       config_violation(c, 0, std::string("decomposed rel pos grid: ") + e.what());
+    }
+  }
+  // A detection model's recipe must be one the embedding calls take.
+  if (c.feature_map) {
+    const posenc::HfFeatureMapPositions& fm = *c.feature_map;
+    try {
+      if (fm.kind == posenc::HfFeatureMapKind::kSincosGrid) {
+        (void)posenc::SincosGridPlan(
+            posenc::sincos_grid_rt_detr(fm.embed_dim, 2, 3, fm.temperature));
+      } else {
+        const posenc::SineEmbedding2dPlan plan(fm.sine);
+        if (plan.dim() != fm.embed_dim) config_violation(c, 0, "feature map width");
+      }
+    } catch (const std::exception& e) {
+      config_violation(c, 0, std::string("feature map recipe: ") + e.what());
     }
   }
   if (c.swin) {
