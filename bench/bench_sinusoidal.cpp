@@ -118,7 +118,9 @@ void BM_SineEmbedding2d(benchmark::State& state) {
   const Eigen::Index f = params.num_pos_feats, dim = plan.dim();
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(batch * h * w), 1);
   for (Eigen::Index i = 0; i < h; ++i) {
-    for (Eigen::Index j = w * 3 / 4; j < w; ++j) mask[static_cast<std::size_t>((h + i) * w + j)] = 0;
+    for (Eigen::Index j = w * 3 / 4; j < w; ++j) {
+      mask[static_cast<std::size_t>((h + i) * w + j)] = 0;
+    }
   }
   std::vector<float> out(static_cast<std::size_t>(batch * h * w * dim));
   const auto kernel = [&] {

@@ -156,11 +156,11 @@ TEST_CASE("hf_config: a loaded DETR recipe builds the embedding", "[hf_config][d
   CHECK_THAT(out[4 + 3], WithinAbs(-std::sin(1.5 * M_PI * 1e-6 / (2.0 + 1e-6)), 1e-15));
   // RT-DETR's table from the loaded keys: token 1 of a 2 x 2 map is row 0, column 1.
   const auto rt = parse_hf_config(R"({"model_type": "rt_detr", "encoder_hidden_dim": 8})");
-  const posenc::SincosGridPlan plan(posenc::sincos_grid_rt_detr(
-      rt.feature_map->embed_dim, 2, 2, rt.feature_map->temperature));
+  const posenc::SincosGridPlan plan(
+      posenc::sincos_grid_rt_detr(rt.feature_map->embed_dim, 2, 2, rt.feature_map->temperature));
   std::vector<double> table(4 * 8);
   posenc::sincos_grid_table<double>(posenc::TensorView<double, 2>(table.data(), 4, 8), plan);
-  CHECK(table[8 + 0] == 0.0);  // sin(row 0)
+  CHECK(table[8 + 0] == 0.0);                                      // sin(row 0)
   CHECK_THAT(table[8 + 4], WithinAbs(0.8414709848078965, 1e-15));  // sin(column 1)
 }
 

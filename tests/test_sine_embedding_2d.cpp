@@ -64,13 +64,22 @@ void check_against_reference(const std::vector<std::uint8_t>& mask, Eigen::Index
   const auto got = embed<T>(mask, batch, h, w, p);
   const auto want = posenc::reference::sine_embedding_2d(mask, batch, h, w, p);
   REQUIRE(got.size() == want.size());
-  const double side = static_cast<double>(std::max(h, w));
-  const double largest_angle =
-      p.normalize ? std::max(side, std::abs(p.offset)) / p.eps * std::abs(p.scale) : side;
-  const double tolerance = 16.0 * std::numeric_limits<double>::epsilon() * (1.0 + largest_angle);
+  // The double angle's error: a few ulps of the token's largest angle, |coordinate| times
+  // the largest frequency (1 for temperatures >= 1, T^(-(F/2 - 1) / (F/2)) below).
+  const auto coords = posenc::reference::sine_coordinates_2d(mask, batch, h, w, p);
+  const auto w_max = [&](double t) {
+    const double half = static_cast<double>(p.num_pos_feats / 2);
+    return std::max(1.0, std::pow(t, -(half - 1.0) / half));
+  };
+  const std::size_t dim = static_cast<std::size_t>(2 * p.num_pos_feats);
   for (std::size_t e = 0; e < got.size(); ++e) {
     const double v = static_cast<double>(want[e]);
-    CAPTURE(e);
+    const std::size_t token = e / dim;
+    const double angle =
+        std::max(std::abs(static_cast<double>(coords.y[token])) * w_max(p.temperature_height),
+                 std::abs(static_cast<double>(coords.x[token])) * w_max(p.temperature_width));
+    const double tolerance = 16.0 * std::numeric_limits<double>::epsilon() * (1.0 + angle);
+    CAPTURE(e, angle);
     CHECK_THAT(posenc::detail::to_double(got[e]), WithinAbs(v, rounding * std::abs(v) + tolerance));
   }
 }
@@ -460,4 +469,25 @@ TEST_CASE("sine embedding 2d: RT-DETR's table is [row | column], the legacy one 
                                 "embed_dim = 6 must be a positive multiple of 4");
   throws<std::invalid_argument>([&] { posenc::sincos_grid_rt_detr(8, 2, 2, -1.0); },
                                 "temperature = -1 must be finite and > 0");
+}
+
+TEST_CASE("sine embedding 2d: maps wider than a strip of columns", "[sine_2d]") {
+  // 1100 columns: three strips of the kernel's pass (512 columns each). Rows padded at random
+  // lengths, one column fully padded, a few holes: every count crosses a strip boundary.
+  posenc_test::SplitMix64 rng(1100);
+  const Eigen::Index batch = 2, h = 3, w = 1100;
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(batch * h * w));
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index i = 0; i < h; ++i) {
+      const Eigen::Index real_columns = rng.integer(500, w);
+      for (Eigen::Index j = 0; j < w; ++j) {
+        const bool hole = posenc_test::coin(rng, 0.02) || j == 700;
+        mask[static_cast<std::size_t>((b * h + i) * w + j)] = j < real_columns && !hole ? 1 : 0;
+      }
+    }
+  }
+  SineEmbedding2dParams p = feats(4);
+  p.offset = 0.5;
+  check_against_reference<double>(mask, batch, h, w, p, 0.0);
+  check_against_reference<float>(mask, batch, h, w, p, 0x1p-24);
 }

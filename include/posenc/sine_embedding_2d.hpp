@@ -175,11 +175,15 @@ void sine_block(T* dst, double coordinate, const std::vector<double>& inv_freq) 
   }
 }
 
-/// One image. A block depends only on its (count, total), so sin / cos are evaluated once per
-/// distinct mask row (x) and column (y): a row equal to the previous one, or a pixel whose
-/// count did not grow (padding), copies its neighbour's block. An unpadded H x W map evaluates
-/// (H + W) F / 2 sin / cos pairs and writes H W 2F values. The y pass walks columns, the x pass
-/// rows; each writes its own half of every token row.
+/// Columns per strip of the pass over an image: each keeps its running count, its total and
+/// whether it equals the column before it on the stack (17 bytes a column).
+inline constexpr Eigen::Index kSineStripColumns = 512;
+
+/// One image, row by row. A block depends only on its (count, total), so sin / cos are
+/// evaluated once per distinct mask row (x) and column (y): a block whose count did not grow
+/// (padding) or whose row / column equals the previous one copies its neighbour's, from the
+/// token to the left (just written) or the one above. An unpadded H x W map evaluates
+/// (H + W) F / 2 sin / cos pairs and writes H W 2F values; wider maps go in strips of columns.
 template <typename T, typename IsReal>
 void sine_embedding_image(const SineEmbedding2dPlan& plan, Eigen::Index h, Eigen::Index w,
                           IsReal is_real, T* out) {
@@ -189,45 +193,47 @@ void sine_embedding_image(const SineEmbedding2dPlan& plan, Eigen::Index h, Eigen
   const Eigen::Index y_off = p.order == SineAxisOrder::kYX ? 0 : f;
   const Eigen::Index x_off = f - y_off;
   const auto at = [&](Eigen::Index i, Eigen::Index j) { return out + (i * w + j) * dim; };
-  for (Eigen::Index i = 0; i < h; ++i) {
-    bool same_as_previous = i > 0;
-    std::int64_t total = 0;
-    for (Eigen::Index j = 0; j < w; ++j) {
-      same_as_previous = same_as_previous && is_real(i, j) == is_real(i - 1, j);
-      total += is_real(i, j) ? 1 : 0;
-    }
-    std::int64_t count = 0;
-    for (Eigen::Index j = 0; j < w; ++j) {
-      T* dst = at(i, j) + x_off;
-      const bool grows = is_real(i, j);
-      count += grows ? 1 : 0;
-      if (same_as_previous) {
-        std::copy_n(at(i - 1, j) + x_off, f, dst);
-      } else if (j > 0 && !grows) {
-        std::copy_n(at(i, j - 1) + x_off, f, dst);
-      } else {
-        sine_block(dst, sine_coordinate(p, count, total), plan.inv_freq_x());
+  std::int64_t count_y[kSineStripColumns], total_y[kSineStripColumns];
+  bool same_column[kSineStripColumns];
+  for (Eigen::Index j0 = 0; j0 < w; j0 += kSineStripColumns) {
+    const Eigen::Index j1 = std::min(w, j0 + kSineStripColumns);
+    for (Eigen::Index j = j0; j < j1; ++j) {
+      const auto s = static_cast<std::size_t>(j - j0);
+      count_y[s] = total_y[s] = 0;
+      same_column[s] = j > 0;
+      for (Eigen::Index i = 0; i < h; ++i) {
+        total_y[s] += is_real(i, j) ? 1 : 0;
+        same_column[s] = same_column[s] && is_real(i, j) == is_real(i, j - 1);
       }
     }
-  }
-  for (Eigen::Index j = 0; j < w; ++j) {
-    bool same_as_previous = j > 0;
-    std::int64_t total = 0;
     for (Eigen::Index i = 0; i < h; ++i) {
-      same_as_previous = same_as_previous && is_real(i, j) == is_real(i, j - 1);
-      total += is_real(i, j) ? 1 : 0;
-    }
-    std::int64_t count = 0;
-    for (Eigen::Index i = 0; i < h; ++i) {
-      T* dst = at(i, j) + y_off;
-      const bool grows = is_real(i, j);
-      count += grows ? 1 : 0;
-      if (same_as_previous) {
-        std::copy_n(at(i, j - 1) + y_off, f, dst);
-      } else if (i > 0 && !grows) {
-        std::copy_n(at(i - 1, j) + y_off, f, dst);
-      } else {
-        sine_block(dst, sine_coordinate(p, count, total), plan.inv_freq_y());
+      bool same_row = i > 0;
+      std::int64_t total_x = 0, count_x = 0;
+      for (Eigen::Index j = 0; j < w; ++j) {
+        same_row = same_row && is_real(i, j) == is_real(i - 1, j);
+        total_x += is_real(i, j) ? 1 : 0;
+        count_x += j < j0 && is_real(i, j) ? 1 : 0;
+      }
+      for (Eigen::Index j = j0; j < j1; ++j) {
+        const auto s = static_cast<std::size_t>(j - j0);
+        T* dst = at(i, j);
+        const bool real = is_real(i, j);
+        count_x += real ? 1 : 0;
+        count_y[s] += real ? 1 : 0;
+        if (j > 0 && !real) {
+          std::copy_n(at(i, j - 1) + x_off, f, dst + x_off);
+        } else if (same_row) {
+          std::copy_n(at(i - 1, j) + x_off, f, dst + x_off);
+        } else {
+          sine_block(dst + x_off, sine_coordinate(p, count_x, total_x), plan.inv_freq_x());
+        }
+        if (same_column[s]) {
+          std::copy_n(at(i, j - 1) + y_off, f, dst + y_off);
+        } else if (i > 0 && !real) {
+          std::copy_n(at(i - 1, j) + y_off, f, dst + y_off);
+        } else {
+          sine_block(dst + y_off, sine_coordinate(p, count_y[s], total_y[s]), plan.inv_freq_y());
+        }
       }
     }
   }

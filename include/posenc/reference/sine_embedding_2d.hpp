@@ -14,10 +14,14 @@
 
 namespace posenc::reference {
 
-/// [batch, h, w, 2F] values of the mask [batch, h, w] (nonzero = real pixel), in long double.
-inline std::vector<long double> sine_embedding_2d(const std::vector<std::uint8_t>& mask,
-                                                  Eigen::Index batch, Eigen::Index h,
-                                                  Eigen::Index w, const SineEmbedding2dParams& p) {
+/// The coordinates (y, x) of every token [batch, h, w] of the mask (nonzero = real pixel).
+struct SineCoordinates {
+  std::vector<long double> y, x;
+};
+
+inline SineCoordinates sine_coordinates_2d(const std::vector<std::uint8_t>& mask,
+                                           Eigen::Index batch, Eigen::Index h, Eigen::Index w,
+                                           const SineEmbedding2dParams& p) {
   const auto at = [&](Eigen::Index b, Eigen::Index i, Eigen::Index j) {
     return static_cast<std::size_t>((b * h + i) * w + j);
   };
@@ -31,20 +35,27 @@ inline std::vector<long double> sine_embedding_2d(const std::vector<std::uint8_t
       }
     }
   }
-  if (p.normalize) {
-    const long double off = p.offset, eps = p.eps, scale = p.scale;
-    std::vector<long double> y = y_embed, x = x_embed;
-    for (Eigen::Index b = 0; b < batch; ++b) {
-      for (Eigen::Index i = 0; i < h; ++i) {
-        for (Eigen::Index j = 0; j < w; ++j) {
-          y[at(b, i, j)] = (y_embed[at(b, i, j)] - off) / (y_embed[at(b, h - 1, j)] + eps) * scale;
-          x[at(b, i, j)] = (x_embed[at(b, i, j)] - off) / (x_embed[at(b, i, w - 1)] + eps) * scale;
-        }
+  if (!p.normalize) return {y_embed, x_embed};
+  const long double off = p.offset, eps = p.eps, scale = p.scale;
+  std::vector<long double> y = y_embed, x = x_embed;
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    for (Eigen::Index i = 0; i < h; ++i) {
+      for (Eigen::Index j = 0; j < w; ++j) {
+        y[at(b, i, j)] = (y_embed[at(b, i, j)] - off) / (y_embed[at(b, h - 1, j)] + eps) * scale;
+        x[at(b, i, j)] = (x_embed[at(b, i, j)] - off) / (x_embed[at(b, i, w - 1)] + eps) * scale;
       }
     }
-    y_embed = y;
-    x_embed = x;
   }
+  return {y, x};
+}
+
+/// [batch, h, w, 2F] values of the mask [batch, h, w] (nonzero = real pixel), in long double.
+inline std::vector<long double> sine_embedding_2d(const std::vector<std::uint8_t>& mask,
+                                                  Eigen::Index batch, Eigen::Index h,
+                                                  Eigen::Index w, const SineEmbedding2dParams& p) {
+  const SineCoordinates coords = sine_coordinates_2d(mask, batch, h, w, p);
+  const std::vector<long double>& y_embed = coords.y;
+  const std::vector<long double>& x_embed = coords.x;
   const Eigen::Index f = p.num_pos_feats;
   const auto dim_t = [&](double temperature, Eigen::Index c) {
     return std::pow(static_cast<long double>(temperature),
