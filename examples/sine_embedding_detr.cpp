@@ -23,7 +23,12 @@
 //    0.5 / 2 of a turn on both axes (sin 90 deg = 1).
 // expect: Deformable DETR (0, 0) of 2 x 2: 1.000000 0.000001 1.000000 0.000001
 //
-// 3. The mask comes from the pixel mask, nearest-resized to each backbone level: an 800 x 1066
+// 3. The decoder's queries carry their own positions: Conditional DETR embeds an anchor point
+//    (x, y) = (0.25, 0.5) as [y block | x block] at 2 pi v: y at pi (sin 0, cos -1), x at
+//    pi / 2 (sin 1, cos 0); F = 2 again.
+// expect: anchor (0.25, 0.5): 0.000000 -1.000000 1.000000 0.000000
+//
+// 4. The mask comes from the pixel mask, nearest-resized to each backbone level: an 800 x 1066
 //    image in a batch padded to 800 x 1216, at stride 32 (a 25 x 38 map), is real in the
 //    columns that read pixel 32 o < 1066: o <= 33, 34 of them.
 // expect: stride-32 map 25 x 38: 34 real columns, 25 real rows
@@ -88,7 +93,17 @@ int main() {
                                     deformable);
   print_token("Deformable DETR (0, 0) of 2 x 2", small.data());
 
-  // 3. The pixel mask at stride 32.
+  // 3. A decoder query's anchor point.
+  const std::vector<double> anchor = {0.25, 0.5};
+  std::vector<double> anchor_pos(4);
+  posenc::CoordinateSineParams query;
+  query.num_pos_feats = 2;
+  posenc::coordinate_sine_embedding<double>(
+      posenc::ConstTensorView<double, 2>(anchor.data(), 1, 2),
+      posenc::TensorView<double, 2>(anchor_pos.data(), 1, 4), query);
+  print_token("anchor (0.25, 0.5)", anchor_pos.data());
+
+  // 4. The pixel mask at stride 32.
   const Eigen::Index ih = 800, iw = 1216, fh = 25, fw = 38;
   std::vector<std::uint8_t> pixels(static_cast<std::size_t>(ih * iw), 0);
   for (Eigen::Index i = 0; i < ih; ++i) {

@@ -69,7 +69,7 @@ TEST_CASE("absolute: planned sin-cos grid table and add allocate nothing", "[sin
         static_cast<float>(Eigen::bfloat16(table[static_cast<std::size_t>(plan.dim() + 16)])));
 }
 
-TEST_CASE("absolute: planned DETR sine embedding allocates nothing", "[sine_2d][alloc]") {
+TEST_CASE("absolute: planned DETR sine embeddings allocate nothing", "[sine_2d][alloc]") {
   const Eigen::Index batch = 2, h = 9, w = 13;
   std::vector<std::uint8_t> mask(static_cast<std::size_t>(batch * h * w), 1);
   for (Eigen::Index j = 10; j < w; ++j) mask[static_cast<std::size_t>(4 * w + j)] = 0;
@@ -77,10 +77,15 @@ TEST_CASE("absolute: planned DETR sine embedding allocates nothing", "[sine_2d][
   params.num_pos_feats = 32;
   const posenc::SineEmbedding2dPlan plan(params);
   std::vector<float> out(static_cast<std::size_t>(batch * h * w * plan.dim()));
+  std::vector<float> boxes(300 * 4, 0.25f), query_pos(300 * 4 * 128);
   const long before = posenc_test::allocation_count();
   posenc::sine_embedding_2d<float>(
       posenc::ConstTensorView<std::uint8_t, 3>(mask.data(), batch, h, w),
       posenc::TensorView<float, 4>(out.data(), batch, h, w, plan.dim()), plan);
+  // The decoder's query coordinates: frequency by frequency, nothing stored.
+  posenc::coordinate_sine_embedding<float>(
+      posenc::ConstTensorView<float, 2>(boxes.data(), 300, 4),
+      posenc::TensorView<float, 2>(query_pos.data(), 300, 4 * 128));
   CHECK(posenc_test::allocation_count() == before);
   // The counter is live: the convenience overload plans (allocates) per call.
   posenc::sine_embedding_2d<float>(

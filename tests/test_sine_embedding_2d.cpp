@@ -18,6 +18,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/rng.hpp"
@@ -55,6 +56,13 @@ SineEmbedding2dParams feats(Eigen::Index f) {
   return p;
 }
 
+/// Half the spacing of T's subnormals: half's start below 6.1e-5, where the relative rounding
+/// no longer holds (float's and bfloat16's lie far below any value here).
+template <typename T>
+constexpr double subnormal_rounding() {
+  return std::is_same_v<T, Eigen::half> ? 0x1p-25 : 0.0;
+}
+
 /// Every element within half an ulp of T (relative `rounding`) of the long-double value, plus
 /// the double angle's error (a few ulps of the largest angle).
 template <typename T>
@@ -78,7 +86,8 @@ void check_against_reference(const std::vector<std::uint8_t>& mask, Eigen::Index
     const double angle =
         std::max(std::abs(static_cast<double>(coords.y[token])) * w_max(p.temperature_height),
                  std::abs(static_cast<double>(coords.x[token])) * w_max(p.temperature_width));
-    const double tolerance = 16.0 * std::numeric_limits<double>::epsilon() * (1.0 + angle);
+    const double tolerance =
+        16.0 * std::numeric_limits<double>::epsilon() * (1.0 + angle) + subnormal_rounding<T>();
     CAPTURE(e, angle);
     CHECK_THAT(posenc::detail::to_double(got[e]), WithinAbs(v, rounding * std::abs(v) + tolerance));
   }
@@ -490,4 +499,114 @@ TEST_CASE("sine embedding 2d: maps wider than a strip of columns", "[sine_2d]") 
   p.offset = 0.5;
   check_against_reference<double>(mask, batch, h, w, p, 0.0);
   check_against_reference<float>(mask, batch, h, w, p, 0x1p-24);
+}
+
+TEST_CASE("sine embedding 2d: query coordinates, [y | x | w | h] or the proposals' order",
+          "[sine_2d][coordinates]") {
+  // F = 4 (w = 1, 0.01). A box (x, y, w, h) = (0.25, 0.5, 0.125, 1): angles 2 pi v = pi / 2,
+  // pi, pi / 4, 2 pi. swap_xy puts y's block first, as cat(pos_y, pos_x, pos_w, pos_h).
+  const std::vector<double> box = {0.25, 0.5, 0.125, 1.0};
+  posenc::CoordinateSineParams p;
+  p.num_pos_feats = 4;
+  std::vector<double> out(16, 7.0);
+  posenc::coordinate_sine_embedding<double>(posenc::ConstTensorView<double, 2>(box.data(), 1, 4),
+                                            posenc::TensorView<double, 2>(out.data(), 1, 16), p);
+  const double r = 1.0 / std::sqrt(2.0);
+  const std::vector<double> want = {
+      0.0, -1.0, std::sin(0.01 * M_PI),   std::cos(0.01 * M_PI),    // y: pi
+      1.0, 0.0,  std::sin(0.005 * M_PI),  std::cos(0.005 * M_PI),   // x: pi / 2
+      r,   r,    std::sin(0.0025 * M_PI), std::cos(0.0025 * M_PI),  // w: pi / 4
+      0.0, 1.0,  std::sin(0.02 * M_PI),   std::cos(0.02 * M_PI)};   // h: 2 pi
+  for (std::size_t c = 0; c < 16; ++c) {
+    CAPTURE(c);
+    CHECK_THAT(out[c], WithinAbs(want[c], 1e-15));
+  }
+  // Deformable DETR's proposals keep (x, y, w, h).
+  p.swap_xy = false;
+  posenc::coordinate_sine_embedding<double>(posenc::ConstTensorView<double, 2>(box.data(), 1, 4),
+                                            posenc::TensorView<double, 2>(out.data(), 1, 16), p);
+  CHECK_THAT(out[0], WithinAbs(1.0, 1e-15));  // x first: sin(pi / 2)
+  CHECK_THAT(out[4], WithinAbs(0.0, 1e-15));  // then y: sin(pi)
+  CHECK_THAT(out[5], WithinAbs(-1.0, 1e-15));
+}
+
+TEST_CASE("sine embedding 2d: query coordinates against the long-double formula, every type",
+          "[sine_2d][coordinates]") {
+  // HF's gen_sine_position_embeddings per element: dim_t[c] = T^(2 floor(c / 2) / F), sin on
+  // even and cos on odd channels of each coordinate's block.
+  posenc_test::SplitMix64 rng(2);
+  const auto run = [&](auto tag, double rounding) {
+    using T = decltype(tag);
+    for (int trial = 0; trial < 6; ++trial) {
+      posenc::CoordinateSineParams p;
+      p.num_pos_feats = 2 * rng.integer(1, 40);
+      p.temperature = posenc_test::pick(rng, {10000.0, 20.0});
+      p.swap_xy = trial % 2 == 0;
+      const Eigen::Index n = rng.integer(1, 30), k = posenc_test::pick<Eigen::Index>(rng, {2, 4});
+      std::vector<T> coords(static_cast<std::size_t>(n * k));
+      for (auto& v : coords) v = posenc::detail::from_value<T>(0.5 * (rng.uniform() + 1.0));
+      std::vector<T> out(static_cast<std::size_t>(n * k * p.num_pos_feats), T(7.0f));
+      posenc::coordinate_sine_embedding<T>(
+          posenc::ConstTensorView<T, 2>(coords.data(), n, k),
+          posenc::TensorView<T, 2>(out.data(), n, k * p.num_pos_feats), p);
+      const Eigen::Index f = p.num_pos_feats;
+      for (Eigen::Index q = 0; q < n; ++q) {
+        for (Eigen::Index c = 0; c < k; ++c) {
+          const Eigen::Index block = p.swap_xy && c < 2 ? 1 - c : c;
+          const long double a = static_cast<long double>(posenc::detail::to_double(
+                                    coords[static_cast<std::size_t>(q * k + c)])) *
+                                2.0L * 3.141592653589793238462643383279502884L;
+          for (Eigen::Index ch = 0; ch < f; ++ch) {
+            const long double dim_t =
+                std::pow(static_cast<long double>(p.temperature),
+                         2.0L * static_cast<long double>(ch / 2) / static_cast<long double>(f));
+            const long double v = ch % 2 == 0 ? std::sin(a / dim_t) : std::cos(a / dim_t);
+            const double got = posenc::detail::to_double(
+                out[static_cast<std::size_t>(q * k * f + block * f + ch)]);
+            CAPTURE(trial, q, c, ch);
+            CHECK_THAT(
+                got, WithinAbs(static_cast<double>(v), rounding * std::abs(static_cast<double>(v)) +
+                                                           1e-14 + subnormal_rounding<T>()));
+          }
+        }
+      }
+    }
+  };
+  run(double{}, 0.0);
+  run(float{}, 0x1p-24);
+  run(Eigen::half{}, 0x1p-11);
+  run(Eigen::bfloat16{}, 0x1p-8);
+}
+
+TEST_CASE("sine embedding 2d: bad query coordinates throw, nothing written",
+          "[sine_2d][coordinates][errors]") {
+  std::vector<float> coords = {0.5f, std::nanf(""), 0.25f, 0.75f};
+  std::vector<float> out(2 * 2 * 4, 7.0f);
+  posenc::CoordinateSineParams p;
+  p.num_pos_feats = 4;
+  const auto call = [&](Eigen::Index n, Eigen::Index k, Eigen::Index width) {
+    posenc::coordinate_sine_embedding<float>(posenc::ConstTensorView<float, 2>(coords.data(), n, k),
+                                             posenc::TensorView<float, 2>(out.data(), n, width), p);
+  };
+  throws<std::invalid_argument>([&] { call(2, 2, 8); }, "coords[0, 1] = nan");
+  coords[1] = 0.5f;
+  throws<std::invalid_argument>([&] { call(2, 2, 6); },
+                                "out shape [2, 6] must be [queries = 2, coordinates x "
+                                "num_pos_feats = 8]");
+  p.num_pos_feats = 5;
+  throws<std::invalid_argument>([&] { call(2, 2, 10); }, "num_pos_feats = 5 must be even");
+  p.num_pos_feats = 4;
+  p.temperature = 0.0;
+  throws<std::invalid_argument>([&] { call(2, 2, 8); }, "temperature = 0 must be finite");
+  p.temperature = 10000.0;
+  for (const float v : out) REQUIRE(v == 7.0f);
+  std::vector<float> nine(9, 0.5f), wide(9 * 4, 7.0f);
+  throws<std::invalid_argument>(
+      [&] {
+        posenc::coordinate_sine_embedding<float>(
+            posenc::ConstTensorView<float, 2>(nine.data(), 1, 9),
+            posenc::TensorView<float, 2>(wide.data(), 1, 36), p);
+      },
+      "coords has 9 coordinates per query: must be in [1, 8]");
+  for (const float v : wide) REQUIRE(v == 7.0f);
 }

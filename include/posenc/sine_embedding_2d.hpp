@@ -37,7 +37,8 @@
 ///   DAB-DETR: temperature_height / temperature_width (20 / 20).
 ///   Grounding DINO, MM Grounding DINO: temperature 20 (positional_embedding_temperature).
 /// RT-DETR / D-FINE's fixed table takes raw indices and no mask: sincos_grid_rt_detr
-/// (sincos_grid.hpp).
+/// (sincos_grid.hpp). The decoders' query positions (anchor points and boxes) are
+/// coordinate_sine_embedding.
 ///
 /// HF forms the coordinates and angles in float32 (the newer files in the feature dtype, which
 /// can be bfloat16); posenc forms them in double and rounds the sin / cos once to the storage
@@ -311,6 +312,71 @@ void sine_embedding_2d(ConstTensorView<std::uint8_t, 3> mask, TensorView<T, 4> o
 template <typename T>
 void sine_embedding_2d(TensorView<T, 3> out, const SineEmbedding2dParams& params = {}) {
   sine_embedding_2d<T>(out, SineEmbedding2dPlan(params));
+}
+
+/// A detection decoder's query positions: each of a query's k coordinates v (an anchor
+/// point (x, y) or box (x, y, w, h), normalised to [0, 1]) becomes a block of F channels,
+/// [sin(a w_0) cos(a w_0) .. sin(a w_{F/2-1}) cos(a w_{F/2-1})], a = scale v,
+/// w_j = temperature^(-2j / F): Conditional DETR's and DAB-DETR's gen_sine_position_embeddings
+/// (F = d_model / 2, blocks [y | x] or [y | x | w | h]: swap_xy), Grounding DINO's
+/// get_sine_pos_embed (exchange_xy, F 128), Deformable DETR's get_proposal_pos_embed (F 128,
+/// the proposals' own order [x | y | w | h]: swap_xy false, and v = sigmoid(the proposal's
+/// logits), which the caller applies). HF forms a and the angles in float32.
+struct CoordinateSineParams {
+  Eigen::Index num_pos_feats = 128;  ///< F: channels per coordinate, even, in [2, 2^20]
+  double temperature = 10000.0;      ///< finite and > 0
+  double scale = 6.283185307179586;  ///< 2 pi; finite
+  bool swap_xy = true;               ///< blocks (y, x, w, h) for coordinates (x, y, w, h)
+};
+
+/// Most coordinates a query may have (boxes have 4).
+inline constexpr Eigen::Index kMaxSineCoordinates = 8;
+
+/// \brief out[q] = the blocks of coords[q]'s coordinates (above), no allocation.
+/// coords: [queries, k], k in [1, 8]; out: [queries, k num_pos_feats].
+/// Throws std::invalid_argument for mismatched shapes, bad parameters or a coordinate whose
+/// angles are not finite, before writing anything.
+template <typename T>
+void coordinate_sine_embedding(ConstTensorView<T, 2> coords, TensorView<T, 2> out,
+                               const CoordinateSineParams& params = {}) {
+  static_assert(detail::is_storage_type_v<T>,
+                "posenc: storage type must be float, double, "
+                "Eigen::half or Eigen::bfloat16");
+  constexpr std::string_view fn = "coordinate_sine_embedding";
+  const Eigen::Index n = coords.dimension(0), k = coords.dimension(1);
+  const Eigen::Index f = params.num_pos_feats;
+  detail::require(f >= 2 && f % 2 == 0 && f <= kMaxSinusoidalDim, fn, "num_pos_feats = ", f,
+                  " must be even and in [2, 2^20]");
+  detail::require(std::isfinite(params.temperature) && params.temperature > 0.0, fn,
+                  "temperature = ", params.temperature, " must be finite and > 0");
+  detail::require(std::isfinite(params.scale), fn, "scale = ", params.scale, " must be finite");
+  detail::require(k >= 1 && k <= kMaxSineCoordinates, fn, "coords has ", k,
+                  " coordinates per query: must be in [1, 8]");
+  detail::require(out.dimension(0) == n && out.dimension(1) == k * f, fn, "out shape [",
+                  out.dimension(0), ", ", out.dimension(1), "] must be [queries = ", n,
+                  ", coordinates x num_pos_feats = ", k * f, "]");
+  const SinusoidalParams frequencies = detail::sine_axis_params(params.temperature);
+  const double w_max = detail::largest_sinusoidal_frequency(f, frequencies);
+  for (Eigen::Index q = 0; q < n; ++q) {
+    for (Eigen::Index c = 0; c < k; ++c) {
+      const double v = detail::to_double(coords(q, c));
+      detail::require(std::isfinite(v * params.scale * w_max), fn, "coords[", q, ", ", c, "] = ", v,
+                      " times scale ", params.scale, " and the largest frequency ", w_max,
+                      " must be finite");
+    }
+  }
+  // Frequency by frequency: F / 2 pow calls per call, and nothing to store.
+  for (Eigen::Index j = 0; j < f / 2; ++j) {
+    const double w = detail::sinusoidal_frequency(j, f, frequencies);
+    for (Eigen::Index q = 0; q < n; ++q) {
+      for (Eigen::Index c = 0; c < k; ++c) {
+        const Eigen::Index block = params.swap_xy && c < 2 && k >= 2 ? 1 - c : c;
+        const double angle = detail::to_double(coords(q, c)) * params.scale * w;
+        out(q, block * f + 2 * j) = detail::from_value<T>(std::sin(angle));
+        out(q, block * f + 2 * j + 1) = detail::from_value<T>(std::cos(angle));
+      }
+    }
+  }
 }
 
 /// \brief HF's pixel mask at a feature map's size: torch.nn.functional.interpolate(mode =
