@@ -74,6 +74,8 @@ TEST_CASE("hf_config: a wrapper's backbone_config is read as the model", "[hf_co
   REQUIRE(m2f.swin);
   CHECK(m2f.swin->stages[0].shifted_block.shift == 6);
   CHECK(m2f.swin->stages[3].shifted_block.shift == 0);  // 12 x 12: one window
+  CHECK(has_note(m2f, "pixel decoder and transformer decoder add DETR's sine embedding"));
+  CHECK_FALSE(has_note(uper, "sine embedding"));
   // Intel/zoedepth-nyu: BEiT-L/16 at 384 with its relative bias.
   const auto zoe = posenc::parse_hf_config(R"({"model_type": "zoedepth",
       "backbone_config": {"model_type": "beit", "hidden_size": 1024,

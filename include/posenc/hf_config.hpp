@@ -2682,6 +2682,12 @@ inline HfModelConfig hf_config_from_json(const nlohmann::json& root, std::string
         prefix = "backbone_config.";
         out.notes.push_back(wrapper + ": the backbone's keys, read from backbone_config (the " +
                             "wrapper's own head or decoder is not described)");
+        const std::string w = detail::hf_lower_alnum(wrapper);
+        if (w == "mask2former" || w == "maskformer" || w == "oneformer") {
+          out.notes.push_back(wrapper + ": its pixel decoder and transformer decoder add DETR's "
+                              "sine embedding to their feature maps (sine_embedding_2d, "
+                              "num_pos_feats = their width / 2, every pixel real)");
+        }
       } else if (detail::hf_lower_alnum(wrapper) != "dpt") {
         // DPT without a backbone_config runs its own ViT, described by the root keys.
         const json* name = HfConfigReader::find(root, "backbone");
