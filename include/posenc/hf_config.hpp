@@ -1632,6 +1632,18 @@ inline bool hf_read_swin(const HfConfigReader& r, const nlohmann::json& c,
   return true;
 }
 
+/// A vision encoder's attention geometry: `layers` bidirectional layers of `heads` heads
+/// (kv heads alike) of width / heads, softmax scale head_dim^-1/2 (callers check divisibility).
+inline void hf_set_vision_encoder(HfModelConfig& out, std::int64_t width, std::int64_t heads,
+                                  std::int64_t layers) {
+  out.hidden_size = width;
+  out.num_attention_heads = out.num_key_value_heads = heads;
+  out.num_hidden_layers = layers;
+  out.attention_head_dim = width / heads;
+  out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(width / heads));
+  out.mask = MaskMode::kBidirectional;
+}
+
 /// Segment Anything (SamConfig, model_type "sam"): the image encoder under vision_config
 /// (SamVisionConfig; its defaults 768, 12 heads, 12 layers, 1024 / 16, window 14, use_abs_pos,
 /// use_rel_pos, global_attn_indexes [2, 5, 8, 11] for absent keys): a learned 64 x 64 grid
@@ -1703,12 +1715,7 @@ inline void hf_read_sam(const HfConfigReader& r, const nlohmann::json& root, HfM
     }
     rp.global_layers[static_cast<std::size_t>(l)] = true;
   }
-  out.hidden_size = hidden;
-  out.num_attention_heads = out.num_key_value_heads = heads;
-  out.num_hidden_layers = layers;
-  out.attention_head_dim = hidden / heads;
-  out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(hidden / heads));
-  out.mask = MaskMode::kBidirectional;
+  hf_set_vision_encoder(out, hidden, heads, layers);
   if (abs_pos) {
     HfAbsolutePositions a;
     a.kind = HfAbsoluteKind::kLearnedGrid;
@@ -1922,12 +1929,7 @@ inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
                         "every encoder layer, not to the values or the input");
   }
   out.scheme = HfPositionScheme::kFeatureMap;
-  out.hidden_size = width;
-  out.num_attention_heads = out.num_key_value_heads = heads;
-  out.num_hidden_layers = layers;
-  out.attention_head_dim = width / heads;
-  out.softmax_scale = 1.0 / std::sqrt(static_cast<double>(width / heads));
-  out.mask = MaskMode::kBidirectional;
+  hf_set_vision_encoder(out, width, heads, layers);
   out.feature_map = std::move(fm);
   return true;
 }
