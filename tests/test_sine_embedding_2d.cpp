@@ -301,6 +301,17 @@ TEST_CASE("sine embedding 2d: bad parameters and shapes throw naming them, nothi
                                          feats(4));
       },
       "feature map 0 x 3");
+  // A mask inside the output buffer would be overwritten while counted.
+  std::vector<float> both(static_cast<std::size_t>(h * w * 8), 7.0f);
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(both.data());
+  throws<std::invalid_argument>(
+      [&] {
+        posenc::sine_embedding_2d<float>(posenc::ConstTensorView<std::uint8_t, 3>(bytes, 1, h, w),
+                                         posenc::TensorView<float, 4>(both.data(), 1, h, w, 8),
+                                         feats(4));
+      },
+      "out overlaps mask");
+  for (const float v : both) REQUIRE(v == 7.0f);
 }
 
 TEST_CASE("sine embedding 2d: the plan's frequencies are T^(-2k / F) per axis", "[sine_2d]") {
@@ -609,4 +620,14 @@ TEST_CASE("sine embedding 2d: bad query coordinates throw, nothing written",
       },
       "coords has 9 coordinates per query: must be in [1, 8]");
   for (const float v : wide) REQUIRE(v == 7.0f);
+  // In place is refused: the coordinates would be overwritten while read.
+  std::vector<float> shared(2 * 8, 0.25f);
+  throws<std::invalid_argument>(
+      [&] {
+        posenc::coordinate_sine_embedding<float>(
+            posenc::ConstTensorView<float, 2>(shared.data(), 2, 2),
+            posenc::TensorView<float, 2>(shared.data(), 2, 8), p);
+      },
+      "out overlaps coords");
+  for (const float v : shared) REQUIRE(v == 0.25f);
 }

@@ -7,6 +7,7 @@
 /// table or a cache. Every public function validates all of its input before the first write.
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <sstream>
@@ -66,6 +67,12 @@ inline bool addressable(const Eigen::Index* extents, std::size_t rank, std::size
   }
   *elements = n;
   return true;
+}
+
+/// Whether two byte ranges share a byte.
+inline bool bytes_overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 /// The element count of a buffer with these extents, checked by addressable() first.

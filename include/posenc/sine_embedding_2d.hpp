@@ -15,10 +15,10 @@
 ///   cx = sum_{c <= j} m[b, i, c]        tx = cx at j = W - 1      (row i's real pixels)
 ///   y  = (cy - offset) / (ty + eps) scale,    x = (cx - offset) / (tx + eps) scale
 ///
-/// (normalize = false: y = cy, x = cx). An image's real pixels therefore get the embedding
-/// they would get unpadded, up to eps. Padded pixels keep the count of the last real pixel
-/// before them: their embedding is finite and equals HF's, and the attention masks them as
-/// keys. Each axis is a block of F = num_pos_feats channels, Vaswani's interleaved layout
+/// (normalize = false: y = cy, x = cx). An image's real pixels therefore get exactly the
+/// embedding they would get unpadded (the same counts and totals). Padded pixels keep the
+/// count of the last real pixel before them, as in HF; the attention masks them as keys. Each axis
+/// is a block of F = num_pos_feats channels, Vaswani's interleaved layout
 /// (SinusoidalLayout::kInterleaved) with frequencies w_k = temperature^(-2k / F):
 ///
 ///   [sin(y w_0) cos(y w_0) .. sin(y w_{F/2-1}) cos(y w_{F/2-1}) | the same of x]   (kYX)
@@ -240,9 +240,8 @@ void sine_embedding_image(const SineEmbedding2dPlan& plan, Eigen::Index h, Eigen
   }
 }
 
-template <typename T>
-void validate_sine_output(std::string_view fn, const SineEmbedding2dPlan& plan, Eigen::Index h,
-                          Eigen::Index w, Eigen::Index channels) {
+inline void validate_sine_output(std::string_view fn, const SineEmbedding2dPlan& plan,
+                                 Eigen::Index h, Eigen::Index w, Eigen::Index channels) {
   require(h >= 1 && h <= kMaxSineEmbeddingSide && w >= 1 && w <= kMaxSineEmbeddingSide, fn,
           "feature map ", h, " x ", w, ": each side must be in [1, 2^20]");
   require(channels == plan.dim(), fn, "out channels = ", channels,
@@ -280,7 +279,12 @@ void sine_embedding_2d(ConstTensorView<std::uint8_t, 3> mask, TensorView<T, 4> o
                   ", ", out.dimension(3), "] must be [batch, H, W] of mask [", batch, ", ", h, ", ",
                   w, "] and 2 num_pos_feats = ", plan.dim(), " channels");
   detail::require(batch >= 1, fn, "batch = ", batch, " must be >= 1");
-  detail::validate_sine_output<T>(fn, plan, h, w, out.dimension(3));
+  detail::validate_sine_output(fn, plan, h, w, out.dimension(3));
+  const std::size_t values =
+      detail::checked_elements(fn, "out", {batch, h, w, plan.dim()}, sizeof(T));
+  detail::require(!detail::bytes_overlap(mask.data(), static_cast<std::size_t>(batch * h * w),
+                                         out.data(), values * sizeof(T)),
+                  fn, "out overlaps mask: the embedding would overwrite the pixels it counts");
   for (Eigen::Index b = 0; b < batch; ++b) {
     const std::uint8_t* m = mask.data() + b * h * w;
     detail::sine_embedding_image(
@@ -297,7 +301,8 @@ void sine_embedding_2d(TensorView<T, 3> out, const SineEmbedding2dPlan& plan) {
                 "posenc: storage type must be float, double, "
                 "Eigen::half or Eigen::bfloat16");
   const Eigen::Index h = out.dimension(0), w = out.dimension(1);
-  detail::validate_sine_output<T>("sine_embedding_2d", plan, h, w, out.dimension(2));
+  detail::validate_sine_output("sine_embedding_2d", plan, h, w, out.dimension(2));
+  (void)detail::checked_elements("sine_embedding_2d", "out", {h, w, plan.dim()}, sizeof(T));
   detail::sine_embedding_image(
       plan, h, w, [](Eigen::Index, Eigen::Index) { return true; }, out.data());
 }
@@ -355,6 +360,10 @@ void coordinate_sine_embedding(ConstTensorView<T, 2> coords, TensorView<T, 2> ou
   detail::require(out.dimension(0) == n && out.dimension(1) == k * f, fn, "out shape [",
                   out.dimension(0), ", ", out.dimension(1), "] must be [queries = ", n,
                   ", coordinates x num_pos_feats = ", k * f, "]");
+  const std::size_t values = detail::checked_elements(fn, "out", {n, k * f}, sizeof(T));
+  detail::require(!detail::bytes_overlap(coords.data(), static_cast<std::size_t>(n * k) * sizeof(T),
+                                         out.data(), values * sizeof(T)),
+                  fn, "out overlaps coords: the coordinates would be overwritten while read");
   const SinusoidalParams frequencies = detail::sine_axis_params(params.temperature);
   const double w_max = detail::largest_sinusoidal_frequency(f, frequencies);
   for (Eigen::Index q = 0; q < n; ++q) {

@@ -114,12 +114,6 @@ inline void swin_window_labels(const SwinWindowLayout& l, Eigen::Index w, std::v
   }
 }
 
-/// Whether two byte ranges share a byte.
-inline bool bytes_overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-  const auto pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 }  // namespace detail
 
 /// \brief The layout of one block: height x width patches, the config's window_size, and

@@ -36,7 +36,8 @@ inline SineCoordinates sine_coordinates_2d(const std::vector<std::uint8_t>& mask
     }
   }
   if (!p.normalize) return {y_embed, x_embed};
-  const long double off = p.offset, eps = p.eps, scale = p.scale;
+  const long double off = static_cast<long double>(p.offset), eps = static_cast<long double>(p.eps),
+                    scale = static_cast<long double>(p.scale);
   std::vector<long double> y = y_embed, x = x_embed;
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index i = 0; i < h; ++i) {
