@@ -176,10 +176,17 @@ TEST_CASE("hf_config: bad DETR-family keys throw naming the key", "[hf_config][d
         "\"encoder_attention_heads\" = 3 must divide d_model = 256");
   fails(R"({"model_type": "detr", "d_model": 6, "encoder_attention_heads": 1})",
         "\"d_model\" = 6 must be a multiple of 4");
+  fails(R"({"model_type": "detr", "d_model": 5, "encoder_attention_heads": 1,
+            "position_embedding_type": "learned"})",
+        "\"d_model\" = 5 must be even");
+  // The learned tables need only an even width: 2 x 3 channels.
+  const auto narrow = parse_hf_config(R"({"model_type": "detr", "d_model": 6,
+      "encoder_attention_heads": 1, "position_embedding_type": "learned"})");
+  CHECK(narrow.feature_map->sine.num_pos_feats == 3);
   fails(R"({"model_type": "dab-detr", "temperature_width": 0})",
         "\"temperature_width\" = 0 must be > 0");
   fails(R"({"model_type": "rt_detr", "encode_proj_layers": []})",
-        "\"encode_proj_layers\" must be a non-empty list");
+        "\"encode_proj_layers\" must be a list of 1 to 64 backbone levels");
   fails(R"({"model_type": "rt_detr", "encode_proj_layers": [-1]})",
         "\"encode_proj_layers[0]\" = -1 must be a level");
   fails(R"({"model_type": "grounding-dino", "d_model": 0})", "\"d_model\" = 0 must be in [1, ");

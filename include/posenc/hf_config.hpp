@@ -1839,11 +1839,11 @@ inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
       out.notes.push_back(path("encode_proj_layers") + " absent: " +
                           std::string(family->config_class) + "'s default [2]");
       fm.levels = {2};
-    } else if (!levels->is_array() || levels->empty()) {
-      r.fail(path("encode_proj_layers"), "must be a non-empty list of backbone levels, got ",
+    } else if (!levels->is_array() || levels->empty() || levels->size() > 64) {
+      r.fail(path("encode_proj_layers"), "must be a list of 1 to 64 backbone levels, got ",
              levels->dump());
     } else {
-      for (std::size_t i = 0; i < levels->size() && i < 64; ++i) {
+      for (std::size_t i = 0; i < levels->size(); ++i) {
         const std::string where = path("encode_proj_layers") + "[" + std::to_string(i) + "]";
         const std::int64_t l = r.integer_value((*levels)[i], where);
         if (l < 0 || l > 63) r.fail(where, "= ", l, " must be a level in [0, 63]");
@@ -1860,9 +1860,8 @@ inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
     }
   } else {
     fm.sine.num_pos_feats = width / 2;
-    if (width % 4 != 0) {
-      r.fail(path(family->width_key), "= ", width, " must be a multiple of 4 (two blocks of ",
-             "sin / cos pairs, one per axis)");
+    if (width % 2 != 0) {
+      r.fail(path(family->width_key), "= ", width, " must be even (a block per axis)");
     }
     fm.sine.offset = family->offset;
     if (family->name == "dabdetr") {
@@ -1886,6 +1885,10 @@ inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
         out.notes.push_back(path("position_embedding_type") + " absent: " +
                             std::string(family->config_class) + "'s default \"sine\"");
       }
+    }
+    if (type == "sine" && width % 4 != 0) {
+      r.fail(path(family->width_key), "= ", width, " must be a multiple of 4 (two blocks of ",
+             "sin / cos pairs, one per axis)");
     }
     if (type == "learned") {
       fm.kind = HfFeatureMapKind::kLearned;
@@ -1913,7 +1916,7 @@ inline bool hf_read_detr(const HfConfigReader& r, const nlohmann::json& c,
   try {
     if (fm.kind == HfFeatureMapKind::kSincosGrid) {
       (void)SincosGridPlan(sincos_grid_rt_detr(width, 1, 1, fm.temperature));
-    } else {
+    } else if (fm.kind == HfFeatureMapKind::kSine) {
       (void)SineEmbedding2dPlan(fm.sine);
     }
   } catch (const std::invalid_argument& e) {

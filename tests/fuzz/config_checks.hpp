@@ -55,9 +55,11 @@ inline void check_accepted_config(const posenc::HfModelConfig& c) {
       if (fm.kind == posenc::HfFeatureMapKind::kSincosGrid) {
         (void)posenc::SincosGridPlan(
             posenc::sincos_grid_rt_detr(fm.embed_dim, 2, 3, fm.temperature));
-      } else {
+      } else if (fm.kind == posenc::HfFeatureMapKind::kSine) {
         const posenc::SineEmbedding2dPlan plan(fm.sine);
         if (plan.dim() != fm.embed_dim) config_violation(c, 0, "feature map width");
+      } else if (2 * fm.sine.num_pos_feats != fm.embed_dim || fm.learned_rows < 1) {
+        config_violation(c, 0, "learned feature-map tables");
       }
     } catch (const std::exception& e) {
       config_violation(c, 0, std::string("feature map recipe: ") + e.what());
