@@ -591,12 +591,14 @@ posenc_rope_inspect_test("json SAM decomposed relative positions"
        "decomposed_rel_pos/global_table_rows=127" "decomposed_rel_pos/window_table_rows=27"
        "absolute/grid_h=64" "absolute/leading_rows=0")
 # Deformable DETR: the sine embedding of the padded map, 2 x 128 channels (d_model / 2 per
-# axis), counts less 0.5 (DeformableDetrSinePositionEmbedding); heads of 256 / 8 = 32.
+# axis), counts less 0.5 (DeformableDetrSinePositionEmbedding); heads of 256 / 8 = 32. (The
+# fragments leave out "[y | x]": the lists travel "|"-joined, and CMake's list splitting counts
+# square brackets.)
 posenc_rope_inspect_test("Deformable DETR feature-map sine"
   ARGS "${_posenc_tool_data}/deformable-detr.json"
   EXPECT "position scheme      feature_map\n"
-         "feature map          sine of the padded map, 2 x 128 channels [y | x], temperature "
-         "10000, counts less 0.5 (sine_embedding_2d)\n"
+         "feature map          sine of the padded map, 2 x 128 channels "
+         "temperature 10000, counts less 0.5 (sine_embedding_2d)\n"
          "softmax scale        0.176777  (q.k width 32)"
          "attention mask       bidirectional"
   REJECT "rope_type" "no RoPE or ALiBi")
@@ -608,8 +610,8 @@ posenc_rope_inspect_test("json Deformable DETR feature-map sine"
 # RT-DETR: the fixed table on level 2 (stride 32) only.
 posenc_rope_inspect_test("RT-DETR feature-map table"
   ARGS "${_posenc_tool_data}/rt-detr.json"
-  EXPECT "feature map          fixed [row | column] sin-cos table, 256 channels, temperature "
-         "10000, levels 2 (sincos_grid_rt_detr)\n"
+  EXPECT "feature map          fixed "
+         "sin-cos table, 256 channels, temperature 10000, levels 2 (sincos_grid_rt_detr)\n"
   REJECT "rope_type")
 posenc_rope_inspect_test("M-RoPE sections t, h, w in order"
   ARGS "${_posenc_tool_data}/mrope-sections.json"
