@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/config_notes.hpp"
+#include "support/config_refusal.hpp"
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
@@ -165,11 +166,7 @@ TEST_CASE("hf_config: a loaded DETR recipe builds the embedding", "[hf_config][d
 }
 
 TEST_CASE("hf_config: bad DETR-family keys throw naming the key", "[hf_config][detr][errors]") {
-  const auto fails = [](const std::string& json, const std::string& fragment) {
-    CAPTURE(json);
-    CHECK_THROWS_WITH(parse_hf_config(json), Contains(fragment));
-    CHECK_THROWS_AS(parse_hf_config(json), std::invalid_argument);
-  };
+  const auto fails = posenc_test::check_refused;
   fails(R"({"model_type": "detr", "position_embedding_type": "rope"})",
         "\"position_embedding_type\" = \"rope\" is neither \"sine\" nor \"learned\"");
   fails(R"({"model_type": "detr", "d_model": 256, "encoder_attention_heads": 3})",
