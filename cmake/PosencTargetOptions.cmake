@@ -28,3 +28,22 @@ function(posenc_target_avx512_warnings target)
     target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized -Wno-uninitialized)
   endif()
 endfunction()
+
+# The attention kernel compiled once (posenc/kernel_instances.hpp) for the tests, fuzz drivers
+# and examples built with the default code-generation flags: linking this library defines
+# POSENC_EXTERN_KERNELS in them, so they declare its common instantiations instead of compiling
+# them again (about 9 s per storage type per unit at -O3; the tests made some 90 of them). It
+# gets the sanitizer flags of the pass it is built in. Targets with their own -m flags
+# (tests/*_simd, tests/avx512) must not link it: they would run its portable code.
+function(posenc_use_kernel_instances target)
+  if(NOT TARGET posenc_kernel_instances)
+    set(tu "${PROJECT_BINARY_DIR}/kernel_instances/kernel_instances.cpp")
+    file(CONFIGURE OUTPUT "${tu}" CONTENT "#include \"posenc/kernel_instances.hpp\"\n")
+    add_library(posenc_kernel_instances STATIC "${tu}")
+    target_link_libraries(posenc_kernel_instances PUBLIC posenc::posenc)
+    target_compile_definitions(posenc_kernel_instances PUBLIC POSENC_EXTERN_KERNELS)
+    posenc_target_warnings(posenc_kernel_instances)
+    posenc_target_sanitize(posenc_kernel_instances)
+  endif()
+  target_link_libraries(${target} PRIVATE posenc_kernel_instances)
+endfunction()

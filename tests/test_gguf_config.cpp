@@ -15,6 +15,7 @@
 
 #include "posenc/attention_types.hpp"
 #include "posenc/gguf_config.hpp"
+#include "support/gguf_config_loader.hpp"
 #include "support/gguf_writer.hpp"
 
 using Catch::Matchers::Contains;
@@ -48,16 +49,16 @@ long double yarn_inv_freq(long double base, int j, int d, long double s, long do
 
 posenc::HfModelConfig parse(const GgufWriter& w, const std::string& name = "m.gguf") {
   const auto bytes = w.bytes();
-  return posenc::parse_gguf_config(bytes.data(), bytes.size(), name);
+  return posenc_test::parse_gguf_config(bytes.data(), bytes.size(), name);
 }
 
 /// The file is refused with invalid_argument, the message naming the file and `what`.
 void refuse(const GgufWriter& w, const std::string& what) {
   INFO(what);
   const auto bytes = w.bytes();
-  REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+  REQUIRE_THROWS_AS(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
                     std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "bad.gguf"),
                       Contains("bad.gguf") && Contains(what));
 }
 
@@ -141,8 +142,8 @@ TEST_CASE("gguf config: a file on disk reads like the same bytes in memory", "[g
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
-  const auto disk = posenc::load_gguf_config(path);
-  const auto memory = posenc::parse_gguf_config(bytes.data(), bytes.size());
+  const auto disk = posenc_test::load_gguf_config(path);
+  const auto memory = posenc_test::parse_gguf_config(bytes.data(), bytes.size());
   CHECK(disk.source == path);
   CHECK(disk.rope.scaling.freq_factors == memory.rope.scaling.freq_factors);
   CHECK(disk.rope.scaling.freq_factors.size() == 64);
@@ -499,9 +500,9 @@ TEST_CASE("gguf config: Gemma-4 files without their layer pattern are refused", 
   const auto refuse = [](const Gemma4File& f, const std::string& what) {
     INFO(what);
     const auto bytes = f.write().bytes();
-    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
+    REQUIRE_THROWS_AS(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
                       std::invalid_argument);
-    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
+    REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "g4.gguf"),
                         Contains("g4.gguf") && Contains(what));
   };
   Gemma4File f;
@@ -854,12 +855,12 @@ TEST_CASE("gguf config: an architecture outside the table needs a layout", "[ggu
       .u32("newmodel.block_count", 2)
       .u32("newmodel.attention.head_count", 8);
   const auto bytes = w.bytes();
-  REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"), std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"),
+  REQUIRE_THROWS_AS(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf"),
                       Contains("architecture \"newmodel\" is not in posenc's table of ggml rope types"));
   posenc::GgufConfigOptions o;
   o.layout = RopeLayout::kHalfSplit;
-  const auto c = posenc::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf", o);
+  const auto c = posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "n.gguf", o);
   CHECK(c.rope.layout == RopeLayout::kHalfSplit);
   CHECK(c.layout_reason == "caller override");
 }
@@ -1037,8 +1038,8 @@ TEST_CASE("gguf config: the sparse-attention indexer keys of deepseek32 and glm-
   const auto refuse = [](const GgufWriter& w, const std::string& what) {
     INFO(what);
     const auto bytes = w.bytes();
-    REQUIRE_THROWS_AS(posenc::parse_gguf_config(bytes.data(), bytes.size()), std::invalid_argument);
-    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size()), Contains(what));
+    REQUIRE_THROWS_AS(posenc_test::parse_gguf_config(bytes.data(), bytes.size()), std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size()), Contains(what));
   };
   refuse(file("deepseek32", 0),
          "key \"deepseek32.attention.indexer.key_length\" is missing (llama.cpp requires it)");
@@ -1117,7 +1118,7 @@ TEST_CASE("gguf config: head counts per layer, and layers without attention", "[
       .u32("openelm.block_count", 3)
       .i32_array("openelm.attention.head_count", {12, 16});
   const auto bytes = bad.bytes();
-  REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size()),
+  REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size()),
                       Contains("\"openelm.attention.head_count\" has 2 entries; one per layer (block_count = 3) expected"));
 }
 
@@ -1250,7 +1251,7 @@ TEST_CASE("gguf config: more of llama.cpp's reading rules, one file each", "[ggu
     const auto bytes = base("gpt2", 2, 512, 4).bytes();
     posenc::GgufConfigOptions o;
     o.layout = RopeLayout::kHalfSplit;
-    REQUIRE_THROWS_WITH(posenc::parse_gguf_config(bytes.data(), bytes.size(), "g.gguf", o),
+    REQUIRE_THROWS_WITH(posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "g.gguf", o),
                         Contains("applies no RoPE in llama.cpp"));
   }
   SECTION("refact is ALiBi with llama.cpp's fixed max_bias 8") {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/config_notes.hpp"
+#include "support/hf_config_loader.hpp"
 
 using posenc_test::has_note;
 
@@ -33,7 +34,7 @@ std::string config_path(const std::string& name) {
 }
 
 posenc::HfModelConfig load(const std::string& name) {
-  return posenc::load_hf_config(config_path(name));
+  return posenc_test::load_hf_config(config_path(name));
 }
 
 }  // namespace
@@ -128,7 +129,7 @@ TEST_CASE("hf_config: DeepSeek-V3 MLA rope head, interleaved, yarn with mscale p
   REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(wide_prefix, posenc::HfMlaHead::kLatent),
                       Contains("kv_lora_rank = 9223372036854775807, rope.head_dim = 64") &&
                           Contains("must be in [0, 2^20]"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
                                                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
                                                    "v_head_dim": -3})"),
                       Contains("v_head_dim\" = -3 must be in [0, "));
@@ -180,12 +181,12 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
       "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 40960,
       "rope_theta": 1000000, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
       "original_max_position_embeddings": 32768)";
-  const auto qwen3 = posenc::parse_hf_config(head + "}}", "qwen3.json");
+  const auto qwen3 = posenc_test::parse_hf_config(head + "}}", "qwen3.json");
   REQUIRE(qwen3.rope.scaling.factor == 4.0);
   REQUIRE(has_note(qwen3, "the explicit factor is used"));
   // Qwen2.5's documented YaRN block added to a config that keeps max_position_embeddings at
   // L0: a ratio of 1, which the older revisions planned as no interpolation at all.
-  const auto doc_block = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
+  const auto doc_block = posenc_test::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
       "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
       "rope_theta": 1000000, "rope_scaling": {"type": "yarn", "factor": 4.0,
       "original_max_position_embeddings": 32768}})");
@@ -198,7 +199,7 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
 
   // beta_fast / beta_slow other than the defaults 32 / 1 reach the plan (every checkpoint
   // config here uses the defaults, which a loader ignoring the keys would also produce).
-  const auto betas = posenc::parse_hf_config(head + R"(, "beta_fast": 16, "beta_slow": 2}})");
+  const auto betas = posenc_test::parse_hf_config(head + R"(, "beta_fast": 16, "beta_slow": 2}})");
   REQUIRE(betas.rope.scaling.beta_fast == 16.0);
   REQUIRE(betas.rope.scaling.beta_slow == 2.0);
   posenc::RopeParams by_hand = qwen3.rope;
@@ -208,20 +209,20 @@ TEST_CASE("hf_config: yarn keys other loaders dropped: an explicit factor, atten
   REQUIRE(fb.inv_freq == posenc::compute_rope_frequencies(by_hand).inv_freq);
   REQUIRE(fb.inv_freq != f.inv_freq);
   // An explicit attention_factor wins over g(s) (vLLM dropped it: Laguna's 1.4159 became 1.0).
-  const auto laguna = posenc::parse_hf_config(head + R"(, "attention_factor": 1.4159}})");
+  const auto laguna = posenc_test::parse_hf_config(head + R"(, "attention_factor": 1.4159}})");
   REQUIRE(laguna.rope.scaling.attention_factor == 1.4159);
   REQUIRE(posenc::compute_rope_frequencies(laguna.rope).attention_factor == 1.4159);
 
   // gpt-oss: truncate = false keeps the fractional correction range. The loaded flag must reach
   // the planner: the ramp dims then differ from the truncated plan's.
-  const auto oss = posenc::parse_hf_config(head + R"(, "truncate": false}})");
+  const auto oss = posenc_test::parse_hf_config(head + R"(, "truncate": false}})");
   REQUIRE_FALSE(oss.rope.scaling.truncate);
   REQUIRE(qwen3.rope.scaling.truncate);
   const auto g = posenc::compute_rope_frequencies(oss.rope);
   std::size_t differ = 0;
   for (std::size_t j = 0; j < g.inv_freq.size(); ++j) differ += g.inv_freq[j] != f.inv_freq[j];
   REQUIRE(differ > 0);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "truncate": "no"}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "truncate": "no"}})"),
                       Contains("truncate"));
 }
 
@@ -232,19 +233,19 @@ TEST_CASE("hf_config: Qwen3-VL's interleaved M-RoPE sections, bad sections name 
   const std::string head = R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text",
       "hidden_size": 4096, "head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8,
       "rope_theta": 5000000, "rope_scaling": {"rope_type": "default", )";
-  const auto c = posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
+  const auto c = posenc_test::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": true}}})");
   REQUIRE(c.mrope.has_value());
   REQUIRE(c.mrope->section == std::array<Eigen::Index, 4>{24, 20, 20});
   REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kInterleaved);
-  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2})").mrope);
+  REQUIRE_FALSE(posenc_test::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2})").mrope);
 
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20]}}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("mrope_section": [24, 20]}}})"),
                       Contains("text_config.rope_scaling.mrope_section") && Contains("has 2 entries"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 21]}}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("mrope_section": [24, 20, 21]}}})"),
                       Contains("mrope_section") && Contains("sum to rotary_dim / 2 = 64"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 19.5, 20.5]}}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("mrope_section": [24, 19.5, 20.5]}}})"),
                       Contains("mrope_section") && Contains("whole number"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": 1}}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("mrope_section": [24, 20, 20], "mrope_interleaved": 1}}})"),
                       Contains("mrope_interleaved") && Contains("true or false"));
 }
 
@@ -269,7 +270,7 @@ TEST_CASE("hf_config: gpt-j rotary_dim 64 of head 256, interleaved, n_positions"
   SECTION("the caller overrides the family layout") {
     posenc::HfConfigOptions o;
     o.layout = RopeLayout::kHalfSplit;
-    const auto h = posenc::load_hf_config(config_path("gpt-j-6b.json"), o);
+    const auto h = posenc_test::load_hf_config(config_path("gpt-j-6b.json"), o);
     REQUIRE(h.rope.layout == RopeLayout::kHalfSplit);
     REQUIRE(h.layout_reason == "caller override");
   }
@@ -291,7 +292,7 @@ TEST_CASE("hf_config: bloom is ALiBi with the paper's slopes for its 16 heads",
 
 TEST_CASE("hf_config: MPT attn_config alibi with alibi_bias_max and 12 heads",
           "[hf_config][alibi][mpt]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
       "n_heads": 12, "max_seq_len": 2048,
       "attn_config": {"alibi": true, "alibi_bias_max": 8}})",
                                          "mpt.json");
@@ -307,7 +308,7 @@ TEST_CASE("hf_config: MPT attn_config alibi with alibi_bias_max and 12 heads",
     CAPTURE(h);
     REQUIRE_THAT(c.alibi_slopes[h], WithinRel(want[h], 1e-15));
   }
-  const auto b16 = posenc::parse_hf_config(
+  const auto b16 = posenc_test::parse_hf_config(
       R"({"n_heads": 4, "d_model": 64, "attn_config": {"alibi": true, "alibi_bias_max": 16}})");
   // 2^(-16 (h + 1) / 4): 1/16, 1/256, ...
   REQUIRE_THAT(b16.alibi_slopes[0], WithinRel(1.0 / 16.0, 1e-15));
@@ -323,7 +324,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
     }
     sf += "]";
     lf += "]";
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"hidden_size": 32, "num_attention_heads": 4, "max_position_embeddings": 131072,
             "original_max_position_embeddings": 4096,
             "rope_scaling": {"type": "su", "short_factor": )" +
@@ -333,7 +334,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
     REQUIRE(has_note(c, "\"su\""));
   }
   SECTION("GPT-NeoX rotary_pct and rotary_emb_base") {
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"model_type": "gpt_neox", "hidden_size": 2048, "num_attention_heads": 16,
             "rotary_pct": 0.25, "rotary_emb_base": 10000, "max_position_embeddings": 2048})");
     REQUIRE(posenc::resolved_rotary_dim(c.rope) == 32);  // int(128 * 0.25)
@@ -343,7 +344,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
   }
   SECTION("Qwen2-VL \"mrope\" plans the text RoPE and keeps the M-RoPE sections") {
     // head_dim 128 / 2 = 64: 16 + 8 + 8 = 32 pairs = rotary_dim / 2.
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"hidden_size": 128, "num_attention_heads": 2, "rope_theta": 1000000.0,
             "rope_scaling": {"type": "mrope", "mrope_section": [16, 8, 8]}})");
     REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
@@ -353,7 +354,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
     REQUIRE(c.mrope->layout == posenc::MRopeSectionLayout::kContiguous);
   }
   SECTION("a linear Llama-2 extension with the legacy type key") {
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 4096,
             "rope_scaling": {"type": "linear", "factor": 2.0}})");
     REQUIRE(c.rope.scaling.type == RopeScalingType::kLinear);
@@ -363,7 +364,7 @@ TEST_CASE("hf_config: legacy names are normalised and reported", "[hf_config][le
 
 TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are read, a bad cap "
           "names its key", "[hf_config][attention]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
           "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 26,
           "rope_theta": 10000.0, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
@@ -371,11 +372,11 @@ TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are 
           "max_position_embeddings": 8192})");
   REQUIRE(c.attn_logit_softcapping == 50.0);  // not final_logit_softcapping (the LM head's)
   REQUIRE(c.sliding_window == 4096);
-  const auto none = posenc::parse_hf_config(
+  const auto none = posenc_test::parse_hf_config(
       R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
           "attn_logit_softcapping": null})");
   REQUIRE(none.attn_logit_softcapping == 0.0);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
                                                    "attn_logit_softcapping": -1})"),
                       Contains("\"attn_logit_softcapping\" = -1 must be finite and > 0"));
 }
@@ -383,7 +384,7 @@ TEST_CASE("hf_config: Gemma-2's attention logit soft cap and sliding window are 
 TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer rules",
           "[hf_config][attention]") {
   // Mistral: no layer_types, every layer slides.
-  const auto mistral = posenc::parse_hf_config(
+  const auto mistral = posenc_test::parse_hf_config(
       R"({"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32,
           "num_key_value_heads": 8, "num_hidden_layers": 32, "sliding_window": 4096,
           "rope_theta": 10000.0, "max_position_embeddings": 32768})");
@@ -398,7 +399,7 @@ TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer r
   }
   // Gemma-2: no layer_types, the even layers slide (HF: (i + 1) % 2 != 0); the soft cap and
   // query_pre_attn_scalar^-1/2 on every layer.
-  const auto gemma2 = posenc::parse_hf_config(
+  const auto gemma2 = posenc_test::parse_hf_config(
       R"({"model_type": "gemma2", "hidden_size": 2304, "num_attention_heads": 8,
           "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 26,
           "rope_theta": 10000.0, "sliding_window": 4096, "attn_logit_softcapping": 50.0,
@@ -409,7 +410,7 @@ TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer r
   CHECK(posenc::hf_attention_params(gemma2, 25).logit_softcap == 50.0);
   CHECK_THAT(*posenc::hf_attention_params(gemma2, 3).scale, WithinRel(1.0 / std::sqrt(224.0), 1e-15));
   // Qwen2 with use_sliding_window: layers [max_window_layers, ..) slide.
-  const auto qwen = posenc::parse_hf_config(
+  const auto qwen = posenc_test::parse_hf_config(
       R"({"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28,
           "num_key_value_heads": 4, "num_hidden_layers": 28, "rope_theta": 1000000.0,
           "use_sliding_window": true, "sliding_window": 32768, "max_window_layers": 21,
@@ -423,7 +424,7 @@ TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer r
     CHECK(posenc::hf_attention_params(qwen25, layer).sliding_window == 0);
   }
   // Gemma-3: layer_types built from sliding_window_pattern = 6 (layer 5 is full).
-  const auto gemma3 = posenc::parse_hf_config(
+  const auto gemma3 = posenc_test::parse_hf_config(
       R"({"model_type": "gemma3_text", "hidden_size": 2560, "num_attention_heads": 8,
           "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 12,
           "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 1024,
@@ -444,7 +445,7 @@ TEST_CASE("hf_config: per-layer attention parameters follow HF's sliding-layer r
 
 TEST_CASE("hf_config: Gemma-3 style sliding layers use the local base, full layers the scaled",
           "[hf_config][layers]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
           "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
           "head_dim": 256, "num_hidden_layers": 12, "rope_theta": 1000000.0,
@@ -475,7 +476,7 @@ TEST_CASE("hf_config: Gemma-3 style sliding layers use the local base, full laye
 TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer type",
           "[hf_config][v5]") {
   SECTION("flat dict carrying rope_theta") {
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
             "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
               "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -485,7 +486,7 @@ TEST_CASE("hf_config: transformers 5 rope_parameters, flat and keyed by layer ty
     REQUIRE(!has_note(c, "rope_theta absent"));
   }
   SECTION("keyed by layer type") {
-    const auto c = posenc::parse_hf_config(
+    const auto c = posenc_test::parse_hf_config(
         R"({"hidden_size": 1024, "num_attention_heads": 4, "head_dim": 256,
             "max_position_embeddings": 32768,
             "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
@@ -513,7 +514,7 @@ TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its 
   // (Kimi-Linear's NoPE MLA): every layer NoPE, whatever rope keys the config carries.
   for (const char* type : {"jamba", "nemotron_h", "zamba", "kimi_linear"}) {
     CAPTURE(type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                            R"(", "hidden_size": 1024, "num_attention_heads": 8,
         "num_hidden_layers": 6, "rope_theta": 10000})");
     CHECK(c.layer_uses_rope.size() == 6);
@@ -523,22 +524,22 @@ TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its 
   // Zamba2: RoPE only with use_mem_rope, on heads of attention_head_dim = 2 hidden / heads.
   const std::string zamba2 = R"({"model_type": "zamba2", "hidden_size": 2560,
       "num_attention_heads": 32, "num_hidden_layers": 4, "rope_theta": 10000)";
-  CHECK(nope_layers(posenc::parse_hf_config(zamba2 + "}")) == 4);
-  const auto mem_rope = posenc::parse_hf_config(zamba2 + R"(, "use_mem_rope": true})");
+  CHECK(nope_layers(posenc_test::parse_hf_config(zamba2 + "}")) == 4);
+  const auto mem_rope = posenc_test::parse_hf_config(zamba2 + R"(, "use_mem_rope": true})");
   CHECK(nope_layers(mem_rope) == 0);
   CHECK(mem_rope.rope.head_dim == 160);
   CHECK(posenc::resolved_rotary_dim(mem_rope.rope) == 160);
   // Granite 4.0 (granitemoehybrid): RoPE only with position_embedding_type "rope".
   const std::string granite4 = R"({"model_type": "granitemoehybrid", "hidden_size": 1536,
       "num_attention_heads": 12, "num_hidden_layers": 3, "rope_theta": 10000)";
-  CHECK(nope_layers(posenc::parse_hf_config(granite4 + "}")) == 3);
-  CHECK(nope_layers(posenc::parse_hf_config(granite4 + R"(, "position_embedding_type": "rope"})")) == 0);
+  CHECK(nope_layers(posenc_test::parse_hf_config(granite4 + "}")) == 3);
+  CHECK(nope_layers(posenc_test::parse_hf_config(granite4 + R"(, "position_embedding_type": "rope"})")) == 0);
   // Exaone-4 with a window and AFMoE rotate on their sliding / local layers only.
   const std::string types = R"("layer_types": ["sliding_attention", "sliding_attention",
       "sliding_attention", "full_attention"], "num_hidden_layers": 4)";
   for (const char* type : {"exaone4", "afmoe"}) {
     CAPTURE(type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                            R"(", "hidden_size": 1024, "num_attention_heads": 8,
         "rope_theta": 1000000, "sliding_window": 4096, )" + types + "}");
     REQUIRE(c.layer_uses_rope.size() == 4);
@@ -546,46 +547,46 @@ TEST_CASE("hf_config: families whose attention applies no RoPE, or sizes it its 
     CHECK_FALSE(c.layer_uses_rope[3]);
   }
   // Exaone-4 without a window rotates everywhere (Exaone4Attention: sliding_window is None).
-  CHECK(posenc::parse_hf_config(R"({"model_type": "exaone4", "hidden_size": 1024,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "exaone4", "hidden_size": 1024,
       "num_attention_heads": 8, "rope_theta": 1000000, )" + types + "}").layer_uses_rope.empty());
   // Bamba hard-codes partial_rotary_factor 0.5; MiniMax-M2 rotates rotary_dim (default half
   // the head) at base 5e6 unless the config says otherwise.
-  const auto bamba = posenc::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
+  const auto bamba = posenc_test::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
       "num_attention_heads": 32, "rope_theta": 10000})");
   CHECK(posenc::resolved_rotary_dim(bamba.rope) == 64);
-  const auto m2 = posenc::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
+  const auto m2 = posenc_test::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
       "num_attention_heads": 48, "head_dim": 128})");
   CHECK(posenc::resolved_rotary_dim(m2.rope) == 64);
   CHECK(m2.rope.theta == 5000000.0);
-  const auto m2_given = posenc::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
+  const auto m2_given = posenc_test::parse_hf_config(R"({"model_type": "minimax_m2", "hidden_size": 3072,
       "num_attention_heads": 48, "head_dim": 128, "rotary_dim": 32, "rope_theta": 1000000,
       "partial_rotary_factor": 1.0})");
   CHECK(posenc::resolved_rotary_dim(m2_given.rope) == 32);
   CHECK(m2_given.rope.theta == 1000000.0);
   // DBRX keeps rope_theta and its kv head count in attn_config (databricks/dbrx-base).
-  const auto dbrx = posenc::parse_hf_config(R"({"model_type": "dbrx", "d_model": 6144, "n_heads": 48,
+  const auto dbrx = posenc_test::parse_hf_config(R"({"model_type": "dbrx", "d_model": 6144, "n_heads": 48,
       "max_seq_len": 32768, "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000}})");
   CHECK(dbrx.rope.theta == 500000.0);
   CHECK(dbrx.num_key_value_heads == 8);
   CHECK(dbrx.rope.head_dim == 128);
   // JetMoE's heads are kv_channels wide; JetMoeConfig sets num_attention_heads to
   // num_key_value_heads * num_experts_per_tok (default 2; 16 kv heads by default).
-  const auto jetmoe = posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
+  const auto jetmoe = posenc_test::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
       "num_key_value_heads": 16, "kv_channels": 128, "rope_theta": 10000})");
   CHECK(jetmoe.rope.head_dim == 128);
   CHECK(jetmoe.num_attention_heads == 32);
   CHECK(jetmoe.num_key_value_heads == 16);
-  const auto top4 = posenc::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
+  const auto top4 = posenc_test::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
       "num_experts_per_tok": 4})");
   CHECK(top4.num_attention_heads == 64);
   CHECK(top4.num_key_value_heads == 16);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "jetmoe", "kv_channels": 128,
       "num_experts_per_tok": 0})"), Contains("\"num_experts_per_tok\" = 0 must be in [1, "));
 }
 
 TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf_config]") {
   // Each expected value is the family's transformers Attention `scaling` line evaluated by hand.
-  const auto scale = [](const std::string& json) { return posenc::parse_hf_config(json).softmax_scale; };
+  const auto scale = [](const std::string& json) { return posenc_test::parse_hf_config(json).softmax_scale; };
   // GraniteAttention: scaling = config.attention_multiplier (GraniteConfig default 1.0).
   const std::string granite = R"({"model_type": "granite", "hidden_size": 4096,
       "num_attention_heads": 32, "rope_theta": 10000000)";
@@ -604,10 +605,10 @@ TEST_CASE("hf_config: families whose attention scale is not head_dim^-1/2", "[hf
   const std::string gpt2 = R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024)";
   CHECK(scale(gpt2 + "}") == 0.125);
   CHECK(scale(gpt2 + R"(, "scale_attn_weights": false})") == 1.0);
-  const auto by_layer = posenc::parse_hf_config(gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})");
+  const auto by_layer = posenc_test::parse_hf_config(gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})");
   CHECK(posenc::hf_attention_params(by_layer, 0).scale == 0.125);
   CHECK(posenc::hf_attention_params(by_layer, 3).scale == 0.125 / 4.0);
-  CHECK(posenc::hf_attention_params(posenc::parse_hf_config(gpt2 + "}"), 3).scale == 0.125);
+  CHECK(posenc::hf_attention_params(posenc_test::parse_hf_config(gpt2 + "}"), 3).scale == 0.125);
   // Without a layer count any layer is accepted: layer + 1 overflowed at INT64_MAX.
   auto no_count = by_layer;
   no_count.num_hidden_layers = 0;
@@ -638,7 +639,7 @@ TEST_CASE("hf_config: Gemma-3n and Gemma-4 do not scale q.k, Gemma-3 scales by q
   // transformers: Gemma3nTextAttention / Gemma4TextAttention set scaling = 1.0 (q and k are
   // RMS-normalised); Gemma3Attention uses query_pre_attn_scalar ** -0.5.
   const auto cfg = [](const std::string& type) {
-    return posenc::parse_hf_config(R"({"model_type": ")" + type + R"(", "hidden_size": 2048,
+    return posenc_test::parse_hf_config(R"({"model_type": ")" + type + R"(", "hidden_size": 2048,
         "num_attention_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 64})");
   };
   for (const char* type : {"gemma3n_text", "gemma3n", "gemma4_text", "gemma4"}) {
@@ -654,7 +655,7 @@ TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-at
           "[hf_config][v5][proportional]") {
   // The keys of Gemma-4's text config (transformers 5): sliding layers default RoPE on 256-wide
   // heads, full layers "proportional" with partial_rotary_factor 0.25 on 512-wide heads.
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "gemma4_text", "hidden_size": 2048, "num_attention_heads": 8,
           "head_dim": 256, "global_head_dim": 512, "max_position_embeddings": 131072,
           "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
@@ -676,12 +677,12 @@ TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-at
   // Gemma-4's text attention RMS-normalises q and k and sets scaling = 1.0.
   CHECK(c.softmax_scale == 1.0);
   // Flat dicts have no full_attention entry to apply it to: said, not silently dropped.
-  const auto flat = posenc::parse_hf_config(
+  const auto flat = posenc_test::parse_hf_config(
       R"({"hidden_size": 2048, "num_attention_heads": 8, "head_dim": 256, "global_head_dim": 512,
           "rope_scaling": {"rope_type": "default"}})");
   REQUIRE(flat.rope.head_dim == 256);
   REQUIRE(has_note(flat, "global_head_dim = 512 not used"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 1,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 1,
                                                  "global_head_dim": 0})", "g.json"),
                       Contains("g.json: key \"global_head_dim\" = 0 must be in [1, "));
   for (const auto& lr : c.layer_ropes) {
@@ -695,7 +696,7 @@ TEST_CASE("hf_config: Gemma-4 style proportional RoPE on global_head_dim full-at
 TEST_CASE("hf_config: Hunyuan's dynamic + alpha is a fixed NTK base, not HF dynamic scaling",
           "[hf_config][ntk][alpha]") {
   // Hunyuan-A13B's rope_scaling block; vLLM DynamicNTKAlphaRotaryEmbedding: base * alpha^(d/(d-2)).
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "hunyuan_v1_moe", "hidden_size": 4096, "num_attention_heads": 32,
           "head_dim": 128, "max_position_embeddings": 32768, "rope_theta": 10000.0,
           "rope_scaling": {"alpha": 1000.0, "beta_fast": 32, "beta_slow": 1, "factor": 1.0,
@@ -709,7 +710,7 @@ TEST_CASE("hf_config: Hunyuan's dynamic + alpha is a fixed NTK base, not HF dyna
   REQUIRE(f.attention_factor == 1.0);
   REQUIRE(has_note(c, "rope_scaling.alpha = 1000"));
   REQUIRE(has_note(c, "rope_scaling.mscale_all_dim is not read by rope_type ntk (Hunyuan alpha)"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(
                           R"({"hidden_size": 64, "num_attention_heads": 1,
                               "rope_scaling": {"alpha": 0.5, "factor": 1.0, "type": "dynamic"}})",
                           "h.json"),
@@ -718,7 +719,7 @@ TEST_CASE("hf_config: Hunyuan's dynamic + alpha is a fixed NTK base, not HF dyna
 
 TEST_CASE("hf_config: rope_type ntk is read as vLLM reads it (transformers has no ntk)",
           "[hf_config][ntk]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"hidden_size": 1024, "num_attention_heads": 8,
           "rope_scaling": {"type": "ntk", "factor": 4.0, "mixed_b": 0.625}})");
   REQUIRE(c.rope.scaling.type == RopeScalingType::kVllmNtk);
@@ -730,13 +731,13 @@ TEST_CASE("hf_config: rope_type ntk is read as vLLM reads it (transformers has n
   // The first pair tells the three "ntk"s apart: mixed_b divides it by 4^(1/64^0.625), the
   // fixed form by 4^(2/128), static NTK-aware not at all.
   REQUIRE_THAT(f.inv_freq[0], WithinRel(std::pow(4.0, -1.0 / std::pow(64.0, 0.625)), 1e-14));
-  const auto fixed = posenc::parse_hf_config(
+  const auto fixed = posenc_test::parse_hf_config(
       R"({"hidden_size": 1024, "num_attention_heads": 8,
           "rope_scaling": {"rope_type": "vllm_ntk", "factor": 4.0}})");
   REQUIRE(fixed.rope.scaling.type == RopeScalingType::kVllmNtk);
   REQUIRE(!has_note(fixed, "is vLLM's recipe"));
   REQUIRE_THAT(posenc::compute_rope_frequencies(fixed.rope).inv_freq[0], WithinRel(std::pow(4.0, -2.0 / 128.0), 1e-15));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(
                           R"({"hidden_size": 64, "num_attention_heads": 1,
                               "rope_scaling": {"type": "ntk", "factor": 2.0, "mixed_b": 0}})", "n.json"),
                       Contains("n.json: key \"rope_scaling.mixed_b\" = 0 must be > 0"));
@@ -746,7 +747,7 @@ TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_facto
           "where transformers reads it", "[hf_config][keys]") {
   // HF's linear / dynamic / llama3 / default recipes return a cos/sin multiplier of 1 whatever
   // the dict says; yarn and longrope read attention_factor.
-  const auto lin = posenc::parse_hf_config(
+  const auto lin = posenc_test::parse_hf_config(
       R"({"hidden_size": 256, "num_attention_heads": 2,
           "rope_scaling": {"rope_type": "linear", "factor": 2.0, "attention_factor": 3.0,
                            "beta_fast": 16}})");
@@ -754,7 +755,7 @@ TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_facto
   REQUIRE(posenc::compute_rope_frequencies(lin.rope).attention_factor == 1.0);
   REQUIRE(has_note(lin, "rope_scaling.attention_factor is not read by rope_type linear"));
   REQUIRE(has_note(lin, "rope_scaling.beta_fast is not read by rope_type linear"));
-  const auto yarn = posenc::parse_hf_config(
+  const auto yarn = posenc_test::parse_hf_config(
       R"({"hidden_size": 256, "num_attention_heads": 2, "max_position_embeddings": 8192,
           "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "attention_factor": 3.0,
                            "original_max_position_embeddings": 4096}})");
@@ -781,13 +782,13 @@ TEST_CASE("hf_config: keys a recipe does not read are noted, and attention_facto
             "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0],
             "short_mscale": 1.243163121016122, "long_mscale": 1.243163121016122})"}) {
     CAPTURE(block);
-    const auto c = posenc::parse_hf_config(std::string(R"({"hidden_size": 4096, "num_attention_heads": 32,
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"hidden_size": 4096, "num_attention_heads": 32,
         "max_position_embeddings": 131072, )") + block + "}");
     for (const auto& n : c.notes) REQUIRE(n.find("is not read") == std::string::npos);
   }
   // A key the recipe does not read is not parsed either: transformers ignores a bad factor in
   // a default dict, and so does posenc.
-  const auto def = posenc::parse_hf_config(
+  const auto def = posenc_test::parse_hf_config(
       R"({"hidden_size": 256, "num_attention_heads": 2,
           "rope_scaling": {"rope_type": "default", "factor": 0.5, "attention_factor": "x"}})");
   REQUIRE(def.rope.scaling.type == RopeScalingType::kDefault);
@@ -799,7 +800,7 @@ TEST_CASE("hf_config: Phi-3.5-MoE's short_mscale / long_mscale set the cos/sin m
           "[hf_config][longrope]") {
   // transformers PhimoeRotaryEmbedding / vLLM Phi3LongRoPEScaledRotaryEmbedding use them
   // instead of sqrt(1 + ln 32 / ln 4096) = 1.19024.
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
           "original_max_position_embeddings": 4096,
           "rope_scaling": {"type": "longrope", "short_mscale": 1.243163121016122,
@@ -815,7 +816,7 @@ TEST_CASE("hf_config: Phi-3.5-MoE's short_mscale / long_mscale set the cos/sin m
   REQUIRE(c.rope.scaling.short_mscale == 1.243163121016122);
   REQUIRE(posenc::compute_rope_frequencies(c.rope, 100).attention_factor == 1.243163121016122);
   REQUIRE(posenc::compute_rope_frequencies(c.rope, 100000).attention_factor == 1.243163121016122);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(
                           R"({"hidden_size": 64, "num_attention_heads": 8,
                               "original_max_position_embeddings": 4096,
                               "rope_scaling": {"type": "longrope", "long_mscale": -1,
@@ -828,7 +829,7 @@ TEST_CASE("hf_config: longrope without a top-level original length takes its att
   // transformers 5 `_compute_longrope_parameters`: factor from the dict when present (else
   // max / L0), attention factor sqrt(1 + ln factor / ln L0). Here factor 16 and max / L0 = 32
   // give different answers: sqrt(1 + 4/12) from factor, sqrt(1 + 5/12) from the lengths.
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 8, "max_position_embeddings": 131072,
           "rope_scaling": {"type": "longrope", "factor": 16.0,
                            "original_max_position_embeddings": 4096,
@@ -845,7 +846,7 @@ TEST_CASE("hf_config: longrope without a top-level original length takes its att
 TEST_CASE("hf_config: the Qwen-VL vision tower's 2-D RoPE geometry", "[hf_config][vision]") {
   // Qwen2-VL: the ViT width is vision_config.embed_dim (1280; its hidden_size 3584 is the
   // merger's output), 16 heads -> 80; Qwen2.5-VL: hidden_size 1280 / 16; both merge 2 x 2.
-  const auto q2 = posenc::parse_hf_config(
+  const auto q2 = posenc_test::parse_hf_config(
       R"({"model_type": "qwen2_vl", "hidden_size": 3584, "num_attention_heads": 28,
           "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
           "vision_config": {"embed_dim": 1280, "hidden_size": 3584, "num_heads": 16,
@@ -854,56 +855,56 @@ TEST_CASE("hf_config: the Qwen-VL vision tower's 2-D RoPE geometry", "[hf_config
   REQUIRE(q2.vision_rope->head_dim == 80);
   REQUIRE(q2.vision_rope->spatial_merge_size == 2);
   REQUIRE(has_note(q2, "2-D RoPE on heads of 80 (vision_config.embed_dim / num_heads)"));
-  const auto q25 = posenc::parse_hf_config(
+  const auto q25 = posenc_test::parse_hf_config(
       R"({"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
           "vision_config": {"hidden_size": 1280, "num_heads": 16, "out_hidden_size": 3584,
                             "spatial_merge_size": 2}})");
   REQUIRE(q25.vision_rope);
   REQUIRE(q25.vision_rope->head_dim == 80);
   // A CLIP tower (LLaVA) has no 2-D RoPE: nothing is read.
-  const auto llava = posenc::parse_hf_config(
+  const auto llava = posenc_test::parse_hf_config(
       R"({"model_type": "llava", "text_config": {"hidden_size": 4096, "num_attention_heads": 32},
           "vision_config": {"hidden_size": 1024, "num_attention_heads": 16}})");
   REQUIRE(!llava.vision_rope);
   // Nor a Pixtral tower (Mistral-3), whose 2-D RoPE interleaves its axes differently, even
   // with keys that look alike.
-  const auto pixtral = posenc::parse_hf_config(
+  const auto pixtral = posenc_test::parse_hf_config(
       R"({"model_type": "mistral3", "text_config": {"hidden_size": 5120, "num_attention_heads": 32},
           "vision_config": {"hidden_size": 1024, "num_heads": 16, "spatial_merge_size": 2}})");
   REQUIRE(!pixtral.vision_rope);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 64,
                                                  "num_attention_heads": 1,
                                                  "vision_config": {"embed_dim": 64, "num_heads": 0}})", "v.json"),
                       Contains("v.json: key \"vision_config.num_heads\" = 0 must be in [1, "));
 }
 
 TEST_CASE("hf_config: NoPE layers are reported per layer", "[hf_config][layers][nope]") {
-  const auto smol = posenc::parse_hf_config(
+  const auto smol = posenc_test::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 4,
           "no_rope_layers": [1, 1, 1, 0]})");
   REQUIRE(smol.layer_uses_rope == std::vector<bool>{true, true, true, false});
   REQUIRE(has_note(smol, "1 of 4 layers apply no RoPE"));
-  const auto cohere2 = posenc::parse_hf_config(
+  const auto cohere2 = posenc_test::parse_hf_config(
       R"({"model_type": "cohere2", "hidden_size": 64, "num_attention_heads": 2,
           "num_hidden_layers": 4, "layer_types": ["sliding_attention", "sliding_attention",
           "sliding_attention", "full_attention"]})");
   REQUIRE(cohere2.layer_uses_rope == std::vector<bool>{true, true, true, false});
   REQUIRE(cohere2.rope.layout == RopeLayout::kInterleaved);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 2,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 2,
                       "no_rope_layers": ["yes"]})"),
                       Contains("no_rope_layers"));
 }
 
 TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
           "[hf_config][layout]") {
-  const auto off = posenc::parse_hf_config(
+  const auto off = posenc_test::parse_hf_config(
       R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 2,
           "rope_interleave": false})");
   REQUIRE(off.rope.layout == RopeLayout::kHalfSplit);
-  const auto arch = posenc::parse_hf_config(
+  const auto arch = posenc_test::parse_hf_config(
       R"({"architectures": ["CohereForCausalLM"], "hidden_size": 64, "num_attention_heads": 2})");
   REQUIRE(arch.rope.layout == RopeLayout::kInterleaved);
-  const auto other = posenc::parse_hf_config(
+  const auto other = posenc_test::parse_hf_config(
       R"({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 2,
           "num_key_value_heads": 2})");
   REQUIRE(other.rope.layout == RopeLayout::kHalfSplit);
@@ -913,7 +914,7 @@ TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
   // main attention keeps DeepSeek's interleaved apply_rotary_emb; Kimi-K2 runs
   // DeepseekV3ForCausalLM. Qwen3-Next / GPT-OSS / Granite stay half-split.
   const auto layout_of = [](const char* type) {
-    return posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    return posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                    R"(", "hidden_size": 64, "num_attention_heads": 2})")
         .rope.layout;
   };
@@ -923,7 +924,7 @@ TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
     CHECK(layout_of(type) == RopeLayout::kInterleaved);
   }
   // GLM-4.1V as shipped: the text model's keys (and model_type) under text_config.
-  const auto glm41v = posenc::parse_hf_config(R"({"model_type": "glm4v",
+  const auto glm41v = posenc_test::parse_hf_config(R"({"model_type": "glm4v",
       "text_config": {"model_type": "glm4v_text", "hidden_size": 4096, "num_attention_heads": 32,
                       "partial_rotary_factor": 0.5,
                       "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12]}}})");
@@ -939,7 +940,7 @@ TEST_CASE("hf_config: rope_interleave and architectures decide the layout",
 
 TEST_CASE("hf_config: ChatGLM keys (kv_channels, rope_ratio, half-head interleaved RoPE)",
           "[hf_config][chatglm]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32,
           "kv_channels": 128, "multi_query_group_num": 2, "rope_ratio": 50,
           "seq_length": 32768})");
@@ -952,7 +953,7 @@ TEST_CASE("hf_config: ChatGLM keys (kv_channels, rope_ratio, half-head interleav
 }
 
 TEST_CASE("hf_config: absolute-position models are recognised", "[hf_config][absolute]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
           "position_embedding_type": "absolute", "max_position_embeddings": 512})");
   REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
@@ -973,27 +974,27 @@ TEST_CASE("hf_config: absolute-position models are recognised", "[hf_config][abs
   };
   for (const auto& [json, offset, kind] : families) {
     CAPTURE(json);
-    const auto f = posenc::parse_hf_config(json);
+    const auto f = posenc_test::parse_hf_config(json);
     REQUIRE(f.scheme == HfPositionScheme::kAbsolute);
     REQUIRE(f.absolute_position_offset == offset);
     REQUIRE(has_note(f, kind + " absolute positions"));
   }
-  REQUIRE(posenc::parse_hf_config(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024})")
+  REQUIRE(posenc_test::parse_hf_config(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_positions": 1024})")
               .max_position_embeddings == 1024);
   // A config that names a rotary scheme keeps it, whatever its model_type; GPT-NeoX is rotary.
-  REQUIRE(posenc::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
+  REQUIRE(posenc_test::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12,
       "rope_theta": 10000})").scheme == HfPositionScheme::kRope);
-  REQUIRE(posenc::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 768, "num_attention_heads": 12})")
+  REQUIRE(posenc_test::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 768, "num_attention_heads": 12})")
               .scheme == HfPositionScheme::kRope);
   // Shaw-style relative key embeddings are no posenc scheme: refused by name.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "bert", "hidden_size": 768,
       "num_attention_heads": 12, "position_embedding_type": "relative_key_query"})"),
                       Contains("position_embedding_type\" = \"relative_key_query\"") && Contains("is not supported"));
 }
 
 TEST_CASE("hf_config: bad input throws invalid_argument naming the key and the file",
           "[hf_config][errors]") {
-  using posenc::parse_hf_config;
+  using posenc_test::parse_hf_config;
   const std::string geo = R"("hidden_size": 64, "num_attention_heads": 2, )";
   SECTION("malformed JSON") {
     REQUIRE_THROWS_AS(parse_hf_config("{\"hidden_size\": 64,", "broken.json"),
@@ -1063,7 +1064,7 @@ TEST_CASE("hf_config: bad input throws invalid_argument naming the key and the f
         Contains("num_attention_heads"));
   }
   SECTION("missing file") {
-    REQUIRE_THROWS_WITH(posenc::load_hf_config(config_path("no-such-model.json")),
+    REQUIRE_THROWS_WITH(posenc_test::load_hf_config(config_path("no-such-model.json")),
                         Contains("no-such-model.json") && Contains("cannot open"));
   }
 }
@@ -1073,7 +1074,7 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   // The text_config keys of meta-llama/Llama-4-Scout-17B-16E that concern positions, inside the
   // multimodal wrapper. no_rope_layers is [] there: Llama4TextConfig fills it from
   // no_rope_layer_interval (default 4), so layers 3, 7, ..., 47 (0-based) are NoPE.
-  const auto c = posenc::parse_hf_config(R"({
+  const auto c = posenc_test::parse_hf_config(R"({
       "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"],
       "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
                         "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
@@ -1122,7 +1123,7 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(c.vision_rope->theta == 10000.0);
 
   // Without the keys: transformers' defaults (chunks of 8192, tuning on) and the interval.
-  const auto bare = posenc::parse_hf_config(
+  const auto bare = posenc_test::parse_hf_config(
       R"({"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2,
           "num_hidden_layers": 6, "no_rope_layer_interval": 3})");
   REQUIRE(bare.layer_uses_rope == std::vector<bool>{true, true, false, true, true, false});
@@ -1131,7 +1132,7 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(bare.attention_temperature);
   REQUIRE(bare.attention_temperature->attn_scale == 0.1);
   // An explicit list wins; tuning off gives no temperature.
-  const auto listed = posenc::parse_hf_config(
+  const auto listed = posenc_test::parse_hf_config(
       R"({"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2,
           "num_hidden_layers": 3, "no_rope_layers": [0, 1, 1], "attn_temperature_tuning": false,
           "attention_chunk_size": 16})");
@@ -1141,7 +1142,7 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(!listed.attention_temperature);
   REQUIRE(listed.attention_chunk_size == 16);
   // SmolLM3 fills an absent list the same way; other families keep "every layer".
-  const auto smol = posenc::parse_hf_config(
+  const auto smol = posenc_test::parse_hf_config(
       R"({"model_type": "smollm3", "hidden_size": 64, "num_attention_heads": 2,
           "num_hidden_layers": 8})");
   REQUIRE(smol.layer_uses_rope ==
@@ -1149,35 +1150,35 @@ TEST_CASE("hf_config: Llama-4 Scout's chunked RoPE layers, NoPE layers and tempe
   REQUIRE(smol.layer_types.empty());
   REQUIRE(!smol.attention_temperature);
   REQUIRE(smol.rope.layout == RopeLayout::kHalfSplit);
-  const auto llama = posenc::parse_hf_config(
+  const auto llama = posenc_test::parse_hf_config(
       R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2,
           "num_hidden_layers": 8})");
   REQUIRE(llama.layer_uses_rope.empty());
   REQUIRE(llama.attention_chunk_size == 0);
 
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4",
                       "text_config": {"model_type": "llama4_text", "hidden_size": 64,
                                       "num_attention_heads": 2},
                       "vision_config": {"hidden_size": 64, "num_attention_heads": 0}})"),
                       Contains("\"vision_config.num_attention_heads\" = 0 must be in [1, "));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
                       "num_attention_heads": 2, "num_hidden_layers": 4,
                       "no_rope_layer_interval": 0})", "l4.json"),
                       Contains("l4.json: key \"no_rope_layer_interval\" = 0 must be in [1, "));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
                       "num_attention_heads": 2, "attention_chunk_size": -8})"),
                       Contains("\"attention_chunk_size\" = -8 must be in [0, 2^53]"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
                       "num_attention_heads": 2, "floor_scale": 0})"),
                       Contains("\"floor_scale\" = 0 must be > 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
                       "num_attention_heads": 2, "attn_temperature_tuning": "yes"})"),
                       Contains("attn_temperature_tuning\" must be a bool or a number"));
 }
 
 TEST_CASE("hf_config: a yarn extrapolation_factor is noted, not applied (transformers ignores it)",
           "[hf_config][yarn]") {
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       R"({"hidden_size": 64, "num_attention_heads": 2, "max_position_embeddings": 8192,
           "rope_scaling": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 2048,
                            "extrapolation_factor": 0.5}})");
@@ -1190,7 +1191,7 @@ TEST_CASE("hf_config: Qwen2.5-1M's dual_chunk_attention_config", "[hf_config][du
   const std::string head = R"({"model_type": "qwen2", "hidden_size": 3584,
       "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
       "max_position_embeddings": 1010000, "rope_theta": 10000000.0)";
-  const auto c = posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+  const auto c = posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
       "chunk_size": 262144, "local_size": 8192, "original_max_position_embeddings": 262144,
       "sparse_attention_enabled": true,
       "sparse_attention_config": [{"0": ["vertical_and_slash", 1000, 6096, 0.5]}]}})");
@@ -1206,22 +1207,22 @@ TEST_CASE("hf_config: Qwen2.5-1M's dual_chunk_attention_config", "[hf_config][du
   CHECK(c.rope.scaling.type == posenc::RopeScalingType::kDefault);
 
   // Absent keys take vLLM's defaults; no key, no DCA.
-  const auto bare = posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {}})");
+  const auto bare = posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": {}})");
   REQUIRE(bare.dual_chunk.has_value());
   CHECK(bare.dual_chunk->chunk_size == 8192);
   CHECK(bare.dual_chunk->local_size == 1024);
   CHECK(bare.dual_chunk->original_max_position_embeddings == 0);
-  CHECK_FALSE(posenc::parse_hf_config(head + "}").dual_chunk.has_value());
+  CHECK_FALSE(posenc_test::parse_hf_config(head + "}").dual_chunk.has_value());
 
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
       "chunk_size": 4096, "local_size": 4096}})"),
                       Contains("dual_chunk_attention_config.chunk_size") && Contains("4096"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
       "local_size": -3}})"),
                       Contains("dual_chunk_attention_config.local_size"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": 5})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": 5})"),
                       Contains("dual_chunk_attention_config\" must be an object"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "dual_chunk_attention_config": {
       "original_max_position_embeddings": "long"}})"),
                       Contains("original_max_position_embeddings"));
 }
@@ -1229,7 +1230,7 @@ TEST_CASE("hf_config: Qwen2.5-1M's dual_chunk_attention_config", "[hf_config][du
 TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
           "[hf_config][mrope][ernie]") {
   // transformers 5 (rope_parameters with mrope_section listed as [h, w, t]).
-  const auto v5 = posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
+  const auto v5 = posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
       "hidden_size": 2560, "num_attention_heads": 20, "num_key_value_heads": 4,
       "rope_parameters": {"rope_type": "default", "rope_theta": 500000,
                           "mrope_section": [22, 22, 20]}})");
@@ -1239,14 +1240,14 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
   CHECK(v5.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
   CHECK(v5.mrope->section == std::array<Eigen::Index, 4>{20, 22, 22});  // (t, h, w)
   // Unequal h / w from a config: named by key.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_vl_moe",
       "hidden_size": 2560, "num_attention_heads": 20,
       "rope_parameters": {"rope_type": "default", "rope_theta": 500000,
                           "mrope_section": [24, 20, 20]}})"),
                       Contains("mrope_section") && Contains("as many h as w pairs"));
 
   // Baidu's original config: rope_3d + freq_allocation, top-level rope_theta.
-  const auto baidu = posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+  const auto baidu = posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"], "hidden_size": 2560,
       "num_attention_heads": 20, "rope_theta": 500000, "rope_3d": true,
       "freq_allocation": 20})");
@@ -1256,20 +1257,20 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
   CHECK(baidu.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
   CHECK(has_note(baidu, "freq_allocation = 20"));
   // Older transformers: rope_scaling type "ernie_3d", no sections: the default [22, 22, 20].
-  const auto old = posenc::parse_hf_config(R"({"model_type": "ernie4_5_vl",
+  const auto old = posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_vl",
       "hidden_size": 2560, "num_attention_heads": 20, "rope_theta": 500000,
       "rope_scaling": {"type": "ernie_3d"}})");
   CHECK(old.rope.scaling.type == posenc::RopeScalingType::kDefault);
   CHECK(has_note(old, "ernie_3d"));
   REQUIRE(old.mrope.has_value());
   CHECK(old.mrope->section == std::array<Eigen::Index, 4>{20, 22, 22});
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "hidden_size": 2560, "num_attention_heads": 20, "freq_allocation": 21})"),
                       Contains("freq_allocation") && Contains("= 21"));
   // The text models rotate interleaved pairs too (HF Ernie4_5 apply_rotary_pos_emb: GLM's
   // rotate_half on cos[..., :d/2].repeat_interleave(2)), with no sections.
   for (const char* type : {"ernie4_5", "ernie4_5_moe"}) {
-    const auto text = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto text = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                               R"(", "hidden_size": 1024,
         "num_attention_heads": 16, "rope_theta": 500000})");
     CHECK(text.rope.layout == posenc::RopeLayout::kInterleaved);
@@ -1279,7 +1280,7 @@ TEST_CASE("hf_config: ERNIE-4.5-VL's 3-D RoPE sections and interleaved pairs",
 
 TEST_CASE("hf_config: language models under language_config (DeepSeek-VL2) and llm_config "
           "(InternVL)", "[hf_config]") {
-  const auto vl2 = posenc::parse_hf_config(R"({"model_type": "deepseek_vl_v2",
+  const auto vl2 = posenc_test::parse_hf_config(R"({"model_type": "deepseek_vl_v2",
       "language_config": {"model_type": "deepseek_v2", "hidden_size": 2048,
                           "num_attention_heads": 16, "kv_lora_rank": 512,
                           "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
@@ -1289,7 +1290,7 @@ TEST_CASE("hf_config: language models under language_config (DeepSeek-VL2) and l
   CHECK(vl2.rope.head_dim == 64);                       // the rotated q_pe / k_pe
   CHECK(vl2.attention_head_dim == 192);
   CHECK(has_note(vl2, "language-model keys read from language_config"));
-  const auto internvl = posenc::parse_hf_config(R"({"model_type": "internvl_chat",
+  const auto internvl = posenc_test::parse_hf_config(R"({"model_type": "internvl_chat",
       "llm_config": {"model_type": "qwen2", "hidden_size": 896, "num_attention_heads": 14,
                      "num_key_value_heads": 2, "rope_theta": 1000000.0,
                      "max_position_embeddings": 32768}})");
@@ -1299,14 +1300,14 @@ TEST_CASE("hf_config: language models under language_config (DeepSeek-VL2) and l
   CHECK(internvl.num_key_value_heads == 2);
   CHECK(has_note(internvl, "language-model keys read from llm_config"));
   // A bad key inside is named with its path.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "internvl_chat",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "internvl_chat",
       "llm_config": {"hidden_size": 896, "num_attention_heads": 14, "rope_theta": -1}})"),
                       Contains("llm_config.rope_theta"));
 }
 
 TEST_CASE("hf_config: TeleChat3's rope_type telechat3-yarn", "[hf_config][yarn]") {
   // TeleChat3-36B's geometry (heads 48 / 8, head_dim 128, theta 1e6); factor and L0 illustrative.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "telechat3", "hidden_size": 6144,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "telechat3", "hidden_size": 6144,
       "num_attention_heads": 48, "num_key_value_heads": 8, "rope_theta": 1000000,
       "max_position_embeddings": 32768,
       "rope_scaling": {"rope_type": "telechat3-yarn", "factor": 4.0,
@@ -1325,7 +1326,7 @@ TEST_CASE("hf_config: HunYuan-VL's xdrope reads as Hunyuan's NTK-alpha with four
       "num_attention_heads": 16, "num_key_value_heads": 8, "rope_theta": 10000.0,
       "max_position_embeddings": 32768, "rope_scaling": {"type": "xdrope", "alpha": 1000.0,
       "beta_fast": 32, "beta_slow": 1, "factor": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, )";
-  const auto c = posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16]}})");
+  const auto c = posenc_test::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16]}})");
   REQUIRE(c.rope.scaling.type == RopeScalingType::kNtk);
   REQUIRE(c.rope.scaling.factor == 1000.0);
   REQUIRE(c.mrope.has_value());
@@ -1343,19 +1344,19 @@ TEST_CASE("hf_config: HunYuan-VL's xdrope reads as Hunyuan's NTK-alpha with four
     REQUIRE_THAT(f.inv_freq[j], Catch::Matchers::WithinRel(static_cast<double>(std::pow(base, -2.0L * static_cast<long double>(j) / 128.0L)), 1e-13));
   }
   // transformers' alias rule: both keys must agree; mrope_section alone works the same.
-  REQUIRE(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [16, 16, 16, 16]}})")
+  REQUIRE(posenc_test::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [16, 16, 16, 16]}})")
               .mrope->section == std::array<Eigen::Index, 4>{16, 16, 16, 16});
-  REQUIRE(posenc::parse_hf_config(head + R"("mrope_section": [8, 24, 16, 16]}})").mrope->section ==
+  REQUIRE(posenc_test::parse_hf_config(head + R"("mrope_section": [8, 24, 16, 16]}})").mrope->section ==
           std::array<Eigen::Index, 4>{8, 24, 16, 16});
-  REQUIRE_THROWS_AS(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
+  REQUIRE_THROWS_AS(posenc_test::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
                     std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("mrope_section": [16, 16, 16, 16], "xdrope_section": [8, 24, 16, 16]}})"),
                       Contains("\"rope_scaling.xdrope_section\" differs from rope_scaling.mrope_section"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 8, 8]}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 8, 8]}})"),
                       Contains("rope_scaling.xdrope_section\" has 5 entries; it must have 3 (t, h, w) or 4 (XD-RoPE: p, w, h, i)"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16], "mrope_interleaved": true}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 16], "mrope_interleaved": true}})"),
                       Contains("four streams need the contiguous layout"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 17]}})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("xdrope_section": [16, 16, 16, 17]}})"),
                       Contains("sum to rotary_dim / 2 = 64"));
 }
 
@@ -1368,7 +1369,7 @@ TEST_CASE("hf_config: Grok-2's attn_temperature_len gives every layer the xAI qu
       "rope_theta": 208533496, "max_position_embeddings": 131072, "attn_logit_softcapping": 30.0,
       "attn_temperature_len": 1024, "rope_type": "original", "original_max_position_embeddings": 8192,
       "scaling_factor": 16.0, "extrapolation_factor": 1.0, "attn_factor": 1.0, "beta_fast": 8, "beta_slow": 1})";
-  const auto c = posenc::parse_hf_config(grok);
+  const auto c = posenc_test::parse_hf_config(grok);
   REQUIRE(c.rope.scaling.type == RopeScalingType::kDefault);
   REQUIRE(c.rope.theta == 208533496.0);
   REQUIRE(c.attention_temperature.has_value());
@@ -1385,14 +1386,14 @@ TEST_CASE("hf_config: Grok-2's attn_temperature_len gives every layer the xAI qu
   // Grok's other top-level modes have no released config: refused, not planned as plain RoPE.
   std::string yarn_log = grok;
   yarn_log.replace(yarn_log.find("\"original\""), std::string("\"original\"").size(), "\"yarn_log\"");
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(yarn_log), Contains("rope_type\" = \"yarn_log\" at the top level") &&
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(yarn_log), Contains("rope_type\" = \"yarn_log\" at the top level") &&
                                                              Contains("is not supported"));
   // -1 (SGLang's "off") or absent: none; 1: refused; with Llama-4's tuning: refused.
-  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": -1})")
+  REQUIRE_FALSE(posenc_test::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": -1})")
                     .attention_temperature);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1})"),
                       Contains("attn_temperature_len\" = 1 must be >= 2"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1024,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 128, "num_attention_heads": 2, "attn_temperature_len": 1024,
                                                   "attn_temperature_tuning": true})"),
                       Contains("one query temperature per model"));
 }
@@ -1410,7 +1411,7 @@ TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its que
         "rope_parameters": {"rope_type": "yarn", "type": "yarn", "rope_theta": 1000000000.0,
           "factor": 16.0, "original_max_position_embeddings": 16384, "beta_fast": 32.0,
           "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1}}})";
-  const auto c = posenc::parse_hf_config(ministral);
+  const auto c = posenc_test::parse_hf_config(ministral);
   REQUIRE(c.rope.scaling.type == RopeScalingType::kYarn);
   REQUIRE(c.rope.scaling.original_max_position_embeddings == 16384);
   REQUIRE(c.attention_temperature.has_value());
@@ -1428,7 +1429,7 @@ TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its que
   }
   // The older rope_scaling key and a default recipe (mlx's minimal ministral3 config): read
   // the same way, L0 from the dict.
-  const auto plain = posenc::parse_hf_config(R"({"model_type": "ministral3", "hidden_size": 64,
+  const auto plain = posenc_test::parse_hf_config(R"({"model_type": "ministral3", "hidden_size": 64,
       "num_attention_heads": 4, "num_hidden_layers": 2, "rope_scaling": {"rope_type": "default",
       "rope_theta": 10000.0, "llama_4_scaling_beta": 0.25, "original_max_position_embeddings": 4096}})");
   REQUIRE(plain.rope.scaling.type == RopeScalingType::kDefault);
@@ -1437,35 +1438,35 @@ TEST_CASE("hf_config: Mistral-3's llama_4_scaling_beta gives every layer its que
   REQUIRE(plain.attention_temperature->floor_scale == 4096.0);
   REQUIRE_FALSE(has_note(plain, "original_max_position_embeddings is not read"));
   // beta 0 (GGUF conversions' "none"): no temperature.
-  REQUIRE_FALSE(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_FALSE(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.0,
       "original_max_position_embeddings": 4096}})").attention_temperature);
   // No L0, a bad L0, or a second temperature: refused with the keys named.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.1}})"),
                       Contains("llama_4_scaling_beta") && Contains("needs") &&
                           Contains("original_max_position_embeddings"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 0.1,
       "original_max_position_embeddings": 0}})"),
                       Contains("original_max_position_embeddings\" = 0 must be > 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "attn_temperature_len": 1024, "rope_parameters": {"rope_type": "default",
       "llama_4_scaling_beta": 0.1, "original_max_position_embeddings": 4096}})"),
                       Contains("one query temperature per model"));
   // A negative slope takes t below 1 and the softmax scale below 0 at long positions.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": -0.1,
       "original_max_position_embeddings": 4096}})"),
                       Contains("llama_4_scaling_beta") && Contains("= -0.10000000000000001 must be >= 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "attn_temperature_tuning": true, "floor_scale": 8192, "attn_scale": -0.5})"),
                       Contains("attn_scale\" = -0.5 must be >= 0"));
 }
 
 TEST_CASE("hf_config: InternS1-Pro's FoPE keys are read and named, not reported as unread",
           "[hf_config][fope]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "interns1_pro_text", "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "interns1_pro_text", "hidden_size": 4096,
       "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
       "max_position_embeddings": 262144, "rope_parameters": {"rope_type": "default",
       "rope_theta": 5000000, "fope_init_factor": 0.5, "fope_sep_head": true}})");
@@ -1489,7 +1490,7 @@ TEST_CASE("hf_config: OLMo-3 scales RoPE on its full-attention layers only",
       "sliding_attention", "full_attention"])";
   for (const bool given : {true, false}) {
     CAPTURE(given);
-    const auto c = posenc::parse_hf_config(head + yarn + (given ? types : "") + "}");
+    const auto c = posenc_test::parse_hf_config(head + yarn + (given ? types : "") + "}");
     REQUIRE(c.layer_types.size() == 8);
     for (int i = 0; i < 8; ++i) {
       CHECK(c.layer_types[static_cast<std::size_t>(i)] ==
@@ -1520,12 +1521,12 @@ TEST_CASE("hf_config: OLMo-3 scales RoPE on its full-attention layers only",
     CHECK(posenc::hf_attention_params(c, 3).sliding_window == 0);
   }
   // Without scaling every layer shares one plan.
-  const auto plain = posenc::parse_hf_config(head + types + "}");
+  const auto plain = posenc_test::parse_hf_config(head + types + "}");
   REQUIRE(plain.layer_ropes.size() == 1);
   CHECK(plain.layer_ropes[0].layer_type == "all");
   // Gemma-3-like families keep their rule; another family with layer types and YaRN scales
   // every layer, as its transformers code does.
-  const auto other = posenc::parse_hf_config(
+  const auto other = posenc_test::parse_hf_config(
       std::string(R"({"model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
       "num_hidden_layers": 8, "rope_theta": 500000)") + yarn + types + "}");
   REQUIRE(other.layer_ropes.size() == 1);
@@ -1547,7 +1548,7 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
   for (const char* rope : {"", R"(, "rope_parameters": null)", R"(, "rope_theta": null)",
                            R"(, "rope_parameters": {"rope_type": "default"})"}) {
     CAPTURE(rope);
-    const auto c = posenc::parse_hf_config(hybrid + rope + "}");
+    const auto c = posenc_test::parse_hf_config(hybrid + rope + "}");
     REQUIRE(c.layer_uses_rope.size() == 8);
     CHECK(rotating(c).empty());
     CHECK(has_note(c, "no attention layer applies RoPE"));
@@ -1557,7 +1558,7 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
                            R"(, "rope_parameters": {"rope_type": "default",
                                                      "rope_theta": 500000})"}) {
     CAPTURE(rope);
-    const auto c = posenc::parse_hf_config(hybrid + rope + "}");
+    const auto c = posenc_test::parse_hf_config(hybrid + rope + "}");
     REQUIRE(c.layer_types.size() == 8);
     CHECK(c.layer_types[0] == "linear_attention");
     CHECK(c.layer_types[3] == "full_attention");
@@ -1566,11 +1567,11 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
     CHECK(c.rope.head_dim == 128);  // 3840 / 30
   }
   // Fewer than four layers: the last is full attention.
-  CHECK(posenc::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 256,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 256,
       "num_attention_heads": 2, "num_hidden_layers": 3, "rope_theta": 10000})").layer_types ==
         std::vector<std::string>{"linear_attention", "linear_attention", "full_attention"});
   // Qwen3-Next style layer_types: the Gated DeltaNet layers do not rotate.
-  const auto next = posenc::parse_hf_config(R"({"model_type": "qwen3_next", "hidden_size": 2048,
+  const auto next = posenc_test::parse_hf_config(R"({"model_type": "qwen3_next", "hidden_size": 2048,
       "num_attention_heads": 16, "head_dim": 256, "partial_rotary_factor": 0.25,
       "rope_theta": 10000000, "layer_types": ["linear_attention", "linear_attention",
       "linear_attention", "full_attention"]})");
@@ -1582,33 +1583,33 @@ TEST_CASE("hf_config: linear-attention layers and OLMo-Hybrid apply no RoPE",
   const std::string next_head = R"({"model_type": "qwen3_next", "hidden_size": 2048,
       "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
       "num_hidden_layers": 8, "rope_theta": 10000000)";
-  const auto next8 = posenc::parse_hf_config(next_head + "}");
+  const auto next8 = posenc_test::parse_hf_config(next_head + "}");
   CHECK(rotating(next8) == std::vector<int>{3, 7});
   CHECK(posenc::hf_layer_heads(next8, 2).num_attention_heads == 0);
   CHECK(posenc::hf_layer_heads(next8, 3).num_attention_heads == 16);
-  CHECK(rotating(posenc::parse_hf_config(next_head + R"(, "full_attention_interval": 2})")) ==
+  CHECK(rotating(posenc_test::parse_hf_config(next_head + R"(, "full_attention_interval": 2})")) ==
         std::vector<int>{1, 3, 5, 7});
-  CHECK(rotating(posenc::parse_hf_config(R"({"model_type": "qwen3_5", "text_config": {
+  CHECK(rotating(posenc_test::parse_hf_config(R"({"model_type": "qwen3_5", "text_config": {
       "model_type": "qwen3_5_text", "hidden_size": 4096, "num_attention_heads": 16,
       "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 4}})")) ==
         std::vector<int>{3});
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(next_head + R"(, "full_attention_interval": 0})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(next_head + R"(, "full_attention_interval": 0})"),
                       Contains("\"full_attention_interval\" = 0 must be in [1, "));
   // MiniMax-Text-01's attn_type_list (1 = softmax attention, 0 = lightning attention); its
   // rotary_dim is read as vLLM and MiniMax's own code read it.
   const std::string minimax = R"({"model_type": "minimax", "hidden_size": 6144,
       "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64,
       "rope_theta": 10000000, "num_hidden_layers": 4)";
-  const auto mm = posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 1, 0, 1]})");
+  const auto mm = posenc_test::parse_hf_config(minimax + R"(, "attn_type_list": [0, 1, 0, 1]})");
   CHECK(mm.layer_types == std::vector<std::string>{"linear_attention", "full_attention",
                                                    "linear_attention", "full_attention"});
   CHECK(rotating(mm) == std::vector<int>{1, 3});
   CHECK(posenc::resolved_rotary_dim(mm.rope) == 64);
-  REQUIRE_THROWS_AS(posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+  REQUIRE_THROWS_AS(posenc_test::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
                     std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(minimax + R"(, "attn_type_list": [0, 2, 0, 1]})"),
                       Contains("attn_type_list") && Contains("[1] must be 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(minimax + R"(, "attn_type_list": 1})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(minimax + R"(, "attn_type_list": 1})"),
                       Contains("attn_type_list") && Contains("must be a list"));
 }
 
@@ -1623,7 +1624,7 @@ TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_lay
       "max_position_embeddings": 262144, "add_swa_attention_sink_bias": true,
       "attention_value_scale": 0.707)";
   const std::string pattern = R"(, "hybrid_layer_pattern": [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0])";
-  const auto c = posenc::parse_hf_config(hub + pattern + "}");
+  const auto c = posenc_test::parse_hf_config(hub + pattern + "}");
   REQUIRE(c.layer_types.size() == 12);
   CHECK(c.layer_types[0] == "full_attention");
   CHECK(c.layer_types[1] == "sliding_attention");
@@ -1652,7 +1653,7 @@ TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_lay
   CHECK(posenc::hf_attention_params(c, 1).sliding_window == 128);
   CHECK(posenc::hf_attention_params(c, 0).sliding_window == 0);
   // transformers' own mimo_v2_flash drops the swa_* head keys and doubles the kv heads.
-  const auto native = posenc::parse_hf_config(R"({"model_type": "mimo_v2_flash",
+  const auto native = posenc_test::parse_hf_config(R"({"model_type": "mimo_v2_flash",
       "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192,
       "num_hidden_layers": 12, "sliding_window": 128, "layer_types": ["full_attention",
       "sliding_attention"], "rope_parameters": {
@@ -1664,13 +1665,13 @@ TEST_CASE("hf_config: MiMo-V2-Flash's sliding layers (swa_rope_theta, hybrid_lay
   CHECK(native.v_head_dim == 128);
   for (const auto& lr : native.layer_ropes) CHECK(posenc::resolved_rotary_dim(lr.params) == 64);
   // Errors name the key.
-  REQUIRE_THROWS_AS(posenc::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
+  REQUIRE_THROWS_AS(posenc_test::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
                     std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(hub + R"(, "hybrid_layer_pattern": [0, 3]})"),
                       Contains("hybrid_layer_pattern") && Contains("[1] must be 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + pattern + R"(, "swa_head_dim": 128})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(hub + pattern + R"(, "swa_head_dim": 128})"),
                       Contains("swa_head_dim") && Contains("differs from head_dim = 192"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(hub + pattern + R"(, "swa_num_key_value_heads": 5})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(hub + pattern + R"(, "swa_num_key_value_heads": 5})"),
                       Contains("swa_num_attention_heads") && Contains("multiple"));
 }
 
@@ -1699,7 +1700,7 @@ TEST_CASE("hf_config: a family's own defaults fill rope_theta, partial_rotary_fa
   };
   for (const Case& k : cases) {
     CAPTURE(k.model_type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + k.model_type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + k.model_type +
                                            R"(", "hidden_size": 2048, "num_attention_heads": 16,
         "num_key_value_heads": 4})");
     CHECK(c.rope.theta == k.theta);
@@ -1707,18 +1708,18 @@ TEST_CASE("hf_config: a family's own defaults fill rope_theta, partial_rotary_fa
     CHECK(posenc::resolved_rotary_dim(c.rope) == k.rotary_dim);
   }
   // Given keys win over the defaults.
-  const auto given = posenc::parse_hf_config(R"({"model_type": "phi", "hidden_size": 2560,
+  const auto given = posenc_test::parse_hf_config(R"({"model_type": "phi", "hidden_size": 2560,
       "num_attention_heads": 32, "head_dim": 80, "rope_theta": 20000,
       "partial_rotary_factor": 0.4})");
   CHECK(given.rope.theta == 20000.0);
   CHECK(posenc::resolved_rotary_dim(given.rope) == 32);
-  CHECK(posenc::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 2048,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "gpt_neox", "hidden_size": 2048,
       "num_attention_heads": 16, "rotary_pct": 1.0})").rope.partial_rotary_factor == 1.0);
   // transformers 5: a rope_parameters dict without rope_theta takes the class default too.
-  CHECK(posenc::parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 2048,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "mixtral", "hidden_size": 2048,
       "num_attention_heads": 16, "rope_parameters": {"rope_type": "default"}})").rope.theta == 1e6);
   // MiMo-V2-Flash without rope_parameters: 5e6 on full layers, 1e4 on sliding ones.
-  const auto mimo = posenc::parse_hf_config(R"({"model_type": "mimo_v2_flash",
+  const auto mimo = posenc_test::parse_hf_config(R"({"model_type": "mimo_v2_flash",
       "hidden_size": 4096, "num_attention_heads": 64, "num_key_value_heads": 4,
       "num_hidden_layers": 12, "sliding_window": 128})");
   REQUIRE(mimo.layer_types.size() == 12);
@@ -1739,7 +1740,7 @@ TEST_CASE("hf_config: Gemma-3's text_config saved as a diff against Gemma3TextCo
   // differ from the class defaults (heads 8, kv 4, head_dim 256, rope_theta 1e6,
   // rope_local_base_freq 1e4, sliding_window_pattern 6, query_pre_attn_scalar 256,
   // max_position_embeddings 131072).
-  const auto c = posenc::parse_hf_config(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+  const auto c = posenc_test::parse_hf_config(R"({"architectures": ["Gemma3ForConditionalGeneration"],
       "model_type": "gemma3", "mm_tokens_per_image": 256,
       "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
         "model_type": "gemma3_text", "num_hidden_layers": 34,
@@ -1764,7 +1765,7 @@ TEST_CASE("hf_config: Gemma-3's text_config saved as a diff against Gemma3TextCo
   CHECK(posenc::hf_attention_params(c, 0).sliding_window == 1024);
   CHECK(posenc::hf_attention_params(c, 5).sliding_window == 0);
   // gemma-3-27b-it gives its heads and scalar, not the bases: 1e6 / 1e4 all the same.
-  const auto big = posenc::parse_hf_config(R"({"model_type": "gemma3", "text_config": {
+  const auto big = posenc_test::parse_hf_config(R"({"model_type": "gemma3", "text_config": {
       "head_dim": 128, "hidden_size": 5376, "model_type": "gemma3_text",
       "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
       "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
@@ -1775,11 +1776,11 @@ TEST_CASE("hf_config: Gemma-3's text_config saved as a diff against Gemma3TextCo
   CHECK(big.rope.head_dim == 128);
   CHECK_THAT(big.softmax_scale, WithinRel(1.0 / std::sqrt(168.0), 1e-15));
   // A 128-wide head without the scalar still scales by 256^-1/2, the class default.
-  const auto narrow = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "head_dim": 128,
+  const auto narrow = posenc_test::parse_hf_config(R"({"model_type": "gemma3_text", "head_dim": 128,
       "num_attention_heads": 4, "num_hidden_layers": 6, "rope_theta": 1000000})");
   CHECK_THAT(narrow.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));
   // transformers >= 4.54 writes _sliding_window_pattern.
-  const auto underscored = posenc::parse_hf_config(R"({"model_type": "gemma3_text",
+  const auto underscored = posenc_test::parse_hf_config(R"({"model_type": "gemma3_text",
       "num_hidden_layers": 4, "_sliding_window_pattern": 2})");
   CHECK(underscored.layer_types == std::vector<std::string>{"sliding_attention", "full_attention",
                                                             "sliding_attention", "full_attention"});
@@ -1789,62 +1790,62 @@ TEST_CASE("hf_config: the sizes of diff-saved text configs (LLaVA, Mistral, Qwen
           "[hf_config][defaults]") {
   // Expected values: each class's __init__ defaults (LlamaConfig, MistralConfig, Qwen2Config,
   // GemmaConfig, Gemma2Config).
-  const auto llava = posenc::parse_hf_config(R"({"model_type": "llava", "text_config": {
+  const auto llava = posenc_test::parse_hf_config(R"({"model_type": "llava", "text_config": {
       "model_type": "llama", "vocab_size": 32064}})");
   CHECK(llava.num_attention_heads == 32);
   CHECK(llava.num_key_value_heads == 32);
   CHECK(llava.rope.head_dim == 128);
   CHECK(llava.max_position_embeddings == 2048);
   CHECK(llava.rope.theta == 10000.0);
-  const auto mistral = posenc::parse_hf_config(R"({"model_type": "mistral",
+  const auto mistral = posenc_test::parse_hf_config(R"({"model_type": "mistral",
       "num_hidden_layers": 2})");
   CHECK(mistral.num_key_value_heads == 8);
   CHECK(mistral.max_position_embeddings == 131072);
   CHECK(mistral.sliding_window == 4096);
-  CHECK(posenc::parse_hf_config(R"({"model_type": "mistral", "sliding_window": null})")
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "mistral", "sliding_window": null})")
             .sliding_window == 0);
   // MistralConfig / Gemma2Config have no use_sliding_window: true keeps the class's window
   // (transformers ignores the key); false turns it off as it does a given window (vLLM).
   for (const char* type : {"mistral", "gemma2"}) {
     CAPTURE(type);
-    const auto on = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto on = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                             R"(", "use_sliding_window": true})");
     CHECK(on.sliding_window == 4096);
-    const auto off = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto off = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                              R"(", "use_sliding_window": false})");
     CHECK(off.sliding_window == 0);
     CHECK(has_note(off, "default sliding_window 4096 ignored: use_sliding_window = false"));
   }
   // Qwen2: use_sliding_window defaults to false, so a given window is not applied.
-  const auto qwen2 = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
+  const auto qwen2 = posenc_test::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 3584,
       "num_attention_heads": 28, "num_key_value_heads": 4, "sliding_window": 131072})");
   CHECK(qwen2.sliding_window == 0);
   CHECK(has_note(qwen2, "use_sliding_window absent"));
-  const auto qwen2_window = posenc::parse_hf_config(R"({"model_type": "qwen2",
+  const auto qwen2_window = posenc_test::parse_hf_config(R"({"model_type": "qwen2",
       "sliding_window": 4096, "use_sliding_window": true, "num_hidden_layers": 32})");
   CHECK(qwen2_window.sliding_window == 4096);
   CHECK(qwen2_window.max_window_layers == 28);  // Qwen2Config's default
   CHECK_FALSE(posenc::hf_layer_is_sliding(qwen2_window, 27));
   CHECK(posenc::hf_layer_is_sliding(qwen2_window, 28));
-  const auto qwen3 = posenc::parse_hf_config(R"({"model_type": "qwen3", "sliding_window": 4096})");
+  const auto qwen3 = posenc_test::parse_hf_config(R"({"model_type": "qwen3", "sliding_window": 4096})");
   CHECK(qwen3.num_key_value_heads == 32);
   CHECK(qwen3.rope.head_dim == 128);
   CHECK(qwen3.max_position_embeddings == 32768);
   CHECK(qwen3.sliding_window == 0);
-  const auto gemma = posenc::parse_hf_config(R"({"model_type": "gemma"})");
+  const auto gemma = posenc_test::parse_hf_config(R"({"model_type": "gemma"})");
   CHECK(gemma.num_attention_heads == 16);
   CHECK(gemma.rope.head_dim == 256);
   CHECK(gemma.max_position_embeddings == 8192);
-  const auto gemma2 = posenc::parse_hf_config(R"({"model_type": "gemma2",
+  const auto gemma2 = posenc_test::parse_hf_config(R"({"model_type": "gemma2",
       "num_hidden_layers": 4})");
   CHECK(gemma2.num_key_value_heads == 4);
   CHECK(gemma2.sliding_window == 4096);
   CHECK_THAT(gemma2.softmax_scale, WithinRel(1.0 / 16.0, 1e-15));
   CHECK(gemma2.attn_logit_softcapping == 50.0);
-  CHECK(posenc::parse_hf_config(R"({"model_type": "gemma2", "attn_logit_softcapping": null})")
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "gemma2", "attn_logit_softcapping": null})")
             .attn_logit_softcapping == 0.0);
   // Families without a table entry still need their sizes.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "phi3"})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "phi3"})"),
                       Contains("hidden_size") && Contains("missing"));
 }
 
@@ -1873,7 +1874,7 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
           "attention_factor": 1.3465735902799727, "partial_rotary_factor": 0.5},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
           "partial_rotary_factor": 1.0}})";
-  const auto l = posenc::parse_hf_config(laguna +
+  const auto l = posenc_test::parse_hf_config(laguna +
       R"(, "num_attention_heads_per_layer": [48, 64, 64, 64, 48, 64, 64, 64]})");
   CHECK(heads_of(l) ==
         Heads{{48, 8}, {64, 8}, {64, 8}, {64, 8}, {48, 8}, {64, 8}, {64, 8}, {64, 8}});
@@ -1884,17 +1885,17 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
   CHECK(posenc::resolved_rotary_dim(l.layer_ropes[1].params) == 128);
   CHECK(l.layer_ropes[0].params.scaling.attention_factor == 1.3465735902799727);
   // Without the list every layer has the model's counts.
-  CHECK(heads_of(posenc::parse_hf_config(laguna + "}")) == Heads(8, {48, 8}));
+  CHECK(heads_of(posenc_test::parse_hf_config(laguna + "}")) == Heads(8, {48, 8}));
   const std::string two = R"(, "num_attention_heads_per_layer": [48, 64]})";
-  REQUIRE_THROWS_AS(posenc::parse_hf_config(laguna + two), std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna + two),
+  REQUIRE_THROWS_AS(posenc_test::parse_hf_config(laguna + two), std::invalid_argument);
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(laguna + two),
                       Contains("num_attention_heads_per_layer\" has 2 entries; one per layer "
                                "(num_hidden_layers = 8) expected"));
   const std::string sixty =
       R"(, "num_attention_heads_per_layer": [48, 60, 64, 64, 48, 64, 64, 64]})";
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna + sixty),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(laguna + sixty),
                       Contains("layer 1: 60 query heads are not a multiple of 8 kv heads"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(laguna +
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(laguna +
                           R"(, "num_attention_heads_per_layer": [48, 0, 64, 64, 48, 64, 64, 64]})"),
                       Contains("num_attention_heads_per_layer[1]\" must be an integer in [1, "));
 
@@ -1904,7 +1905,7 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
       "max_context_length": 2048, "model_dim": 1280, "num_gqa_groups": 4,
       "num_kv_heads": [3, 3, 4, 5], "num_query_heads": [12, 12, 16, 20],
       "num_transformer_layers": 4, "rope_freq_constant": 50000, "rope_max_length": 4096)";
-  const auto e = posenc::parse_hf_config(openelm + "}");
+  const auto e = posenc_test::parse_hf_config(openelm + "}");
   CHECK(e.num_hidden_layers == 4);
   CHECK(e.hidden_size == 1280);
   CHECK(e.max_position_embeddings == 2048);
@@ -1913,7 +1914,7 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
   CHECK(heads_of(e) == Heads{{12, 3}, {12, 3}, {16, 4}, {20, 5}});
   CHECK(e.num_attention_heads == 12);
   CHECK(e.num_key_value_heads == 3);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
       "num_query_heads": [12, 12], "num_transformer_layers": 2})"),
                       Contains("num_kv_heads\" is missing"));
 
@@ -1931,7 +1932,7 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
       "replace_with_linear": false, "window_length": null, "num_sink_tokens": null})");
   const std::string no_op = block(R"({"n_heads_in_group": null, "no_op": true})");
   const std::string linear = block(R"({"n_heads_in_group": null, "replace_with_linear": true})");
-  const auto n = posenc::parse_hf_config(nas + no_op + "," + attend8 + "," + linear + "," +
+  const auto n = posenc_test::parse_hf_config(nas + no_op + "," + attend8 + "," + linear + "," +
                                          block(R"({"n_heads_in_group": 16})") + "]}");
   CHECK(heads_of(n) == Heads{{0, 0}, {64, 8}, {0, 0}, {64, 4}});
   CHECK(n.num_attention_heads == 64);
@@ -1941,7 +1942,7 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
   CHECK(has_note(n, "2 layers without attention"));
   const auto nas_error = [&](const std::string& blocks) {
     try {
-      posenc::parse_hf_config(nas + blocks + "]}", "nas.json");
+      posenc_test::parse_hf_config(nas + blocks + "]}", "nas.json");
     } catch (const std::invalid_argument& err) {
       return std::string(err.what());
     }
@@ -1970,12 +1971,12 @@ TEST_CASE("hf_config: head counts per layer (Laguna, OpenELM, Nemotron-NAS)",
       "head_dim": 256, "global_head_dim": 512, "num_hidden_layers": 4, "sliding_window": 1024,
       "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
                       "full_attention"])";
-  const auto k_eq_v = posenc::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true})");
+  const auto k_eq_v = posenc_test::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true})");
   CHECK(heads_of(k_eq_v) == Heads{{32, 16}, {32, 16}, {32, 16}, {32, 4}});
   CHECK(has_note(k_eq_v, "keys also the values"));
   // Without attention_k_eq_v every layer has num_key_value_heads (E2B / E4B).
-  CHECK(heads_of(posenc::parse_hf_config(gemma4 + "}")) == Heads(4, {32, 16}));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true,
+  CHECK(heads_of(posenc_test::parse_hf_config(gemma4 + "}")) == Heads(4, {32, 16}));
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(gemma4 + R"(, "attention_k_eq_v": true,
       "num_global_key_value_heads": 5})"),
                       Contains("num_global_key_value_heads\" = 5 must divide "
                                "num_attention_heads = 32"));
@@ -1988,7 +1989,7 @@ TEST_CASE("hf_config: convolution and Mamba layers apply no RoPE and have no hea
   const std::string lfm2 = R"({"model_type": "lfm2", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16,
       "max_position_embeddings": 128000, "rope_theta": 1000000.0, "conv_L_cache": 3)";
-  const auto c = posenc::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 5, 8, 10, 12, 14]})");
+  const auto c = posenc_test::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 5, 8, 10, 12, 14]})");
   const std::vector<int> full = {2, 5, 8, 10, 12, 14};
   REQUIRE(c.layer_types.size() == 16);
   REQUIRE(c.layer_uses_rope.size() == 16);
@@ -2002,14 +2003,14 @@ TEST_CASE("hf_config: convolution and Mamba layers apply no RoPE and have no hea
   }
   CHECK(c.rope.theta == 1000000.0);
   // The same from layer_types (transformers >= 4.54 writes them); no list: every layer attends.
-  const auto typed = posenc::parse_hf_config(lfm2 +
+  const auto typed = posenc_test::parse_hf_config(lfm2 +
       R"(, "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"]})");
   CHECK(typed.layer_uses_rope == std::vector<bool>{false, true, false});
-  CHECK(posenc::parse_hf_config(lfm2 + "}").layer_uses_rope.empty());
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 16]})"),
+  CHECK(posenc_test::parse_hf_config(lfm2 + "}").layer_uses_rope.empty());
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(lfm2 + R"(, "full_attn_idxs": [2, 16]})"),
                       Contains("full_attn_idxs\" [1] must be a layer index in [0, 16), got 16"));
   // ibm-granite/granite-4.0-h style: Mamba-2 layers and RoPE attention layers.
-  const auto g = posenc::parse_hf_config(R"({"model_type": "granitemoehybrid",
+  const auto g = posenc_test::parse_hf_config(R"({"model_type": "granitemoehybrid",
       "hidden_size": 1536, "num_attention_heads": 12, "num_key_value_heads": 4,
       "num_hidden_layers": 4, "position_embedding_type": "rope", "rope_theta": 10000,
       "layer_types": ["mamba", "mamba", "attention", "mamba"]})");
@@ -2032,7 +2033,7 @@ TEST_CASE("hf_config: Gemma-3n's KV sharing layers read an earlier layer's cache
   const std::string head = R"({"model_type": "gemma3n_text", "hidden_size": 2048,
       "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
       "num_hidden_layers": 30, "sliding_window": 512, "layer_types": [)" + types + "]";
-  const auto c = posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 10})");
+  const auto c = posenc_test::parse_hf_config(head + R"(, "num_kv_shared_layers": 10})");
   std::vector<Eigen::Index> expect(30);
   for (Eigen::Index i = 0; i < 20; ++i) expect[static_cast<std::size_t>(i)] = i;
   for (Eigen::Index i = 20; i < 30; ++i) {
@@ -2044,18 +2045,18 @@ TEST_CASE("hf_config: Gemma-3n's KV sharing layers read an earlier layer's cache
   }
   CHECK(has_note(c, "layers 20 to 29 attend the KV cache of the last earlier layer"));
   // No sharing: every layer its own, and the list stays empty.
-  const auto own = posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 0})");
+  const auto own = posenc_test::parse_hf_config(head + R"(, "num_kv_shared_layers": 0})");
   CHECK(own.layer_kv_source.empty());
   CHECK(posenc::hf_layer_kv_source(own, 29) == 29);
   REQUIRE_THROWS_AS(posenc::hf_layer_kv_source(own, 30), std::out_of_range);
   // Errors: every layer shared; a type that only the shared layers have.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"(, "num_kv_shared_layers": 30})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"(, "num_kv_shared_layers": 30})"),
                       Contains("num_kv_shared_layers\" = 30 must be in "
                                "[0, num_hidden_layers = 30)"));
   const auto two = R"({"model_type": "gemma3n_text", "hidden_size": 512, "num_attention_heads": 2,
       "num_hidden_layers": 3, "layer_types": ["sliding_attention", "sliding_attention",
       "full_attention"], "num_kv_shared_layers": 1})";
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(two),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(two),
                       Contains("layer 2 (full_attention) has no earlier layer of its type"));
 }
 
@@ -2065,8 +2066,8 @@ TEST_CASE("hf_config: degenerate geometries and per-layer lists are refused, not
           "[hf_config][errors]") {
   const auto refuses = [](const std::string& text, const std::string& what) {
     CAPTURE(text);
-    REQUIRE_THROWS_AS(posenc::parse_hf_config(text), std::invalid_argument);
-    REQUIRE_THROWS_WITH(posenc::parse_hf_config(text), Contains(what));
+    REQUIRE_THROWS_AS(posenc_test::parse_hf_config(text), std::invalid_argument);
+    REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(text), Contains(what));
   };
   // Absolute families: heads 0 wide gave softmax_scale = 1 / sqrt(0) = inf.
   refuses(R"({"model_type": "gpt2", "n_embd": 4, "n_head": 8, "n_layer": 2, "n_positions": 1024})",
@@ -2099,11 +2100,11 @@ TEST_CASE("hf_config: degenerate geometries and per-layer lists are refused, not
 
 TEST_CASE("hf_config: vision heads 0 wide leave the vision RoPE unread", "[hf_config][vision]") {
   // embed_dim 2 over 4 heads: head_dim 0 passed the "multiple of 4" test (0 % 4 == 0).
-  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1024,
+  const auto qwen = posenc_test::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1024,
       "num_attention_heads": 8, "vision_config": {"embed_dim": 2, "num_heads": 4,
       "spatial_merge_size": 2}})");
   CHECK_FALSE(qwen.vision_rope);
-  const auto llama4 = posenc::parse_hf_config(R"({"model_type": "llama4", "text_config": {
+  const auto llama4 = posenc_test::parse_hf_config(R"({"model_type": "llama4", "text_config": {
       "model_type": "llama4_text", "hidden_size": 1024, "num_attention_heads": 8,
       "num_hidden_layers": 4}, "vision_config": {"hidden_size": 8, "num_attention_heads": 16}})");
   CHECK_FALSE(llama4.vision_rope);
@@ -2113,16 +2114,16 @@ TEST_CASE("hf_config: transformers' readings of an explicit null kv head count a
           "rope_scaling beside rope_parameters", "[hf_config]") {
   // MistralConfig: "if num_key_value_heads is None: num_key_value_heads = num_attention_heads";
   // the family default (8) is for an absent key only.
-  const auto null_kv = posenc::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
+  const auto null_kv = posenc_test::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
       "num_attention_heads": 32, "num_key_value_heads": null})");
   CHECK(null_kv.num_key_value_heads == 32);
-  const auto absent_kv = posenc::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
+  const auto absent_kv = posenc_test::parse_hf_config(R"({"model_type": "mistral", "hidden_size": 4096,
       "num_attention_heads": 32})");
   CHECK(absent_kv.num_key_value_heads == 8);
   // transformers 5 convert_rope_params_to_dict: rope_parameters = rope_scaling or
   // rope_parameters. A YaRN rope_scaling added to a config saved by transformers 5 wins, theta
   // from the top-level key.
-  const auto both = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
+  const auto both = posenc_test::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
       "num_attention_heads": 32, "max_position_embeddings": 131072, "rope_theta": 1000000,
       "rope_parameters": {"rope_type": "default", "rope_theta": 1000000},
       "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
@@ -2132,7 +2133,7 @@ TEST_CASE("hf_config: transformers' readings of an explicit null kv head count a
   CHECK(both.rope.theta == 1000000.0);
   CHECK(has_note(both, "rope_parameters ignored"));
   // An empty rope_scaling is falsy in Python: rope_parameters stays.
-  const auto empty = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
+  const auto empty = posenc_test::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 4096,
       "num_attention_heads": 32, "rope_parameters": {"rope_type": "linear", "factor": 2.0,
       "rope_theta": 1000000}, "rope_scaling": {}})");
   CHECK(empty.rope.scaling.type == RopeScalingType::kLinear);
@@ -2144,7 +2145,7 @@ TEST_CASE("hf_config: transformers' readings of an explicit null kv head count a
 TEST_CASE("hf_config: head counts and temperatures no attention call takes are refused",
           "[hf_config]") {
   // Key / value heads without query heads: 8 kv heads of an unknown number of query heads.
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "llama4_text", "head_dim": 128,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "head_dim": 128,
                       "num_key_value_heads": 8, "num_hidden_layers": 4})", "kv.json"),
                       Contains("kv.json: key \"num_attention_heads\" is missing, but "
                                "num_key_value_heads = 8 is given"));
@@ -2152,27 +2153,27 @@ TEST_CASE("hf_config: head counts and temperatures no attention call takes are r
   // transformers takes it and repeat_kv fails, so the loader refuses it as it refuses 32 given.
   const std::string qwen = R"({"model_type": "qwen2", "hidden_size": 3584,
                       "num_attention_heads": 28, "num_hidden_layers": 28)";
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(qwen + "}"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(qwen + "}"),
                       Contains("num_key_value_heads (absent: qwen2's default)\" = 32 must divide "
                                "num_attention_heads = 28"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(qwen + R"(, "num_key_value_heads": 32})"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(qwen + R"(, "num_key_value_heads": 32})"),
                       Contains("\"num_key_value_heads\" = 32 must divide num_attention_heads = 28"));
-  CHECK(posenc::parse_hf_config(qwen + R"(, "num_key_value_heads": 4})").num_key_value_heads == 4);
+  CHECK(posenc_test::parse_hf_config(qwen + R"(, "num_key_value_heads": 4})").num_key_value_heads == 4);
   // Temperatures whose t(2^53) is past float's range (max ~3.4e38): 1 + 1e38 ln(1 + 2^53 /
   // 8192) ~ 2.1e39, and floor_scale 1e-300, whose 2^53 / 1e-300 is past double's; 1 + 0.1
   // ln(1 + 2^53 / 1e-3) ~ 5.4 is fine.
   for (const char* keys : {R"("attn_scale": 1e38})", R"("floor_scale": 1e-300})"}) {
     CAPTURE(keys);
-    REQUIRE_THROWS_WITH(posenc::parse_hf_config(std::string(R"({"model_type": "llama4_text",
+    REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(std::string(R"({"model_type": "llama4_text",
                         "hidden_size": 64, "num_attention_heads": 2,
                         "attn_temperature_tuning": true, )") + keys),
                         Contains("floor_scale and attn_scale\" give a query temperature "
                                  "attention() rejects") && Contains("past float's range"));
   }
-  CHECK(posenc::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "llama4_text", "hidden_size": 64,
         "num_attention_heads": 2, "attn_temperature_tuning": true, "floor_scale": 1e-3})")
             .attention_temperature->floor_scale == 1e-3);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 4,
       "rope_parameters": {"rope_type": "default", "llama_4_scaling_beta": 1e38,
       "original_max_position_embeddings": 1}})"),
                       Contains("llama_4_scaling_beta and ") && Contains("past float's range"));
@@ -2253,7 +2254,7 @@ TEST_CASE("hf_config: hf_mla_rope_params keeps the plan's own rotary_offset past
 // default_theta = 1e6. 2048 / 32 = 64 would be the hidden_size / heads derivation.
 TEST_CASE("hf_config: solar_open without head_dim or rope_theta takes SolarOpenConfig's "
           "defaults") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "solar_open", "hidden_size": 2048,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "solar_open", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 8})");
   CHECK(c.rope.head_dim == 128);
   CHECK(c.attention_head_dim == 128);
@@ -2265,7 +2266,7 @@ TEST_CASE("hf_config: solar_open without head_dim or rope_theta takes SolarOpenC
 // (1024 / 16 = 64 would be the derivation).
 TEST_CASE("hf_config: ernie4_5 without rope_theta or head_dim takes Ernie4_5Config's "
           "defaults") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "ernie4_5", "hidden_size": 1024,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "ernie4_5", "hidden_size": 1024,
       "num_attention_heads": 16, "num_key_value_heads": 2})");
   CHECK(c.rope.theta == 5e5);
   CHECK(c.rope.head_dim == 128);
@@ -2278,7 +2279,7 @@ TEST_CASE("hf_config: qwen3_5 without partial_rotary_factor rotates a quarter of
           "256-wide heads") {
   for (const char* type : {"qwen3_5", "qwen3_5_text"}) {
     CAPTURE(type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                            R"(", "hidden_size": 4096, "num_attention_heads": 16,
         "num_key_value_heads": 4, "rope_theta": 10000000})");
     CHECK(c.rope.head_dim == 256);
@@ -2288,7 +2289,7 @@ TEST_CASE("hf_config: qwen3_5 without partial_rotary_factor rotates a quarter of
 
 // M04. Lfm2MoeConfig (configuration_lfm2_moe.py): default_theta = 1000000.0.
 TEST_CASE("hf_config: lfm2_moe without rope_theta takes Lfm2MoeConfig's default 1e6") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "lfm2_moe", "hidden_size": 2048,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "lfm2_moe", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 8})");
   CHECK(c.rope.theta == 1e6);
 }
@@ -2296,7 +2297,7 @@ TEST_CASE("hf_config: lfm2_moe without rope_theta takes Lfm2MoeConfig's default 
 // M05. GlmConfig (configuration_glm.py): head_dim = 128, partial_rotary_factor 0.5:
 // rotary_dim = 64 on 128-wide heads (2048 / 32 = 64 would be the derivation).
 TEST_CASE("hf_config: glm without head_dim takes GlmConfig's 128 and rotates half of it") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "glm", "hidden_size": 2048,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "glm", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 2, "rope_theta": 10000})");
   CHECK(c.rope.head_dim == 128);
   CHECK(c.attention_head_dim == 128);
@@ -2306,7 +2307,7 @@ TEST_CASE("hf_config: glm without head_dim takes GlmConfig's 128 and rotates hal
 // M07. Qwen2VLTextConfig (configuration_qwen2_vl.py): default_theta = 1000000.0, also for a
 // flat config saved with the wrapper's model_type "qwen2_vl" (transformers < 5 layout).
 TEST_CASE("hf_config: a flat qwen2_vl config without rope_theta takes Qwen2-VL's default 1e6") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
       "num_attention_heads": 12, "num_key_value_heads": 2,
       "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
   CHECK(c.rope.theta == 1e6);
@@ -2319,8 +2320,8 @@ TEST_CASE("hf_config: a flat qwen2_vl config without rope_theta takes Qwen2-VL's
 TEST_CASE("hf_config: rotary_dim equal to head_dim is accepted and rotates the whole head") {
   const std::string base = R"({"model_type": "gptj", "n_embd": 256, "n_head": 4,
       "n_positions": 2048)";
-  const auto full = posenc::parse_hf_config(base + R"(, "rotary_dim": 64})");
-  const auto none = posenc::parse_hf_config(base + "}");
+  const auto full = posenc_test::parse_hf_config(base + R"(, "rotary_dim": 64})");
+  const auto none = posenc_test::parse_hf_config(base + "}");
   CHECK(full.rope.head_dim == 64);
   CHECK(posenc::resolved_rotary_dim(full.rope) == 64);
   CHECK(posenc::resolved_rotary_dim(full.rope) == posenc::resolved_rotary_dim(none.rope));
@@ -2329,11 +2330,11 @@ TEST_CASE("hf_config: rotary_dim equal to head_dim is accepted and rotates the w
 // M14. CodeGen rotates pairs (2j, 2j+1): modeling_codegen.py apply_rotary_pos_emb uses
 // rotate_every_two with repeat_interleave'd sin / cos (copied from GPT-J).
 TEST_CASE("hf_config: codegen is an interleaved (rotate_every_two) family") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "codegen", "n_embd": 1024,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "codegen", "n_embd": 1024,
       "n_head": 16, "rotary_dim": 32, "n_positions": 2048})");
   CHECK(c.rope.layout == RopeLayout::kInterleaved);
   CHECK(posenc::resolved_rotary_dim(c.rope) == 32);
-  const auto arch = posenc::parse_hf_config(R"({"architectures": ["CodeGenForCausalLM"],
+  const auto arch = posenc_test::parse_hf_config(R"({"architectures": ["CodeGenForCausalLM"],
       "n_embd": 1024, "n_head": 16, "rotary_dim": 32})");
   CHECK(arch.rope.layout == RopeLayout::kInterleaved);
 }
@@ -2343,10 +2344,10 @@ TEST_CASE("hf_config: codegen is an interleaved (rotate_every_two) family") {
 // (modeling_glm4_moe.py: rotate_half on cat((freqs, freqs))), unlike GLM / GLM-4.
 TEST_CASE("hf_config: an architecture that only starts with an interleaved family's name "
           "stays half-split") {
-  const auto moe = posenc::parse_hf_config(R"({"architectures": ["Glm4MoeForCausalLM"],
+  const auto moe = posenc_test::parse_hf_config(R"({"architectures": ["Glm4MoeForCausalLM"],
       "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128, "rope_theta": 1000000})");
   CHECK(moe.rope.layout == RopeLayout::kHalfSplit);
-  const auto glm = posenc::parse_hf_config(R"({"architectures": ["GlmForCausalLM"],
+  const auto glm = posenc_test::parse_hf_config(R"({"architectures": ["GlmForCausalLM"],
       "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128, "rope_theta": 1000000})");
   CHECK(glm.rope.layout == RopeLayout::kInterleaved);
 }
@@ -2354,13 +2355,13 @@ TEST_CASE("hf_config: an architecture that only starts with an interleaved famil
 // M26. Gemma3TextConfig (configuration_gemma3.py): sliding_window defaults to 4096. Gemma-3
 // 4B+ configs save text_config as a diff against the class defaults and omit it.
 TEST_CASE("hf_config: gemma3_text without sliding_window takes Gemma3TextConfig's 4096") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "gemma3",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "gemma3",
       "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
                       "num_hidden_layers": 34, "rope_scaling": {"rope_type": "linear",
                       "factor": 8.0}}})");
   CHECK(c.sliding_window == 4096);
   // Contrast: an explicit null turns the window off, as for Mistral.
-  const auto off = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2560,
+  const auto off = posenc_test::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2560,
       "num_attention_heads": 8, "num_hidden_layers": 34, "sliding_window": null})");
   CHECK(off.sliding_window == 0);
 }
@@ -2369,7 +2370,7 @@ TEST_CASE("hf_config: gemma3_text without sliding_window takes Gemma3TextConfig'
 // DynamicNTKAlphaRotaryEmbedding); alpha = 1 gives theta itself (hand computation: 1^x = 1),
 // plain RoPE, so it is a valid value, the lower end of the range.
 TEST_CASE("hf_config: Hunyuan dynamic alpha = 1 is accepted as factor 1") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "hunyuan_v1_dense",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "hunyuan_v1_dense",
       "hidden_size": 512, "num_attention_heads": 4, "rope_theta": 10000,
       "rope_scaling": {"type": "dynamic", "alpha": 1.0, "factor": 1.0}})");
   CHECK(c.rope.scaling.type == RopeScalingType::kNtk);
@@ -2379,7 +2380,7 @@ TEST_CASE("hf_config: Hunyuan dynamic alpha = 1 is accepted as factor 1") {
 // M36. transformers _compute_yarn_parameters: beta_fast = rope_parameters.get("beta_fast") or 32
 // and beta_slow = ... or 1, so a written 0 means the defaults, not an error.
 TEST_CASE("hf_config: yarn beta_fast = 0 and beta_slow = 0 read as the defaults 32 and 1") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 512,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 512,
       "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 131072,
       "rope_theta": 1000000, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
                        "original_max_position_embeddings": 32768,
@@ -2395,7 +2396,7 @@ TEST_CASE("hf_config: yarn beta_fast = 0 and beta_slow = 0 read as the defaults 
 // in transformers 4.x).
 TEST_CASE("hf_config: a Llama-4 vision_config without image_size or patch_size or rope_theta "
           "takes Llama4VisionConfig's defaults") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama4",
       "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
                       "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
                       "num_hidden_layers": 4, "rope_theta": 500000},
@@ -2410,7 +2411,7 @@ TEST_CASE("hf_config: a Llama-4 vision_config without image_size or patch_size o
 // M49. MptAttentionConfig (configuration_mpt.py): alibi_bias_max defaults to 8. MPT
 // gen_slopes(8, 8) = 2^(-8 (h + 1) / 8) = 2^-(h + 1) (hand computation): 1/2 .. 1/256.
 TEST_CASE("hf_config: MPT attn_config alibi without alibi_bias_max uses MPT's default 8") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 512,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "mpt", "d_model": 512,
       "n_heads": 8, "max_seq_len": 2048, "attn_config": {"alibi": true}})");
   REQUIRE(c.scheme == HfPositionScheme::kAlibi);
   CHECK(c.alibi_max_bias == 8.0);
@@ -2424,7 +2425,7 @@ TEST_CASE("hf_config: MPT attn_config alibi without alibi_bias_max uses MPT's de
 // M50. BioGptLearnedPositionalEmbedding (modeling_biogpt.py) keeps OPT's offset = 2: position p
 // reads row p + 2 of embed_positions.
 TEST_CASE("hf_config: biogpt reads learned positions with offset 2") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "biogpt", "hidden_size": 1024,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "biogpt", "hidden_size": 1024,
       "num_attention_heads": 16, "num_hidden_layers": 24, "max_position_embeddings": 1024})");
   CHECK(c.scheme == HfPositionScheme::kAbsolute);
   CHECK(c.absolute_position_offset == 2);
@@ -2437,9 +2438,9 @@ TEST_CASE("hf_config: a Qwen2-VL vision tower whose heads are not a multiple of 
   const std::string head = R"({"model_type": "qwen2_vl", "hidden_size": 1536,
       "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
       "vision_config": {"num_heads": 16, "spatial_merge_size": 2, "embed_dim": )";
-  const auto bad = posenc::parse_hf_config(head + "1440}}");  // 90-wide heads
+  const auto bad = posenc_test::parse_hf_config(head + "1440}}");  // 90-wide heads
   CHECK(!bad.vision_rope);
-  const auto good = posenc::parse_hf_config(head + "1280}}");  // 80-wide heads
+  const auto good = posenc_test::parse_hf_config(head + "1280}}");  // 80-wide heads
   REQUIRE(good.vision_rope);
   CHECK(good.vision_rope->head_dim == 80);
 }
@@ -2449,13 +2450,13 @@ TEST_CASE("hf_config: vision towers without a key take their config class's defa
           "[hf_config][vision]") {
   // Qwen2VLVisionConfig.__init__(spatial_merge_size=2) (also Qwen2.5-VL, Qwen3-VL and
   // Glm4vVisionConfig): a vision_config saved as a diff merges 2 x 2 patches. posenc took 1.
-  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+  const auto qwen = posenc_test::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
       "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
       "vision_config": {"embed_dim": 1280, "num_heads": 16}})");
   REQUIRE(qwen.vision_rope);
   CHECK(qwen.vision_rope->head_dim == 80);
   CHECK(qwen.vision_rope->spatial_merge_size == 2);
-  const auto glm = posenc::parse_hf_config(R"({"model_type": "glm4v", "hidden_size": 4096,
+  const auto glm = posenc_test::parse_hf_config(R"({"model_type": "glm4v", "hidden_size": 4096,
       "num_attention_heads": 32, "num_key_value_heads": 2,
       "vision_config": {"hidden_size": 1536, "num_heads": 12}})");
   REQUIRE(glm.vision_rope);
@@ -2463,7 +2464,7 @@ TEST_CASE("hf_config: vision towers without a key take their config class's defa
   CHECK(glm.vision_rope->spatial_merge_size == 2);
   // Llama4VisionConfig(hidden_size=768, num_attention_heads=16, ...): 48-wide heads. posenc
   // took 12 heads (64 wide).
-  const auto llama4 = posenc::parse_hf_config(R"({"model_type": "llama4",
+  const auto llama4 = posenc_test::parse_hf_config(R"({"model_type": "llama4",
       "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
                       "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
                       "num_hidden_layers": 4, "rope_theta": 500000},
@@ -2478,19 +2479,19 @@ TEST_CASE("hf_config: zero or too small geometry and theta are refused naming th
           "[hf_config][errors]") {
   // Ranges the loader documents in its messages: heads and head_dim in [1, ..], L0 in
   // [1, 2^53], theta > 1, rotary_dim even.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 0, "head_dim": 64,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 0, "head_dim": 64,
       "rope_theta": 10000})"), Contains("\"num_attention_heads\" = 0 must be in [1,"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "head_dim": 0})"), Contains("\"head_dim\" = 0 must be in [1,"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "original_max_position_embeddings": 0})"),
       Contains("\"original_max_position_embeddings\" = 0 must be in [1, 2^53]"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "rope_theta": 1})"), Contains("\"rope_theta\" = 1 must be > 1"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "rotary_dim": 33})"), Contains("\"rotary_dim\" = 33 must be even"));
   // ERNIE-4.5-VL's mrope_section is [h, w, t]: four entries (HunYuan's XD-RoPE) do not apply.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "num_attention_heads": 32, "hidden_size": 4096,
       "rope_scaling": {"mrope_section": [22, 22, 20, 0]}})"), Contains("it must have 3 (h, w, t)"));
 }
@@ -2499,12 +2500,12 @@ TEST_CASE("hf_config: zero layers, positions, window and attn_scale are accepted
           "[hf_config]") {
   // The lower bounds the loader documents: num_hidden_layers, max_position_embeddings and
   // sliding_window in [0, ..], Llama-4's attn_scale >= 0 (t = 1 at every position).
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "num_hidden_layers": 0, "max_position_embeddings": 0, "sliding_window": 0})");
   CHECK(c.num_hidden_layers == 0);
   CHECK(c.max_position_embeddings == 0);
   CHECK(c.sliding_window == 0);
-  const auto l4 = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+  const auto l4 = posenc_test::parse_hf_config(R"({"model_type": "llama4_text",
       "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
       "num_hidden_layers": 4, "attn_scale": 0})");
   REQUIRE(l4.attention_temperature);
@@ -2515,14 +2516,14 @@ TEST_CASE("hf_config: head_dim without the key is hidden_size // num_attention_h
           "[hf_config]") {
   // LlamaAttention / Llama4TextAttention: getattr(config, "head_dim",
   // config.hidden_size // config.num_attention_heads): 200 // 3 = 66, not 67.
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 3, "hidden_size": 200})");
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 3, "hidden_size": 200})");
   CHECK(c.attention_head_dim == 66);
   CHECK(c.rope.head_dim == 66);
 }
 
 TEST_CASE("hf_config: Falcon with alibi false rotates", "[hf_config][alibi]") {
   // FalconConfig: rotary = not alibi (falcon-7b's config.json writes "alibi": false).
-  const auto c = posenc::parse_hf_config(R"({"model_type": "falcon", "hidden_size": 4544,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "falcon", "hidden_size": 4544,
       "num_attention_heads": 71, "alibi": false})");
   CHECK(c.scheme == HfPositionScheme::kRope);
   CHECK(c.alibi_slopes.empty());
@@ -2533,7 +2534,7 @@ TEST_CASE("hf_config: RoBERTa's position_embedding_type absolute keeps the offse
           "[hf_config][absolute]") {
   // transformers create_position_ids_from_input_ids: positions start at padding_idx + 1 = 2
   // (RoBERTa's pad_token_id 1); its config.json writes position_embedding_type "absolute".
-  const auto c = posenc::parse_hf_config(R"({"model_type": "roberta", "hidden_size": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "roberta", "hidden_size": 768,
       "num_attention_heads": 12, "pad_token_id": 1, "position_embedding_type": "absolute"})");
   CHECK(c.scheme == HfPositionScheme::kAbsolute);
   CHECK(c.absolute_position_offset == 2);
@@ -2542,7 +2543,7 @@ TEST_CASE("hf_config: RoBERTa's position_embedding_type absolute keeps the offse
 TEST_CASE("hf_config: ModernBERT's global_rope_theta sets the global layers' theta",
           "[hf_config][modernbert]") {
   // ModernBertConfig.global_rope_theta (default 160000): the global (full) layers' base.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 768,
       "num_attention_heads": 12, "num_hidden_layers": 6, "global_rope_theta": 80000})");
   CHECK(c.rope.theta == 80000.0);
   bool found = false;
@@ -2558,7 +2559,7 @@ TEST_CASE("hf_config: ModernBERT's global_rope_theta sets the global layers' the
 TEST_CASE("hf_config: Bamba overrides a given partial_rotary_factor with 0.5",
           "[hf_config][partial]") {
   // BambaConfig.__init__: kwargs["partial_rotary_factor"] = 0.5  # hardcode for BC.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "bamba", "hidden_size": 4096,
       "num_attention_heads": 32, "num_key_value_heads": 8, "partial_rotary_factor": 0.25})");
   CHECK(posenc::resolved_rotary_dim(c.rope) == 64);  // 128 * 0.5
 }
@@ -2566,14 +2567,14 @@ TEST_CASE("hf_config: Bamba overrides a given partial_rotary_factor with 0.5",
 TEST_CASE("hf_config: Llama-4 attn_temperature_tuning 0 turns the temperature off",
           "[hf_config][llama4]") {
   // Llama4TextAttention: "if self.attn_temperature_tuning and not self.use_rope" (0 is falsy).
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama4_text",
       "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
       "num_hidden_layers": 4, "attn_temperature_tuning": 0})");
   CHECK_FALSE(c.attention_temperature);
 }
 
 TEST_CASE("hf_config: a top-level rope_type default is plain RoPE", "[hf_config]") {
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "rope_type": "default"})");
   CHECK(c.rope.scaling.type == RopeScalingType::kDefault);
   CHECK(c.rope.theta == 10000.0);
@@ -2584,37 +2585,37 @@ TEST_CASE("hf_config: rope is the full_attention entry and layer_ropes count the
   // HfModelConfig::rope is "the main RoPE (full-attention layers, or every layer)", whatever
   // the dict's order; HfLayerRope::num_layers counts the layers of its type (0 = unknown).
   // ("chunked_attention" sorts before "full_attention" in the parsed JSON object.)
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "num_hidden_layers": 4,
       "layer_types": ["chunked_attention", "full_attention", "chunked_attention", "full_attention"],
       "rope_parameters": {"chunked_attention": {"rope_type": "default", "rope_theta": 10000},
                           "full_attention": {"rope_type": "default", "rope_theta": 1000000}}})");
   REQUIRE(c.layer_ropes.size() == 2);
   CHECK(c.rope.theta == 1000000.0);
-  const auto plain = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto plain = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "num_hidden_layers": 32})");
   REQUIRE(plain.layer_ropes.size() == 1);
   CHECK(plain.layer_ropes[0].num_layers == 32);
 }
 
 TEST_CASE("hf_config: more refusals name their key", "[hf_config][errors]") {
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "attn_logit_softcapping": 0})"), Contains("\"attn_logit_softcapping\" = 0 must be finite"));
   // ChatGLM: theta = 10000 * rope_ratio must be > 1 (here 0.5).
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "chatglm",
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "chatglm",
       "num_attention_heads": 32, "hidden_size": 4096, "rope_ratio": 0.00005})"),
       Contains("\"rope_ratio\" = 5.0000000000000002e-05 must make theta"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gemma3_text",
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gemma3_text",
       "num_attention_heads": 8, "hidden_size": 2304, "num_hidden_layers": 6,
       "rope_local_base_freq": 1})"), Contains("\"rope_local_base_freq\" = 1 must be > 1"));
-  CHECK_THROWS_AS(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_AS(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "architectures": "LlamaForCausalLM"})"), std::invalid_argument);
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "dbrx",
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "dbrx",
       "num_attention_heads": 48, "hidden_size": 6144,
       "attn_config": {"kv_n_heads": 0, "rope_theta": 500000}})"),
       Contains("\"attn_config.kv_n_heads\" = 0 must be in [1,"));
   // JetMoE's query heads are kv heads (16) times num_experts_per_tok: 16 * 2^20 is too many.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "jetmoe", "hidden_size": 2048,
       "num_key_value_heads": 16, "kv_channels": 128, "num_experts_per_tok": 1048576})"),
       Contains("\"num_experts_per_tok\" = 1048576 must be in [1,"));
 }
@@ -2622,23 +2623,23 @@ TEST_CASE("hf_config: more refusals name their key", "[hf_config][errors]") {
 TEST_CASE("hf_config: lower bounds of zero are accepted where the loader documents them",
           "[hf_config]") {
   // MLA with qk_nope_head_dim 0 (range [0, ..]): the q.k width is the rope head alone.
-  const auto mla = posenc::parse_hf_config(R"({"model_type": "deepseek_v3",
+  const auto mla = posenc_test::parse_hf_config(R"({"model_type": "deepseek_v3",
       "num_attention_heads": 16, "hidden_size": 2048, "qk_rope_head_dim": 64,
       "qk_nope_head_dim": 0, "kv_lora_rank": 512, "v_head_dim": 128})");
   CHECK(mla.qk_nope_head_dim == 0);
   CHECK(mla.attention_head_dim == 64);
   // attn_temperature_len "-1 or absent: none"; the message says "(or <= 0: none)".
-  const auto grok = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto grok = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "attn_temperature_len": 0})");
   CHECK_FALSE(grok.attention_temperature);
   // max_window_layers 0 (Qwen2: every layer from 0 on slides), attention_chunk_size 0.
-  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen2",
+  const auto qwen = posenc_test::parse_hf_config(R"({"model_type": "qwen2",
       "num_attention_heads": 32, "hidden_size": 4096, "sliding_window": 4096,
       "use_sliding_window": true, "max_window_layers": 0, "attention_chunk_size": 0})");
   CHECK(qwen.max_window_layers == 0);
   CHECK(qwen.attention_chunk_size == 0);
   // ERNIE-4.5-VL freq_allocation in [0, rotary_dim / 2]: 64 t pairs of a 128-wide head.
-  const auto ernie = posenc::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
+  const auto ernie = posenc_test::parse_hf_config(R"({"model_type": "ernie4_5_moe_vl",
       "num_attention_heads": 32, "hidden_size": 4096, "freq_allocation": 64})");
   REQUIRE(ernie.mrope);
   CHECK(ernie.mrope->section[0] == 64);
@@ -2649,20 +2650,20 @@ TEST_CASE("hf_config: lower bounds of zero are accepted where the loader documen
 TEST_CASE("hf_config: top-level L0, architectures, sinusoidal and a wrapper's model_type",
           "[hf_config]") {
   // L0 = the top-level original_max_position_embeddings (the loader's documented order).
-  const auto l0 = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto l0 = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "original_max_position_embeddings": 4096})");
   CHECK(l0.original_max_position_embeddings == 4096);
-  const auto arch = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto arch = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "architectures": ["LlamaForCausalLM", "LlamaModel"]})");
   REQUIRE(arch.architectures.size() == 2);
   CHECK(arch.architectures[1] == "LlamaModel");
   // position_embedding_type absolute / learned / sinusoidal: absolute positions.
-  const auto sin = posenc::parse_hf_config(R"({"hidden_size": 768, "num_attention_heads": 12,
+  const auto sin = posenc_test::parse_hf_config(R"({"hidden_size": 768, "num_attention_heads": 12,
       "position_embedding_type": "sinusoidal"})");
   CHECK(sin.scheme == HfPositionScheme::kAbsolute);
   // A text_config without its own model_type takes the outer one when no wrapper class says
   // otherwise.
-  const auto wrap = posenc::parse_hf_config(R"({"model_type": "llama",
+  const auto wrap = posenc_test::parse_hf_config(R"({"model_type": "llama",
       "text_config": {"num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8,
                       "head_dim": 128, "num_hidden_layers": 4, "rope_theta": 500000}})");
   CHECK(wrap.model_type == "llama");
@@ -2672,7 +2673,7 @@ TEST_CASE("hf_config: a wrapper's text_config without model_type is its language
           "[hf_config][defaults]") {
   // Llama4Config builds Llama4TextConfig(**text_config): rope_theta 500000, head_dim 128,
   // Meta's interleaved pairs, every 4th layer NoPE.
-  const auto l4 = posenc::parse_hf_config(R"({"model_type": "llama4",
+  const auto l4 = posenc_test::parse_hf_config(R"({"model_type": "llama4",
       "text_config": {"num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8,
                       "num_hidden_layers": 4}})");
   CHECK(l4.model_type == "llama4_text");
@@ -2682,7 +2683,7 @@ TEST_CASE("hf_config: a wrapper's text_config without model_type is its language
   CHECK(has_note(l4, "text_config.model_type absent: llama4's language model, llama4_text"));
   // Gemma3Config builds Gemma3TextConfig: sliding layers on base 10000, every 6th global on
   // rope_theta 1e6 (the class defaults), a 256-wide head scaled by 256^-1/2.
-  const auto g3 = posenc::parse_hf_config(R"({"model_type": "gemma3",
+  const auto g3 = posenc_test::parse_hf_config(R"({"model_type": "gemma3",
       "text_config": {"hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
                       "num_hidden_layers": 6}})");
   CHECK(g3.model_type == "gemma3_text");
@@ -2693,12 +2694,12 @@ TEST_CASE("hf_config: a wrapper's text_config without model_type is its language
                                                    "sliding_attention", "full_attention"});
   // Mistral3Config / LlavaConfig default the dict's model_type to "mistral" / "llama": Mistral's
   // 8 kv heads and 4096 window, Llama's 32 heads.
-  const auto m3 = posenc::parse_hf_config(R"({"model_type": "mistral3",
+  const auto m3 = posenc_test::parse_hf_config(R"({"model_type": "mistral3",
       "text_config": {"hidden_size": 5120, "num_attention_heads": 32, "head_dim": 128}})");
   CHECK(m3.model_type == "mistral");
   CHECK(m3.num_key_value_heads == 8);
   CHECK(m3.sliding_window == 4096);
-  const auto llava = posenc::parse_hf_config(R"({"model_type": "llava",
+  const auto llava = posenc_test::parse_hf_config(R"({"model_type": "llava",
       "text_config": {"vocab_size": 32064}})");
   CHECK(llava.model_type == "llama");
   CHECK(llava.num_attention_heads == 32);
@@ -2712,7 +2713,7 @@ TEST_CASE("hf_config: an absolute family that names a rotary key rotates",
   for (const char* key : {R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})",
                           R"("rotary_dim": 32)", R"("partial_rotary_factor": 0.5)"}) {
     INFO(key);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": "gpt2",
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": "gpt2",
         "n_embd": 768, "n_head": 12, )") + key + "}");
     CHECK(c.scheme == HfPositionScheme::kRope);
   }
@@ -2720,7 +2721,7 @@ TEST_CASE("hf_config: an absolute family that names a rotary key rotates",
 
 TEST_CASE("hf_config: Gemma-3 has no attention logit softcap by default", "[hf_config][gemma]") {
   // Gemma3TextConfig(attn_logit_softcapping=None), unlike Gemma2Config's 50.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2304,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "gemma3_text", "hidden_size": 2304,
       "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
       "num_hidden_layers": 6})");
   CHECK(c.attn_logit_softcapping == 0.0);
@@ -2729,7 +2730,7 @@ TEST_CASE("hf_config: Gemma-3 has no attention logit softcap by default", "[hf_c
 TEST_CASE("hf_config: ERNIE-4.5-VL is recognised by its architecture", "[hf_config][mrope]") {
   // No model_type: the architecture names the family; no mrope_section, so transformers'
   // default [h, w, t] = [22, 22, 20] pairs, h / w alternating.
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]})");
   REQUIRE(c.mrope);
   CHECK(c.mrope->layout == posenc::MRopeSectionLayout::kAlternatingHw);
@@ -2738,25 +2739,25 @@ TEST_CASE("hf_config: ERNIE-4.5-VL is recognised by its architecture", "[hf_conf
 
 TEST_CASE("hf_config: given layer_types stay as given, and their entries must be strings",
           "[hf_config][layer_types]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4_text",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama4_text",
       "num_attention_heads": 40, "hidden_size": 5120, "num_key_value_heads": 8, "head_dim": 128,
       "num_hidden_layers": 4, "rope_theta": 500000,
       "layer_types": ["chunked_attention", "chunked_attention", "chunked_attention",
                       "full_attention"]})");
   CHECK(c.layer_types.size() == 4);
-  CHECK_THROWS_AS(posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  CHECK_THROWS_AS(posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "num_hidden_layers": 2, "layer_types": [1, 2]})"), std::invalid_argument);
 }
 
 TEST_CASE("hf_config: DCA local_size 0 is accepted and MPT alibi_bias_max 0 is not",
           "[hf_config]") {
   // local_size in [0, chunk_size); alibi_bias_max > 0 (slopes 2^(-8 i / n) at the default 8).
-  const auto c = posenc::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
+  const auto c = posenc_test::parse_hf_config(R"({"num_attention_heads": 32, "hidden_size": 4096,
       "dual_chunk_attention_config": {"chunk_size": 262144, "local_size": 0,
                                       "original_max_position_embeddings": 262144}})");
   REQUIRE(c.dual_chunk);
   CHECK(c.dual_chunk->local_size == 0);
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 4096,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "mpt", "d_model": 4096,
       "n_heads": 32, "attn_config": {"alibi": true, "alibi_bias_max": 0}})"),
       Contains("\"attn_config.alibi_bias_max\" = 0 must be > 0"));
 }
@@ -2773,11 +2774,11 @@ TEST_CASE("hf_config: integral floats up to 2^53 read as integers, fractional on
           "[hf_config][reader]") {
   const std::string head = R"({"model_type": "llama", "num_attention_heads": 4,
       "num_key_value_heads": 4, )";
-  const auto c = posenc::parse_hf_config(
+  const auto c = posenc_test::parse_hf_config(
       head + R"("hidden_size": 256.0, "max_position_embeddings": 9007199254740992.0})");
   CHECK(c.rope.head_dim == 64);
   CHECK(c.max_position_embeddings == (std::int64_t{1} << 53));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("hidden_size": 256.5})", "f.json"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("hidden_size": 256.5})", "f.json"),
                       Contains("f.json: key \"hidden_size\" = 256.5 must be an integer"));
 }
 
@@ -2788,8 +2789,8 @@ TEST_CASE("hf_config: JSON nested exactly 64 levels deep is read, 65 levels are 
     return std::string(R"({"model_type": "llama", "hidden_size": 256, "num_attention_heads": 4,
         "unread": )") + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
   };
-  CHECK(posenc::parse_hf_config(nested(64)).rope.head_dim == 64);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(nested(65), "d.json"),
+  CHECK(posenc_test::parse_hf_config(nested(64)).rope.head_dim == 64);
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(nested(65), "d.json"),
                       Contains("d.json: JSON nested deeper than 64 levels"));
 }
 
@@ -2832,7 +2833,7 @@ TEST_CASE("hf_config: a bad value inside rope_scaling is named by its own key",
   };
   for (const auto& [dict, message] : cases) {
     CAPTURE(dict);
-    REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + dict + "}", "k.json"),
+    REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + dict + "}", "k.json"),
                         Contains("k.json: " + message));
   }
 }
@@ -2841,7 +2842,7 @@ TEST_CASE("hf_config: a bad value inside rope_scaling is named by its own key",
 // rope_scaling.get("rope_type", rope_scaling.get("type")): the new key wins over the legacy one.
 TEST_CASE("hf_config: rope_type wins over a legacy type key in the same dict",
           "[hf_config][legacy]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
       "num_attention_heads": 4, "max_position_embeddings": 8192,
       "rope_scaling": {"rope_type": "linear", "type": "dynamic", "factor": 2.0}})");
   CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
@@ -2850,7 +2851,7 @@ TEST_CASE("hf_config: rope_type wins over a legacy type key in the same dict",
 
 // _validate_linear_scaling_rope_parameters warns only for factor < 1: 1 is a valid factor.
 TEST_CASE("hf_config: a scaling factor of exactly 1 is accepted", "[hf_config]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
       "num_attention_heads": 4, "rope_scaling": {"rope_type": "linear", "factor": 1.0}})");
   CHECK(c.rope.scaling.type == RopeScalingType::kLinear);
   CHECK(c.rope.scaling.factor == 1.0);
@@ -2869,21 +2870,21 @@ TEST_CASE("hf_config: longrope's attention factor - explicit, from max / origina
   const std::string head = R"({"model_type": "phi3", "hidden_size": 256,
       "num_attention_heads": 4, "num_key_value_heads": 4, )";
   // Top-level original 4096, max 131072: factor 32, whatever the dict's factor 2 says.
-  const auto top = posenc::parse_hf_config(head + R"("max_position_embeddings": 131072,
+  const auto top = posenc_test::parse_hf_config(head + R"("max_position_embeddings": 131072,
       "original_max_position_embeddings": 4096,
       "rope_scaling": {"rope_type": "longrope", "factor": 2.0, )" + lists + "}}");
   const long double top_expected = std::sqrt(1.0L + std::log(32.0L) / std::log(4096.0L));
   CHECK_THAT(posenc::compute_rope_frequencies(top.rope, 8192).attention_factor,
              WithinRel(static_cast<double>(top_expected), 1e-12));
   // No top-level original, factor 1.5 in (1, 2): sqrt(1 + ln 1.5 / ln 4096), not 1.
-  const auto small = posenc::parse_hf_config(head + R"("max_position_embeddings": 6144,
+  const auto small = posenc_test::parse_hf_config(head + R"("max_position_embeddings": 6144,
       "rope_scaling": {"rope_type": "longrope", "factor": 1.5,
                        "original_max_position_embeddings": 4096, )" + lists + "}}");
   const long double small_expected = std::sqrt(1.0L + std::log(1.5L) / std::log(4096.0L));
   CHECK_THAT(posenc::compute_rope_frequencies(small.rope, 6144).attention_factor,
              WithinRel(static_cast<double>(small_expected), 1e-12));
   // An explicit attention_factor is used as given.
-  const auto given = posenc::parse_hf_config(head + R"("max_position_embeddings": 131072,
+  const auto given = posenc_test::parse_hf_config(head + R"("max_position_embeddings": 131072,
       "original_max_position_embeddings": 4096,
       "rope_scaling": {"rope_type": "longrope", "attention_factor": 1.5, )" + lists + "}}");
   CHECK(posenc::compute_rope_frequencies(given.rope, 8192).attention_factor == 1.5);
@@ -2892,7 +2893,7 @@ TEST_CASE("hf_config: longrope's attention factor - explicit, from max / origina
 // PhimoeRotaryEmbedding reads short_mscale and long_mscale by name, one per table.
 TEST_CASE("hf_config: short_mscale and long_mscale are read into their own fields",
           "[hf_config][longrope]") {
-  const auto c = posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
+  const auto c = posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
       "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
       "rope_scaling": {"type": "longrope", "short_mscale": 1.125, "long_mscale": 1.375,
                        "short_factor": [1, 1, 1, 1], "long_factor": [1, 2, 4, 8]}})");
@@ -2904,7 +2905,7 @@ TEST_CASE("hf_config: short_mscale and long_mscale are read into their own field
 // as the image is one patch (plus the class token), not a refusal.
 TEST_CASE("hf_config: a Llama-4 vision patch as large as the image gives a 1 x 1 grid",
           "[hf_config][vision]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama4",
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama4",
       "text_config": {"model_type": "llama4_text", "hidden_size": 5120,
                       "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
                       "num_hidden_layers": 4, "rope_theta": 500000},
@@ -2917,7 +2918,7 @@ TEST_CASE("hf_config: a Llama-4 vision patch as large as the image gives a 1 x 1
 // the towers rotate with VisionRotaryEmbedding(head_dim / 2), theta 10000 (its default).
 TEST_CASE("hf_config: the MoE Qwen3-VL and GLM-4V towers' 2-D RoPE is read, theta 10000",
           "[hf_config][vision]") {
-  const auto qwen = posenc::parse_hf_config(R"({"model_type": "qwen3_vl_moe",
+  const auto qwen = posenc_test::parse_hf_config(R"({"model_type": "qwen3_vl_moe",
       "text_config": {"model_type": "qwen3_vl_moe_text", "hidden_size": 2048,
                       "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
                       "rope_theta": 5000000},
@@ -2926,7 +2927,7 @@ TEST_CASE("hf_config: the MoE Qwen3-VL and GLM-4V towers' 2-D RoPE is read, thet
   CHECK(qwen.vision_rope->head_dim == 72);
   CHECK(qwen.vision_rope->spatial_merge_size == 2);
   CHECK(qwen.vision_rope->theta == 10000.0);
-  const auto glm = posenc::parse_hf_config(R"({"model_type": "glm4v_moe",
+  const auto glm = posenc_test::parse_hf_config(R"({"model_type": "glm4v_moe",
       "text_config": {"model_type": "glm4v_moe_text", "hidden_size": 4096,
                       "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
                       "rope_theta": 10000},
@@ -2942,7 +2943,7 @@ TEST_CASE("hf_config: helium, qwen3, seed_oss and llama4_text default head_dim t
           "[hf_config][defaults]") {
   for (const char* type : {"helium", "qwen3", "seed_oss", "llama4_text"}) {
     CAPTURE(type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                            R"(", "hidden_size": 2048, "num_attention_heads": 32,
         "num_key_value_heads": 8, "num_hidden_layers": 4, "rope_theta": 10000})");
     CHECK(c.rope.head_dim == 128);
@@ -2953,11 +2954,11 @@ TEST_CASE("hf_config: helium, qwen3, seed_oss and llama4_text default head_dim t
 // GemmaConfig: num_key_value_heads = 16, whatever num_attention_heads says.
 TEST_CASE("hf_config: qwen3_moe ignores sliding_window by default, gemma has 16 kv heads",
           "[hf_config][defaults]") {
-  const auto moe = posenc::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+  const auto moe = posenc_test::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
       "sliding_window": 4096})");
   CHECK(moe.sliding_window == 0);
-  const auto gemma = posenc::parse_hf_config(R"({"model_type": "gemma",
+  const auto gemma = posenc_test::parse_hf_config(R"({"model_type": "gemma",
       "num_attention_heads": 32})");
   CHECK(gemma.num_key_value_heads == 16);
 }
@@ -2966,15 +2967,15 @@ TEST_CASE("hf_config: qwen3_moe ignores sliding_window by default, gemma has 16 
 // without the key has those, not num_attention_heads (a dividing count is kept as it is).
 TEST_CASE("hf_config: qwen3_moe and qwen2_moe without num_key_value_heads take 4 and 16",
           "[hf_config][defaults]") {
-  const auto q3 = posenc::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
+  const auto q3 = posenc_test::parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 2048,
       "num_attention_heads": 32, "head_dim": 128})");
   CHECK(q3.num_key_value_heads == 4);
   CHECK(has_note(q3, "num_key_value_heads absent: qwen3_moe's default 4"));
-  const auto q2 = posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 4096,
+  const auto q2 = posenc_test::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 4096,
       "num_attention_heads": 32})");
   CHECK(q2.num_key_value_heads == 16);
   // 28 heads cannot share 16 kv heads (repeat_kv fails in transformers): refused by name.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 3584,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 3584,
       "num_attention_heads": 28})"), Contains("num_key_value_heads"));
 }
 
@@ -2984,7 +2985,7 @@ TEST_CASE("hf_config: qwen3_5_moe_text without head_dim is 256 wide, a quarter r
           "[hf_config][defaults]") {
   for (const char* type : {"qwen3_5_moe", "qwen3_5_moe_text"}) {
     CAPTURE(type);
-    const auto c = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto c = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                            R"(", "hidden_size": 2048, "num_attention_heads": 16,
         "num_key_value_heads": 2, "num_hidden_layers": 4, "rope_theta": 10000000})");
     CHECK(c.rope.head_dim == 256);
@@ -2996,7 +2997,7 @@ TEST_CASE("hf_config: qwen3_5_moe_text without head_dim is 256 wide, a quarter r
 // as a shorter one is.
 TEST_CASE("hf_config: an attn_type_list longer than num_hidden_layers is refused",
           "[hf_config][layers]") {
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "minimax", "hidden_size": 6144,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "minimax", "hidden_size": 6144,
       "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "rotary_dim": 64,
       "rope_theta": 10000000, "num_hidden_layers": 4, "attn_type_list": [0, 1, 0, 1, 1]})",
                                               "l.json"),
@@ -3007,7 +3008,7 @@ TEST_CASE("hf_config: an attn_type_list longer than num_hidden_layers is refused
 // GPTBigCodeConfig has no scale_attn_by_inverse_layer_idx (GPT-2's key): every layer keeps
 // head_dim^-1/2 = 1/8.
 TEST_CASE("hf_config: gpt_bigcode does not divide by the layer index", "[hf_config]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "gpt_bigcode", "n_embd": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "gpt_bigcode", "n_embd": 768,
       "n_head": 12, "n_positions": 1024, "scale_attn_by_inverse_layer_idx": true})");
   CHECK(posenc::hf_attention_params(c, 3).scale == 0.125);
 }
@@ -3036,7 +3037,7 @@ TEST_CASE("hf_config: more absolute-position families and their row offsets",
   };
   for (const auto& [json, offset, kind] : families) {
     CAPTURE(json);
-    const auto f = posenc::parse_hf_config(json);
+    const auto f = posenc_test::parse_hf_config(json);
     CHECK(f.scheme == HfPositionScheme::kAbsolute);
     CHECK(f.absolute_position_offset == offset);
     CHECK(has_note(f, kind + " absolute positions"));
@@ -3049,13 +3050,13 @@ TEST_CASE("hf_config: qwen3_5 and glm4 without head_dim take their config classe
           "[hf_config][defaults]") {
   for (const char* type : {"qwen3_5", "qwen3_5_text"}) {
     CAPTURE(type);
-    const auto qwen = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto qwen = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                               R"(", "hidden_size": 2048,
         "num_attention_heads": 16, "num_key_value_heads": 2, "rope_theta": 10000000})");
     CHECK(qwen.rope.head_dim == 256);
     CHECK(posenc::resolved_rotary_dim(qwen.rope) == 64);  // partial_rotary_factor 0.25
   }
-  const auto glm4 = posenc::parse_hf_config(R"({"model_type": "glm4", "hidden_size": 2048,
+  const auto glm4 = posenc_test::parse_hf_config(R"({"model_type": "glm4", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 2, "rope_theta": 10000})");
   CHECK(glm4.rope.head_dim == 128);
   CHECK(posenc::resolved_rotary_dim(glm4.rope) == 64);  // partial_rotary_factor 0.5
@@ -3065,7 +3066,7 @@ TEST_CASE("hf_config: qwen3_5 and glm4 without head_dim take their config classe
 // use_sliding_window defaulting to False.
 TEST_CASE("hf_config: qwen2_moe ignores sliding_window unless use_sliding_window",
           "[hf_config][defaults]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 2048,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "qwen2_moe", "hidden_size": 2048,
       "num_attention_heads": 16, "num_key_value_heads": 16, "sliding_window": 4096})");
   CHECK(c.sliding_window == 0);
 }
@@ -3074,7 +3075,7 @@ TEST_CASE("hf_config: qwen2_moe ignores sliding_window unless use_sliding_window
 // max_position_embeddings (standardize_rope_params; 4.x: `... or config.max_position_embeddings`).
 TEST_CASE("hf_config: yarn without any original length takes max_position_embeddings as L0",
           "[hf_config][yarn]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
       "num_attention_heads": 4, "max_position_embeddings": 32768,
       "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
   CHECK(c.rope.scaling.original_max_position_embeddings == 32768);
@@ -3082,7 +3083,7 @@ TEST_CASE("hf_config: yarn without any original length takes max_position_embedd
 
 // Vision towers: spatial_merge_size must be in [1, 2^30], as num_heads and the width.
 TEST_CASE("hf_config: a vision spatial_merge_size of 0 is refused by name", "[hf_config][vision]") {
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "qwen2_vl", "hidden_size": 1536,
       "num_attention_heads": 12, "num_key_value_heads": 2, "rope_theta": 1000000,
       "vision_config": {"embed_dim": 1280, "num_heads": 16, "spatial_merge_size": 0}})", "v.json"),
                       Contains("v.json: key \"vision_config.spatial_merge_size\" = 0 "
@@ -3094,17 +3095,17 @@ TEST_CASE("hf_config: a vision spatial_merge_size of 0 is refused by name", "[hf
 // without any layer count the lists give it.
 TEST_CASE("hf_config: per-layer head widths and counts that disagree are refused",
           "[hf_config][layers][heads]") {
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mimo_v2", "hidden_size": 4096,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "mimo_v2", "hidden_size": 4096,
       "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128,
       "swa_head_dim": 192, "swa_v_head_dim": 64, "rope_theta": 5000000,
       "num_hidden_layers": 2, "hybrid_layer_pattern": [0, 1]})", "m.json"),
                       Contains("m.json: key \"swa_v_head_dim\" = 64 differs from "
                                "v_head_dim = 128"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
       "model_dim": 1280, "num_query_heads": [12, 12], "num_kv_heads": [3]})", "o.json"),
                       Contains("o.json: key \"num_kv_heads\" has a different length than "
                                "num_query_heads"));
-  const auto e = posenc::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
+  const auto e = posenc_test::parse_hf_config(R"({"model_type": "openelm", "head_dim": 64,
       "model_dim": 1280, "num_query_heads": [12, 16, 20], "num_kv_heads": [3, 4, 5]})");
   CHECK(e.num_hidden_layers == 3);
   CHECK(e.layer_num_attention_heads.size() == 3);
@@ -3113,7 +3114,7 @@ TEST_CASE("hf_config: per-layer head widths and counts that disagree are refused
 // OlmoHybridConfig: full_attention where i % 4 == 3, and the last layer only when no layer is
 // full otherwise; 6 layers: layer 3 full, the others linear.
 TEST_CASE("hf_config: OLMo-Hybrid's default layer types for 6 layers", "[hf_config][layers]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 3840,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "olmo_hybrid", "hidden_size": 3840,
       "num_attention_heads": 30, "num_hidden_layers": 6})");
   CHECK(c.layer_types == std::vector<std::string>{"linear_attention", "linear_attention",
                                                   "linear_attention", "full_attention",
@@ -3124,17 +3125,17 @@ TEST_CASE("hf_config: OLMo-Hybrid's default layer types for 6 layers", "[hf_conf
 // ZambaAttention: scaling = (head_dim / 2)^-1/2 with ZambaConfig's attention_head_dim =
 // 2 * hidden_size // num_attention_heads when absent: 2 * 3712 / 16 = 464, so 232^-1/2.
 TEST_CASE("hf_config: GraniteMoeShared's and Zamba's attention scales", "[hf_config]") {
-  CHECK(posenc::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
       "num_attention_heads": 16, "rope_theta": 10000})").softmax_scale == 1.0);
-  CHECK(posenc::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "granitemoeshared", "hidden_size": 1024,
       "num_attention_heads": 16, "rope_theta": 10000, "attention_multiplier": 0.015625})")
             .softmax_scale == 0.015625);
-  const auto zamba = posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+  const auto zamba = posenc_test::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
       "num_attention_heads": 16, "num_key_value_heads": 16})");
   CHECK_THAT(zamba.softmax_scale,
              WithinRel(static_cast<double>(1.0L / std::sqrt(232.0L)), 1e-15));
   // ZambaAttention reads config.attention_head_dim when given: (128 / 2)^-1/2 = 1/8.
-  CHECK(posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
       "num_attention_heads": 16, "num_key_value_heads": 16, "attention_head_dim": 128})")
             .softmax_scale == 0.125);
 }
@@ -3144,12 +3145,12 @@ TEST_CASE("hf_config: GraniteMoeShared's and Zamba's attention scales", "[hf_con
 // width of ZambaAttention, whose scaling (464 / 2)^-1/2 stays as it was.
 TEST_CASE("hf_config: Zamba's attention_head_dim defaults to 2 hidden_size / heads",
           "[hf_config]") {
-  const auto zamba = posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+  const auto zamba = posenc_test::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
       "num_attention_heads": 16, "num_key_value_heads": 16})");
   CHECK(zamba.attention_head_dim == 464);
   CHECK_THAT(zamba.softmax_scale,
              WithinRel(static_cast<double>(1.0L / std::sqrt(232.0L)), 1e-15));
-  CHECK(posenc::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "zamba", "hidden_size": 3712,
       "num_attention_heads": 16, "num_key_value_heads": 16, "attention_head_dim": 128})")
             .attention_head_dim == 128);
 }
@@ -3159,10 +3160,10 @@ TEST_CASE("hf_config: Zamba's attention_head_dim defaults to 2 hidden_size / hea
 TEST_CASE("hf_config: values of the wrong JSON type are refused by key", "[hf_config][reader]") {
   const std::string head = R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 8,
       "max_position_embeddings": 8192, "original_max_position_embeddings": 4096, )";
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("rope_scaling": {"rope_type": "longrope",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("rope_scaling": {"rope_type": "longrope",
       "short_factor": ["1", 1, 1, 1], "long_factor": [1, 1, 1, 1]}})", "t.json"),
                       Contains("t.json: key \"rope_scaling.short_factor\" [0] must be a number"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(head + R"("rope_scaling": {"rope_type": 5}})",
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(head + R"("rope_scaling": {"rope_type": 5}})",
                                               "t.json"),
                       Contains("t.json: key \"rope_scaling.rope_type\" must be a string"));
 }
@@ -3172,7 +3173,7 @@ TEST_CASE("hf_config: many shallow lists are not mistaken for deep nesting",
           "[hf_config][reader]") {
   std::string lists;
   for (int i = 0; i < 70; ++i) lists += ", \"k" + std::to_string(i) + "\": [1]";
-  CHECK(posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "llama", "hidden_size": 256,
       "num_attention_heads": 4)" + lists + "}").rope.head_dim == 64);
 }
 
@@ -3180,7 +3181,7 @@ TEST_CASE("hf_config: many shallow lists are not mistaken for deep nesting",
 // then attention_factor = sqrt(1 + ln factor / ln original): max 131072 / original 4096 = 32.
 TEST_CASE("hf_config: longrope without factor takes max / original for its attention factor",
           "[hf_config][longrope]") {
-  const auto c = posenc::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
+  const auto c = posenc_test::parse_hf_config(R"({"hidden_size": 64, "num_attention_heads": 8,
       "max_position_embeddings": 131072,
       "rope_scaling": {"type": "longrope", "original_max_position_embeddings": 4096,
                        "short_factor": [1.0, 1.0, 1.0, 1.0],
@@ -3194,11 +3195,11 @@ TEST_CASE("hf_config: longrope without factor takes max / original for its atten
 // MPT's attn_config.softmax_scale must be > 0.
 TEST_CASE("hf_config: a query_pre_attn_scalar or MPT softmax_scale of 0 is refused",
           "[hf_config][errors]") {
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gemma2", "hidden_size": 2304,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gemma2", "hidden_size": 2304,
       "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
       "query_pre_attn_scalar": 0})", "g.json"),
                       Contains("g.json: key \"query_pre_attn_scalar\" = 0 must be > 0"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "mpt", "d_model": 768,
       "n_heads": 12, "attn_config": {"alibi": true, "softmax_scale": 0}})", "p.json"),
                       Contains("p.json: key \"attn_config.softmax_scale\" = 0 must be > 0"));
 }
@@ -3280,11 +3281,11 @@ TEST_CASE("hf_config: hf_attention_params gives ALiBi slopes to an ALiBi scheme 
 // layer_types [conv, full_attention, conv] has two.
 TEST_CASE("hf_config: the layers without softmax attention are counted in a note",
           "[hf_config][layers]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "lfm2", "hidden_size": 2048,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "lfm2", "hidden_size": 2048,
       "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 3,
       "rope_theta": 1000000.0, "layer_types": ["conv", "full_attention", "conv"]})");
   CHECK(has_note(c, "2 layers without softmax attention"));
-  const auto dense = posenc::parse_hf_config(R"({"model_type": "llama", "hidden_size": 2048,
+  const auto dense = posenc_test::parse_hf_config(R"({"model_type": "llama", "hidden_size": 2048,
       "num_attention_heads": 32, "num_hidden_layers": 3})");
   CHECK_FALSE(has_note(dense, "without softmax attention"));
 }

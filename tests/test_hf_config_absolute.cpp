@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/config_notes.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::HfAbsoluteKind;
@@ -98,7 +99,7 @@ TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset 
   constexpr Eigen::Index d = 16;
   for (const Case& k : cases) {
     CAPTURE(k.json);
-    const auto c = posenc::parse_hf_config(k.json);
+    const auto c = posenc_test::parse_hf_config(k.json);
     REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
     REQUIRE(c.absolute);
     REQUIRE(c.absolute->kind == HfAbsoluteKind::kSinusoidal);
@@ -129,7 +130,7 @@ TEST_CASE("hf_config: each sinusoidal family's table is its own formula, offset 
 // fairseq's formula above, from position 0.
 TEST_CASE("hf_config: Whisper's encoder sinusoids and decoder table, each with its length",
           "[hf_config][absolute]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
       "encoder_attention_heads": 6, "decoder_attention_heads": 6, "encoder_layers": 4,
       "decoder_layers": 4, "max_source_positions": 1500, "max_target_positions": 448,
       "num_mel_bins": 80})");
@@ -151,19 +152,19 @@ TEST_CASE("hf_config: Whisper's encoder sinusoids and decoder table, each with i
   }
   // WhisperConfig has no max_position_embeddings: a converted config's key does not replace
   // the decoder's max_target_positions.
-  const auto both = posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+  const auto both = posenc_test::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
       "encoder_attention_heads": 6, "max_position_embeddings": 1500,
       "max_target_positions": 448})");
   CHECK(both.max_position_embeddings == 448);
   CHECK(has_note(both, "max_position_embeddings = 1500 ignored"));
   // Other encoder-decoder families have no second table; max_position_embeddings wins.
-  const auto bart = posenc::parse_hf_config(R"({"model_type": "bart", "d_model": 1024,
+  const auto bart = posenc_test::parse_hf_config(R"({"model_type": "bart", "d_model": 1024,
       "encoder_attention_heads": 16, "max_position_embeddings": 1024,
       "max_target_positions": 512})");
   REQUIRE(bart.absolute);
   CHECK_FALSE(bart.absolute->encoder_sinusoidal);
   CHECK(bart.max_position_embeddings == 1024);
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "whisper", "d_model": 384,
                         "encoder_attention_heads": 6, "max_source_positions": 0})"),
                     Contains("\"max_source_positions\" = 0 must be in [1, 2^53]"));
 }
@@ -216,7 +217,7 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
   };
   for (const Case& k : cases) {
     CAPTURE(k.json);
-    const auto c = posenc::parse_hf_config(k.json);
+    const auto c = posenc_test::parse_hf_config(k.json);
     REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
     REQUIRE(c.absolute);
     CHECK(c.absolute->kind == HfAbsoluteKind::kLearned);
@@ -225,14 +226,14 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
     CHECK(c.mask == k.mask);
     CHECK(posenc::hf_attention_params(c, 0).mask == k.mask);
   }
-  const auto bart = posenc::parse_hf_config(
+  const auto bart = posenc_test::parse_hf_config(
       R"({"model_type": "bart", "d_model": 1024, "encoder_attention_heads": 16})");
   CHECK(has_note(bart, "encoder self-attention bidirectional"));
   // BartConfig's attribute_map: num_attention_heads is encoder_attention_heads.
   CHECK(bart.num_attention_heads == 16);
   CHECK(bart.attention_head_dim == 64);
   // Heads of 768 / 12 = 64: the q.k width is reported with the scale.
-  const auto bert = posenc::parse_hf_config(
+  const auto bert = posenc_test::parse_hf_config(
       R"({"model_type": "bert", "hidden_size": 768, "num_attention_heads": 12})");
   CHECK(bert.attention_head_dim == 64);
   CHECK(bert.softmax_scale == 0.125);
@@ -243,7 +244,7 @@ TEST_CASE("hf_config: learned tables, their offsets and masks by family", "[hf_c
 // iff j <= i and not j <= i - window_size.
 TEST_CASE("hf_config: GPT-Neo's local layers see their last window_size keys",
           "[hf_config][absolute]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
       "num_heads": 12, "num_layers": 12, "max_position_embeddings": 2048, "window_size": 256,
       "attention_types": [[["global", "local"], 6]]})");
   REQUIRE(c.layer_types.size() == 12);
@@ -254,7 +255,7 @@ TEST_CASE("hf_config: GPT-Neo's local layers see their last window_size keys",
   }
   // The attention of a local layer, with window_size 3 over 8 tokens: its zero weights are
   // exactly HF's masked entries.
-  const auto small = posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 8,
+  const auto small = posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 8,
       "num_heads": 1, "window_size": 3, "attention_layers": ["global", "local"]})");
   REQUIRE(small.num_hidden_layers == 2);
   constexpr Eigen::Index n = 8;
@@ -274,30 +275,30 @@ TEST_CASE("hf_config: GPT-Neo's local layers see their last window_size keys",
     }
   }
   // Layer counts that disagree, and values other than global / local, are refused by key.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
                         "num_heads": 12, "num_layers": 12,
                         "attention_types": [[["global", "local"], 5]]})"),
                     Contains("\"attention_types\" gives 10 layers") &&
                         Contains("the config's layer count is 12"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 768,
                         "num_heads": 12, "attention_layers": ["global", "windowed"]})"),
                     Contains("\"attention_layers[1]\" must be \"global\" or \"local\""));
   // An empty pattern repeated 2^16 times would loop without adding a layer: refused first.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
                         "num_heads": 2, "attention_types": [[[], 65536], [[], 65536]]})"),
                     Contains("\"attention_types[0]\"") && Contains("must name at least one layer"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
                         "num_heads": 2, "attention_types": [[["local"], null]]})"),
                     Contains("\"attention_types[0][1]\" must be an integer, got null"));
   // The error names the key the layers came from.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "gpt_neo", "hidden_size": 64,
                         "num_heads": 2, "num_layers": 3, "attention_layers": ["global"]})"),
                     Contains("\"attention_layers\" gives 1 layers"));
 }
 
 TEST_CASE("hf_config: position_embedding_type sinusoidal on an unknown family keeps the formula "
           "open", "[hf_config][absolute]") {
-  const auto c = posenc::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
       "num_attention_heads": 4, "position_embedding_type": "sinusoidal"})");
   REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
   REQUIRE(c.absolute);
@@ -305,7 +306,7 @@ TEST_CASE("hf_config: position_embedding_type sinusoidal on an unknown family ke
   CHECK_FALSE(c.absolute->sinusoidal);
   CHECK(has_note(c, "is the model code's"));
   // "absolute" is HF's name for a learned nn.Embedding.
-  const auto b = posenc::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
+  const auto b = posenc_test::parse_hf_config(R"({"model_type": "my_encoder", "hidden_size": 64,
       "num_attention_heads": 4, "position_embedding_type": "absolute"})");
   REQUIRE(b.absolute);
   CHECK(b.absolute->kind == HfAbsoluteKind::kLearned);
@@ -360,7 +361,7 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
   };
   for (const Case& k : cases) {
     CAPTURE(k.json);
-    const auto c = posenc::parse_hf_config(k.json);
+    const auto c = posenc_test::parse_hf_config(k.json);
     REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
     REQUIRE(c.absolute);
     CHECK(c.absolute->kind == k.kind);
@@ -372,7 +373,7 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
     CHECK(c.mask == MaskMode::kBidirectional);
   }
   // Without image_size / patch_size the grid's size is unknown, and said so.
-  const auto bare = posenc::parse_hf_config(
+  const auto bare = posenc_test::parse_hf_config(
       R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12})");
   REQUIRE(bare.absolute);
   CHECK(bare.absolute->kind == HfAbsoluteKind::kLearnedGrid);
@@ -385,7 +386,7 @@ TEST_CASE("hf_config: vision encoders' patch grids match the checkpoints' positi
 TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos_embed's",
           "[hf_config][absolute][vision]") {
   // 64 px, patch 16: a 4 x 4 grid; encoder width 16, decoder width 8.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 16,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 16,
       "num_attention_heads": 2, "image_size": 64, "patch_size": 16, "decoder_hidden_size": 8})");
   REQUIRE(c.absolute);
   REQUIRE(c.absolute->kind == HfAbsoluteKind::kSincosGrid);
@@ -425,13 +426,13 @@ TEST_CASE("hf_config: ViT-MAE's encoder and decoder tables are get_2d_sincos_pos
     }
   }
   // decoder_hidden_size absent: ViTMAEConfig's default 512.
-  const auto d = posenc::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 768,
+  const auto d = posenc_test::parse_hf_config(R"({"model_type": "vit_mae", "hidden_size": 768,
       "num_attention_heads": 12, "image_size": 224, "patch_size": 16})");
   REQUIRE(d.absolute);
   CHECK(d.absolute->decoder_embed_dim == 512);
   CHECK(has_note(d, "decoder_hidden_size absent"));
   // hidden_size and heads absent: ViTMAEConfig's 768 and 12.
-  const auto e = posenc::parse_hf_config(
+  const auto e = posenc_test::parse_hf_config(
       R"({"model_type": "vit_mae", "image_size": 224, "patch_size": 16})");
   REQUIRE(e.absolute);
   CHECK(e.absolute->embed_dim == 768);
@@ -475,7 +476,7 @@ TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
   };
   for (const Case& k : cases) {
     CAPTURE(k.json);
-    const auto c = posenc::parse_hf_config(k.json);
+    const auto c = posenc_test::parse_hf_config(k.json);
     REQUIRE(c.scheme == HfPositionScheme::kRelativeBias2d);
     CHECK(posenc::to_string(c.scheme) == "relative_bias_2d");
     REQUIRE(c.relative_bias_2d);
@@ -501,10 +502,10 @@ TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
     CHECK(*p.scale == Approx(1.0 / 8.0).epsilon(1e-15));
     CHECK(has_note(c, "2-D relative position bias"));
   }
-  CHECK(has_note(posenc::parse_hf_config(cases.back().json),
+  CHECK(has_note(posenc_test::parse_hf_config(cases.back().json),
                  "image_size absent: BeitConfig's default 224"));
   // The learned grid without sizes takes the same defaults as the window.
-  const auto both = posenc::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
+  const auto both = posenc_test::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
       "num_attention_heads": 12, "use_relative_position_bias": true,
       "use_absolute_position_embeddings": true})");
   REQUIRE(both.absolute);
@@ -512,7 +513,7 @@ TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
   CHECK(both.absolute->grid_w == 14);
   CHECK_FALSE(has_note(both, "the grid's size is not known"));
   // A non-square window (HF resamples the table on every forward then): read, with a note.
-  const auto wide = posenc::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
+  const auto wide = posenc_test::parse_hf_config(R"({"model_type": "beit", "hidden_size": 768,
       "num_attention_heads": 12, "image_size": [224, 320], "patch_size": 16,
       "use_relative_position_bias": true})");
   REQUIRE(wide.relative_bias_2d);
@@ -523,7 +524,7 @@ TEST_CASE("hf_config: BEiT's relative position bias tables and their window",
 
 TEST_CASE("hf_config: bad vision geometry and unsupported relative schemes are refused by name",
           "[hf_config][absolute][errors]") {
-  using posenc::parse_hf_config;
+  using posenc_test::parse_hf_config;
   const std::string vit =
       R"({"model_type": "vit", "hidden_size": 768, "num_attention_heads": 12, )";
   const std::string mae =

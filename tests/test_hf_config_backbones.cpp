@@ -19,6 +19,7 @@
 
 #include "support/config_notes.hpp"
 #include "support/config_refusal.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::HfAbsoluteKind;
@@ -35,7 +36,7 @@ TEST_CASE("hf_config: DPT's own ViT, plain and hybrid", "[hf_config][backbone]")
             "image_size": 384, "patch_size": 16, "is_hybrid": true,
             "backbone_config": {"model_type": "bit", "layer_type": "bottleneck"}})"}) {
     CAPTURE(json);
-    const auto c = posenc::parse_hf_config(json);
+    const auto c = posenc_test::parse_hf_config(json);
     REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
     REQUIRE(c.absolute);
     CHECK(c.absolute->kind == HfAbsoluteKind::kLearnedGrid);
@@ -47,7 +48,7 @@ TEST_CASE("hf_config: DPT's own ViT, plain and hybrid", "[hf_config][backbone]")
 
 TEST_CASE("hf_config: a wrapper's backbone_config is read as the model", "[hf_config][backbone]") {
   // Intel/dpt-beit-large-384: BEiT-L/16, a table of 47 x 47 + 3 rows per layer.
-  const auto beit = posenc::parse_hf_config(R"({"model_type": "dpt", "hidden_size": 768,
+  const auto beit = posenc_test::parse_hf_config(R"({"model_type": "dpt", "hidden_size": 768,
       "num_attention_heads": 12, "is_hybrid": false, "backbone_config": {"model_type": "beit",
       "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 24,
       "image_size": 384, "patch_size": 16, "use_relative_position_bias": true}})");
@@ -57,19 +58,19 @@ TEST_CASE("hf_config: a wrapper's backbone_config is read as the model", "[hf_co
   CHECK(beit.num_attention_heads == 16);  // the backbone's, not the wrapper's 12
   CHECK(has_note(beit, "dpt: the backbone's keys, read from backbone_config"));
   // LiheYoung/depth-anything-small-hf: DINOv2-S/14 at 518 px, 1370 positions.
-  const auto da = posenc::parse_hf_config(R"({"model_type": "depth_anything",
+  const auto da = posenc_test::parse_hf_config(R"({"model_type": "depth_anything",
       "backbone_config": {"model_type": "dinov2", "hidden_size": 384,
       "num_attention_heads": 6, "image_size": 518, "patch_size": 14}})");
   REQUIRE(da.scheme == HfPositionScheme::kAbsolute);
   CHECK(da.absolute->grid_h * da.absolute->grid_w + da.absolute->leading_rows == 1370);
   // openmmlab/upernet-swin-tiny and facebook/mask2former-swin-base-IN21k-coco-instance.
-  const auto uper = posenc::parse_hf_config(R"({"model_type": "upernet", "hidden_size": 512,
+  const auto uper = posenc_test::parse_hf_config(R"({"model_type": "upernet", "hidden_size": 512,
       "backbone_config": {"model_type": "swin", "embed_dim": 96, "depths": [2, 2, 6, 2],
       "num_heads": [3, 6, 12, 24], "window_size": 7, "image_size": 224}})");
   REQUIRE(uper.swin);
   CHECK(uper.swin->stages.size() == 4);
   CHECK(uper.num_hidden_layers == 12);
-  const auto m2f = posenc::parse_hf_config(R"({"model_type": "mask2former",
+  const auto m2f = posenc_test::parse_hf_config(R"({"model_type": "mask2former",
       "backbone_config": {"model_type": "swin", "embed_dim": 128, "depths": [2, 2, 18, 2],
       "num_heads": [4, 8, 16, 32], "window_size": 12, "image_size": 384}})");
   REQUIRE(m2f.swin);
@@ -78,7 +79,7 @@ TEST_CASE("hf_config: a wrapper's backbone_config is read as the model", "[hf_co
   CHECK(has_note(m2f, "pixel decoder and transformer decoder add DETR's sine embedding"));
   CHECK_FALSE(has_note(uper, "sine embedding"));
   // Intel/zoedepth-nyu: BEiT-L/16 at 384 with its relative bias.
-  const auto zoe = posenc::parse_hf_config(R"({"model_type": "zoedepth",
+  const auto zoe = posenc_test::parse_hf_config(R"({"model_type": "zoedepth",
       "backbone_config": {"model_type": "beit", "hidden_size": 1024,
       "num_attention_heads": 16, "image_size": 384, "patch_size": 16,
       "use_relative_position_bias": true}})");
@@ -89,7 +90,7 @@ TEST_CASE("hf_config: a wrapper's backbone_config is read as the model", "[hf_co
 TEST_CASE("hf_config: VideoMAE's fixed sinusoids over its tubelets", "[hf_config][backbone]") {
   // MCG-NJU/videomae-base: 16 frames in tubelets of 2, 14 x 14 patches: 1568 positions of
   // get_sinusoid_encoding_table, angle p / 10000^(2 (j // 2) / d), sin at even j, cos at odd j.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "videomae", "hidden_size": 768,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "videomae", "hidden_size": 768,
       "num_attention_heads": 12, "image_size": 224, "patch_size": 16, "num_frames": 16,
       "tubelet_size": 2})");
   REQUIRE(c.scheme == HfPositionScheme::kAbsolute);
@@ -115,7 +116,7 @@ TEST_CASE("hf_config: VideoMAE's fixed sinusoids over its tubelets", "[hf_config
 TEST_CASE("hf_config: Segment Anything's image encoder", "[hf_config][backbone][rel_pos]") {
   // facebook/sam-vit-base: 1024 / 16 = 64 x 64 patches, 12 layers of 12 heads, global attention
   // on layers 2, 5, 8, 11 (tables of 127 rows), 14 x 14 windows on the rest (27 rows).
-  const auto base = posenc::parse_hf_config(R"({"architectures": ["SamModel"],
+  const auto base = posenc_test::parse_hf_config(R"({"architectures": ["SamModel"],
       "model_type": "sam", "vision_config": {"hidden_size": 768, "num_attention_heads": 12,
       "num_hidden_layers": 12, "image_size": 1024, "patch_size": 16, "window_size": 14,
       "use_abs_pos": true, "use_rel_pos": true, "global_attn_indexes": [2, 5, 8, 11],
@@ -145,7 +146,7 @@ TEST_CASE("hf_config: Segment Anything's image encoder", "[hf_config][backbone][
   CHECK(posenc::swin_num_windows(w) == 25);
   // facebook/sam-vit-huge: 32 layers of 16 heads over 1280, global 7, 15, 23, 31; and
   // SamVisionConfig's defaults for a config that keeps only the differences.
-  const auto huge = posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {
+  const auto huge = posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config": {
       "hidden_size": 1280, "num_attention_heads": 16, "num_hidden_layers": 32,
       "global_attn_indexes": [7, 15, 23, 31]}})");
   CHECK(std::count(huge.decomposed_rel_pos->global_layers.begin(),
@@ -155,31 +156,31 @@ TEST_CASE("hf_config: Segment Anything's image encoder", "[hf_config][backbone][
   CHECK(has_note(huge, "vision_config.window_size absent: SamVisionConfig's default 14"));
   CHECK(has_note(huge, "vision_config.image_size absent: SamVisionConfig's default 1024"));
   CHECK(huge.decomposed_rel_pos->grid_h == 64);
-  const auto defaults = posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {}})");
+  const auto defaults = posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config": {}})");
   CHECK(defaults.decomposed_rel_pos->global_layers == global);
   // use_rel_pos false: the learned grid alone.
   const auto abs_only =
-      posenc::parse_hf_config(R"({"model_type": "sam", "vision_config": {"use_rel_pos": false}})");
+      posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config": {"use_rel_pos": false}})");
   CHECK(abs_only.scheme == HfPositionScheme::kAbsolute);
   CHECK_FALSE(abs_only.decomposed_rel_pos);
   // Refusals.
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam"})"),
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "sam"})"),
                     Contains("\"vision_config\" is absent"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config":
                         {"global_attn_indexes": [2, 12]}})"),
                     Contains("\"vision_config.global_attn_indexes[1]\" = 12 must be a layer in "
                              "[0, num_hidden_layers = 12)"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config":
                         {"num_attention_heads": 10}})"),
                     Contains("= 10 must divide hidden_size = 768"));
-  CHECK_THROWS_WITH(posenc::parse_hf_config(R"({"model_type": "sam", "vision_config":
+  CHECK_THROWS_WITH(posenc_test::parse_hf_config(R"({"model_type": "sam", "vision_config":
                         {"use_abs_pos": false, "use_rel_pos": false}})"),
                     Contains("SAM's encoder has no positions"));
 }
 
 TEST_CASE("hf_config: backbones and families posenc cannot describe are refused by name",
           "[hf_config][backbone][errors]") {
-  using posenc::parse_hf_config;
+  using posenc_test::parse_hf_config;
   const auto fails = posenc_test::check_refused;
   // Every one of these was read as RoPE with theta 10000, or failed on a missing head count.
   fails(R"({"model_type": "upernet", "hidden_size": 512, "backbone_config":

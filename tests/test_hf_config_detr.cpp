@@ -17,12 +17,13 @@
 
 #include "support/config_notes.hpp"
 #include "support/config_refusal.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::WithinAbs;
 using posenc::HfFeatureMapKind;
 using posenc::HfPositionScheme;
-using posenc::parse_hf_config;
+using posenc_test::parse_hf_config;
 using posenc_test::has_note;
 
 TEST_CASE("hf_config: DETR's sine embedding, its heads and layers", "[hf_config][detr]") {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/hf_config_loader.hpp"
 #include "support/rng.hpp"
 
 using Catch::Matchers::Contains;
@@ -61,7 +62,7 @@ void check_indexer_row(const posenc::RopeParams& plan, bool interleaved, std::in
 
 TEST_CASE("hf_config: DeepSeek-V3.2's indexer rotates the first 64 of its 128 dims, half-split",
           "[hf_config][mla][dsa]") {
-  const auto c = posenc::parse_hf_config(v32());
+  const auto c = posenc_test::parse_hf_config(v32());
   REQUIRE(c.index_head_dim == 128);
   REQUIRE(c.index_n_heads == 64);
   REQUIRE(c.index_topk == 2048);
@@ -86,12 +87,12 @@ TEST_CASE("hf_config: DeepSeek-V3.2's indexer rotates the first 64 of its 128 di
   REQUIRE(mla.rotary_offset == 128);
   REQUIRE(mla.layout == RopeLayout::kInterleaved);
   // indexer_rope_interleave = false says the same thing.
-  REQUIRE(posenc::parse_hf_config(v32(R"(, "indexer_rope_interleave": false)")).indexer_layout ==
+  REQUIRE(posenc_test::parse_hf_config(v32(R"(, "indexer_rope_interleave": false)")).indexer_layout ==
           RopeLayout::kHalfSplit);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(v32(R"(, "index_head_dim": 32)")),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(v32(R"(, "index_head_dim": 32)")),
                       Contains("index_head_dim\" = 32 must be in [qk_rope_head_dim = 64"));
   // A model without an indexer has no such plan.
-  const auto v3 = posenc::parse_hf_config(R"({"hidden_size": 7168, "num_attention_heads": 128,
+  const auto v3 = posenc_test::parse_hf_config(R"({"hidden_size": 7168, "num_attention_heads": 128,
       "qk_rope_head_dim": 64, "qk_nope_head_dim": 128})");
   REQUIRE(v3.index_head_dim == 0);
   REQUIRE_THROWS_WITH(posenc::hf_mla_rope_params(v3, HfMlaHead::kIndexer),
@@ -101,7 +102,7 @@ TEST_CASE("hf_config: DeepSeek-V3.2's indexer rotates the first 64 of its 128 di
 TEST_CASE("hf_config: GLM-5's indexer_rope_interleave turns the indexer's pairs interleaved",
           "[hf_config][mla][dsa]") {
   // zai-org/GLM-5 (glm_moe_dsa): rope_interleave and indexer_rope_interleave both true.
-  const auto c = posenc::parse_hf_config(R"({"model_type": "glm_moe_dsa", "hidden_size": 6144,
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "glm_moe_dsa", "hidden_size": 6144,
       "num_attention_heads": 64, "qk_rope_head_dim": 64, "qk_nope_head_dim": 192,
       "v_head_dim": 256, "kv_lora_rank": 512, "index_head_dim": 128, "index_n_heads": 32,
       "index_topk": 2048, "rope_interleave": true, "indexer_rope_interleave": true,
@@ -123,9 +124,9 @@ TEST_CASE("hf_config: an indexer head as wide as qk_rope_head_dim is accepted") 
       "num_attention_heads": 8, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
       "v_head_dim": 128, "kv_lora_rank": 512, "index_n_heads": 4, "rope_theta": 10000,
       "index_head_dim": )";
-  const auto c = posenc::parse_hf_config(base + "64}");
+  const auto c = posenc_test::parse_hf_config(base + "64}");
   CHECK(c.index_head_dim == 64);
-  CHECK_THROWS_AS(posenc::parse_hf_config(base + "62}"), std::invalid_argument);
+  CHECK_THROWS_AS(posenc_test::parse_hf_config(base + "62}"), std::invalid_argument);
 }
 
 // transformers' DeepseekV32Config (models/deepseek_v32/configuration_deepseek_v32.py):
@@ -137,7 +138,7 @@ TEST_CASE("hf_config: deepseek_v32 without index keys takes DeepseekV32Config's 
   const std::string mla = R"("hidden_size": 7168, "num_attention_heads": 128,
       "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "kv_lora_rank": 512,
       "rope_theta": 10000)";
-  const auto c = posenc::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla + "}");
+  const auto c = posenc_test::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla + "}");
   CHECK(c.index_head_dim == 128);
   CHECK(c.index_n_heads == 64);
   CHECK(c.index_topk == 2048);
@@ -146,14 +147,14 @@ TEST_CASE("hf_config: deepseek_v32 without index keys takes DeepseekV32Config's 
   CHECK(idx.head_dim == 128);
   CHECK(posenc::resolved_rotary_dim(idx) == 64);
   // A key that is given wins; the absent ones still default.
-  const auto some = posenc::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla +
+  const auto some = posenc_test::parse_hf_config(R"({"model_type": "deepseek_v32", )" + mla +
                                             R"(, "index_n_heads": 4})");
   CHECK(some.index_head_dim == 128);
   CHECK(some.index_n_heads == 4);
   CHECK(some.index_topk == 2048);
   for (const char* type : {"glm_moe_dsa", "deepseek_v3"}) {
     CAPTURE(type);
-    const auto other = posenc::parse_hf_config(std::string(R"({"model_type": ")") + type +
+    const auto other = posenc_test::parse_hf_config(std::string(R"({"model_type": ")") + type +
                                                "\", " + mla + "}");
     CHECK(other.index_head_dim == 0);
     CHECK(other.index_n_heads == 0);

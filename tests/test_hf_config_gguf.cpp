@@ -18,7 +18,9 @@
 
 #include "posenc/gguf_config.hpp"
 #include "posenc/hf_config.hpp"
+#include "support/gguf_config_loader.hpp"
 #include "support/gguf_writer.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::WithinRel;
 using posenc_test::GgufWriter;
@@ -144,9 +146,9 @@ TEST_CASE("hf config vs gguf: a converted model reads as the same RoPE", "[gguf]
   for (const char* name : {"Llama-3.1-8B.json", "Qwen2.5-7B+qwen-doc-yarn.json",
                            "Phi-3.5-mini-instruct.json", "DeepSeek-V3.json"}) {
     CAPTURE(name);
-    const posenc::HfModelConfig hf = posenc::load_hf_config(config_path(name));
+    const posenc::HfModelConfig hf = posenc_test::load_hf_config(config_path(name));
     const auto bytes = convert(read_json(config_path(name))).bytes();
-    const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), name);
+    const posenc::HfModelConfig gg = posenc_test::parse_gguf_config(bytes.data(), bytes.size(), name);
     CHECK(gg.num_attention_heads == hf.num_attention_heads);
     CHECK(gg.attention_head_dim == hf.attention_head_dim);
     CHECK(gg.rope.head_dim == hf.rope.head_dim);
@@ -242,9 +244,9 @@ GgufWriter convert_gemma4(const nlohmann::json& c) {
 
 TEST_CASE("hf config vs gguf: Gemma-4 reads as the same RoPE per layer type", "[gguf][hf_config]") {
   const nlohmann::json json = gemma4_text_config();
-  const posenc::HfModelConfig hf = posenc::parse_hf_config(json.dump(), "gemma4.json");
+  const posenc::HfModelConfig hf = posenc_test::parse_hf_config(json.dump(), "gemma4.json");
   const auto bytes = convert_gemma4(json).bytes();
-  const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), "g4");
+  const posenc::HfModelConfig gg = posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "g4");
   CHECK(gg.softmax_scale == hf.softmax_scale);
   CHECK(gg.sliding_window == hf.sliding_window);
   for (Eigen::Index i = 0; i < 12; ++i) {
@@ -287,9 +289,9 @@ TEST_CASE("hf config vs gguf: DeepSeek-V3.2's and GLM-5's sparse-attention index
   glm["indexer_rope_interleave"] = true;
   for (const nlohmann::json& json : {v32, glm}) {
     CAPTURE(json.at("model_type").get<std::string>());
-    const posenc::HfModelConfig hf = posenc::parse_hf_config(json.dump(), "c.json");
+    const posenc::HfModelConfig hf = posenc_test::parse_hf_config(json.dump(), "c.json");
     const auto bytes = convert(json).bytes();
-    const posenc::HfModelConfig gg = posenc::parse_gguf_config(bytes.data(), bytes.size(), "g");
+    const posenc::HfModelConfig gg = posenc_test::parse_gguf_config(bytes.data(), bytes.size(), "g");
     CHECK(gg.index_head_dim == hf.index_head_dim);
     CHECK(gg.index_n_heads == hf.index_n_heads);
     CHECK(gg.index_topk == hf.index_topk);

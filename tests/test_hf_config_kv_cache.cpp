@@ -10,6 +10,7 @@
 #include <string>
 
 #include "support/config_notes.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::HfKvCacheScales;
@@ -27,25 +28,25 @@ std::string llama_with(const std::string& quantization_config) {
 }  // namespace
 
 TEST_CASE("hf_config: quantization_config tells per-tensor from per-head FP8 KV scales", "[hf_config][fp8]") {
-  CHECK(posenc::parse_hf_config(llama_with("")).kv_cache_scales == HfKvCacheScales::kNone);
+  CHECK(posenc_test::parse_hf_config(llama_with("")).kv_cache_scales == HfKvCacheScales::kNone);
 
   // compressed-tensors (RedHat / llm-compressor FP8-KV checkpoints).
-  const auto tensor = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+  const auto tensor = posenc_test::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
       "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": false,
                           "symmetric": true}})"));
   CHECK(tensor.kv_cache_scales == HfKvCacheScales::kPerTensor);
   CHECK(has_note(tensor, "KvScales{k, v}"));
-  const auto head = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+  const auto head = posenc_test::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
       "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "attn_head"}})"));
   CHECK(head.kv_cache_scales == HfKvCacheScales::kPerHead);
   CHECK(has_note(head, "KvScales::per_head(k, v)"));
   // Not an FP8 cache, or scales posenc's caches do not take: noted, the RoPE still read.
-  const auto int8 = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
+  const auto int8 = posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
       "type": "int", "strategy": "tensor"}})"));
   CHECK(int8.kv_cache_scales == HfKvCacheScales::kNone);
   CHECK(has_note(int8, "8-bit int KV cache, not an FP8 cache posenc stores"));
   CHECK(int8.rope.theta == 500000.0);
-  const auto channel = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
+  const auto channel = posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 8,
       "type": "float", "strategy": "channel"}})"));
   CHECK(channel.kv_cache_scales == HfKvCacheScales::kNone);
   CHECK(has_note(channel, "strategy = \"channel\""));
@@ -54,17 +55,17 @@ TEST_CASE("hf_config: quantization_config tells per-tensor from per-head FP8 KV 
   for (const char* qc : {R"({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"})",
                          R"({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}})"}) {
     CAPTURE(qc);
-    const auto m = posenc::parse_hf_config(llama_with(qc));
+    const auto m = posenc_test::parse_hf_config(llama_with(qc));
     CHECK(m.kv_cache_scales == HfKvCacheScales::kPerTensor);
   }
-  CHECK(posenc::parse_hf_config(llama_with(R"({"kv_cache_quant_algo": "INT8"})")).kv_cache_scales ==
+  CHECK(posenc_test::parse_hf_config(llama_with(R"({"kv_cache_quant_algo": "INT8"})")).kv_cache_scales ==
         HfKvCacheScales::kNone);
 
-  REQUIRE_THROWS_AS(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
+  REQUIRE_THROWS_AS(posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
                     std::invalid_argument);
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": 8})"), "q.json"),
                       Contains("q.json: key \"quantization_config.kv_cache_scheme\" must be an object"));
-  REQUIRE_THROWS_WITH(posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": "8"}})"), "q.json"),
+  REQUIRE_THROWS_WITH(posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": "8"}})"), "q.json"),
                       Contains("quantization_config.kv_cache_scheme.num_bits\" must be an integer"));
 }
 
@@ -73,17 +74,17 @@ TEST_CASE("hf_config: quantization_config tells per-tensor from per-head FP8 KV 
 // is an FP8 per-tensor cache.
 TEST_CASE("hf_config: kv_cache_scheme without num_bits or strategy takes QuantizationArgs' "
           "defaults", "[hf_config][fp8]") {
-  const auto no_bits = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
+  const auto no_bits = posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
       "type": "float", "strategy": "tensor"}})"));
   CHECK(no_bits.kv_cache_scales == HfKvCacheScales::kPerTensor);
-  const auto no_strategy = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
+  const auto no_strategy = posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {
       "num_bits": 8, "type": "float"}})"));
   CHECK(no_strategy.kv_cache_scales == HfKvCacheScales::kPerTensor);
 }
 
 // compressed-tensors' num_bits 4 with type "float" is FP4 (FP4_E2M1), not an FP8 cache.
 TEST_CASE("hf_config: a 4-bit float kv_cache_scheme is not read as FP8", "[hf_config][fp8]") {
-  const auto c = posenc::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 4,
+  const auto c = posenc_test::parse_hf_config(llama_with(R"({"kv_cache_scheme": {"num_bits": 4,
       "type": "float", "strategy": "tensor"}})"));
   CHECK(c.kv_cache_scales == HfKvCacheScales::kNone);
   CHECK(has_note(c, "4-bit float KV cache, not an FP8 cache posenc stores"));
@@ -94,7 +95,7 @@ TEST_CASE("hf_config: a 4-bit float kv_cache_scheme is not read as FP8", "[hf_co
 // 8-bit int cache, handled as "type": "int" is: no FP8 scales, a note naming the key.
 TEST_CASE("hf_config: kv_cache_scheme without type is an int cache by QuantizationArgs' default",
           "[hf_config][fp8]") {
-  const auto c = posenc::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
+  const auto c = posenc_test::parse_hf_config(llama_with(R"({"quant_method": "compressed-tensors",
       "kv_cache_scheme": {"num_bits": 8, "strategy": "tensor"}})"));
   CHECK(c.kv_cache_scales == HfKvCacheScales::kNone);
   CHECK(has_note(c, "8-bit int KV cache, not an FP8 cache posenc stores"));

@@ -16,6 +16,7 @@
 
 #include "support/config_notes.hpp"
 #include "support/config_refusal.hpp"
+#include "support/hf_config_loader.hpp"
 
 using Catch::Matchers::Contains;
 using posenc::HfPositionScheme;
@@ -54,7 +55,7 @@ void check_stages(const posenc::HfModelConfig& c, const std::vector<StageExpect>
 TEST_CASE("hf_config: Swin-T, its stages, windows and per-layer heads", "[hf_config][swin]") {
   // microsoft/swin-tiny-patch4-window7-224's keys (num_layers counts stages, hidden_size is the
   // last stage's width: neither is read as such).
-  const auto c = posenc::parse_hf_config(R"({"architectures": ["SwinForImageClassification"],
+  const auto c = posenc_test::parse_hf_config(R"({"architectures": ["SwinForImageClassification"],
       "model_type": "swin", "depths": [2, 2, 6, 2], "embed_dim": 96, "hidden_size": 768,
       "image_size": 224, "num_heads": [3, 6, 12, 24], "num_layers": 4, "patch_size": 4,
       "window_size": 7, "use_absolute_embeddings": false, "mlp_ratio": 4.0, "qkv_bias": true})");
@@ -97,7 +98,7 @@ TEST_CASE("hf_config: Swin-v2 with pretrained windows, Donut-Swin, MaskFormer-Sw
           "[hf_config][swin]") {
   // microsoft/swinv2-base-patch4-window12to24-192to384-22kto1k-ft: window 24 from a window-12
   // model, stage 4 (12 x 12) at window 12 from its pretrained 6.
-  const auto v2 = posenc::parse_hf_config(R"({"model_type": "swinv2", "depths": [2, 2, 18, 2],
+  const auto v2 = posenc_test::parse_hf_config(R"({"model_type": "swinv2", "depths": [2, 2, 18, 2],
       "embed_dim": 128, "image_size": 384, "num_heads": [4, 8, 16, 32], "patch_size": 4,
       "window_size": 24, "pretrained_window_sizes": [12, 12, 12, 6]})");
   CHECK(v2.swin->rule == SwinWindowRule::kSwinV2);
@@ -123,7 +124,7 @@ TEST_CASE("hf_config: Swin-v2 with pretrained windows, Donut-Swin, MaskFormer-Sw
   CHECK(coords[0] == Approx(-std::log2(1.0 + 8.0 * 11.0 / 5.0) / 3.0));  // dy = -11 of P = 6
 
   // Swinv2Config's defaults: swinv2-tiny at 224 with window 7, pretrained 0.
-  const auto v2d = posenc::parse_hf_config(R"({"model_type": "swinv2"})");
+  const auto v2d = posenc_test::parse_hf_config(R"({"model_type": "swinv2"})");
   check_stages(v2d, {{2, 96, 3, 56, 56, 7, 3, 7, 0},
                      {2, 192, 6, 28, 28, 7, 3, 7, 0},
                      {6, 384, 12, 14, 14, 7, 3, 7, 0},
@@ -131,7 +132,7 @@ TEST_CASE("hf_config: Swin-v2 with pretrained windows, Donut-Swin, MaskFormer-Sw
   CHECK(has_note(v2d, "pretrained_window_sizes absent"));
 
   // naver-clova-ix/donut-base: a 2560 x 1920 page, window 10, all four stages shifted.
-  const auto donut = posenc::parse_hf_config(R"({"model_type": "donut-swin",
+  const auto donut = posenc_test::parse_hf_config(R"({"model_type": "donut-swin",
       "depths": [2, 2, 14, 2], "embed_dim": 128, "image_size": [2560, 1920],
       "num_heads": [4, 8, 16, 32], "patch_size": 4, "window_size": 10})");
   check_stages(donut, {{2, 128, 4, 640, 480, 10, 5, 10, 0},
@@ -140,7 +141,7 @@ TEST_CASE("hf_config: Swin-v2 with pretrained windows, Donut-Swin, MaskFormer-Sw
                        {2, 1024, 32, 80, 60, 10, 5, 10, 0}});
   CHECK(posenc::swin_num_windows(donut.swin->stages[0].block) == 64 * 48);
   // MaskFormer's Swin-B backbone at 384 px, window 12.
-  const auto mf = posenc::parse_hf_config(R"({"model_type": "maskformer-swin",
+  const auto mf = posenc_test::parse_hf_config(R"({"model_type": "maskformer-swin",
       "depths": [2, 2, 18, 2], "embed_dim": 128, "image_size": 384,
       "num_heads": [4, 8, 16, 32], "patch_size": 4, "window_size": 12})");
   check_stages(mf, {{2, 128, 4, 96, 96, 12, 6, 12, 0},
@@ -152,7 +153,7 @@ TEST_CASE("hf_config: Swin-v2 with pretrained windows, Donut-Swin, MaskFormer-Sw
 TEST_CASE("hf_config: Swin maps smaller than the window, and odd maps", "[hf_config][swin]") {
   // Swin at 192 px with window 7: stage 4 is 6 x 6, one window of 6 whose bias the
   // checkpoint's 7-window tables do not give (HF's forward fails there).
-  const auto small = posenc::parse_hf_config(R"({"model_type": "swin", "image_size": 192,
+  const auto small = posenc_test::parse_hf_config(R"({"model_type": "swin", "image_size": 192,
       "window_size": 7})");
   check_stages(small, {{2, 96, 3, 48, 48, 7, 3, 7, 0},
                        {2, 192, 6, 24, 24, 7, 3, 7, 0},
@@ -160,7 +161,7 @@ TEST_CASE("hf_config: Swin maps smaller than the window, and odd maps", "[hf_con
                        {2, 768, 24, 6, 6, 6, 0, 7, 0}});
   CHECK(has_note(small, "stage 3's 6 x 6 map is smaller than window_size 7"));
   // 200 px: 50, 25, then 13 (the merge pads 25 to 26) where the layers were built for 12.
-  const auto odd = posenc::parse_hf_config(R"({"model_type": "swin", "image_size": 200,
+  const auto odd = posenc_test::parse_hf_config(R"({"model_type": "swin", "image_size": 200,
       "window_size": 5})");
   check_stages(odd, {{2, 96, 3, 50, 50, 5, 2, 5, 0},
                      {2, 192, 6, 25, 25, 5, 2, 5, 0},
@@ -169,7 +170,7 @@ TEST_CASE("hf_config: Swin maps smaller than the window, and odd maps", "[hf_con
   CHECK(has_note(odd, "stage 2 runs on a 13 x 13 map"));
   CHECK(posenc::swin_num_windows(odd.swin->stages[2].block) == 9);  // 13 -> 15 = 3 windows a side
   // Swin-v2 decides on the built map: 12 x 12 at stage 2 -> window 5, shift 2 on the 13 x 13.
-  const auto odd2 = posenc::parse_hf_config(R"({"model_type": "swinv2", "image_size": 200,
+  const auto odd2 = posenc_test::parse_hf_config(R"({"model_type": "swinv2", "image_size": 200,
       "window_size": 12})");
   check_stages(odd2, {{2, 96, 3, 50, 50, 12, 6, 12, 0},
                       {2, 192, 6, 25, 25, 12, 6, 12, 0},
@@ -177,13 +178,13 @@ TEST_CASE("hf_config: Swin maps smaller than the window, and odd maps", "[hf_con
                       {2, 768, 24, 7, 7, 6, 0, 6, 0}});    // built 6: window 6
   CHECK(has_note(odd2, "Swin-v2 chose its window for 12 x 12"));
   // A rotary key keeps any family on RoPE, as before.
-  CHECK(posenc::parse_hf_config(R"({"model_type": "swin", "hidden_size": 768,
+  CHECK(posenc_test::parse_hf_config(R"({"model_type": "swin", "hidden_size": 768,
       "num_attention_heads": 12, "rope_theta": 10000})")
             .scheme == HfPositionScheme::kRope);
 }
 
 TEST_CASE("hf_config: bad Swin configs are refused by key", "[hf_config][swin][errors]") {
-  using posenc::parse_hf_config;
+  using posenc_test::parse_hf_config;
   const auto fails = posenc_test::check_refused;
   fails(R"({"model_type": "swin", "depths": [2, 2], "num_heads": [3, 6, 12]})",
         "\"num_heads\" has 3 entries; one per stage (depths has 2)");

@@ -43,6 +43,7 @@
 #endif
 
 #include "posenc/attention_types.hpp"
+#include "posenc/detail/attention_instances.hpp"
 #include "posenc/detail/cache_line_vector.hpp"
 #include "posenc/detail/numeric.hpp"
 
@@ -1735,5 +1736,10 @@ void run_attention(const AttentionProblem<Acc, TQ, TKV, TO>& p,
   worker(0);
   for (auto& th : pool) th.join();
 }
+
+#ifdef POSENC_EXTERN_KERNELS
+// Compiled once, in the unit that includes posenc/kernel_instances.hpp.
+POSENC_DETAIL_ATTENTION_INSTANCES(extern template)
+#endif
 
 }  // namespace posenc::detail
