@@ -1,12 +1,11 @@
 #pragma once
 /// \file posenc/detail/attention_instances.hpp
 /// The storage types for which posenc/kernel_instances.hpp compiles the attention kernel once:
-/// (accumulator, query / output, K / V, output) as attention(), attention_mla(), the KV caches
-/// and the FP8 caches call it. Any other combination is instantiated where it is used, as
-/// without POSENC_EXTERN_KERNELS.
-
-/// Expanded at the end of posenc/detail/attention_kernel.hpp (the declarations) and in
-/// posenc/kernel_instances.hpp (the definitions), where run_attention and its types are defined.
+/// (accumulator, query, K / V, output) as attention(), attention_mla(), the KV caches and the
+/// FP8 caches call it. Any other combination is instantiated where it is used, as without
+/// POSENC_EXTERN_KERNELS. The list is expanded at the end of posenc/detail/attention_kernel.hpp
+/// (the declarations) and in posenc/kernel_instances.hpp (the definitions), where run_attention
+/// and its types are defined.
 
 #include "posenc/float8.hpp"
 
