@@ -164,37 +164,44 @@ TEMPLATE_TEST_CASE("rope simd: applying from a cos/sin cache matches the long-do
 #endif
 }
 
-TEMPLATE_TEST_CASE("rope simd: a call too large for the L3 (rows prefetched ahead) equals the "
+TEMPLATE_TEST_CASE("rope simd: calls too large for L2 (rows walked in address order, split "
+                   "into even and odd elements from L3, prefetched ahead from DRAM) equal the "
                    "same rows rotated in cache-sized calls, bit for bit", "[rope][simd][cache]",
-                   float, Eigen::bfloat16) {
+                   float, Eigen::half, Eigen::bfloat16) {
 #ifndef POSENC_TEST_SIMD_TARGET
   SUCCEED("not an x86-64 GCC build: the AVX2 kernels are not compiled");
 #else
-  // From a cos/sin cache both orders do the same arithmetic per value, so they must agree
+  // From a cos/sin cache every order does the same arithmetic per value, so they must agree
   // exactly; 32 tokens a call take the register-blocked order.
-  const Eigen::Index S = 16384, H = 8, D = 96, chunk = 32;
-  for (const auto& [rd, off] : {std::pair<Eigen::Index, Eigen::Index>{96, 0}, {64, 16}}) {
-    for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
-      CAPTURE(rd, off, posenc::to_string(layout));
-      const double row_bytes = static_cast<double>(H * rd * sizeof(TestType));
-      REQUIRE(posenc::detail::rope_source(row_bytes * S, row_bytes * S) ==
-              posenc::detail::RopeSource::kMemory);
-      REQUIRE(posenc::detail::rope_source(row_bytes * chunk, row_bytes * chunk) ==
-              posenc::detail::RopeSource::kL2);
-      const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off), S);
-      const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0), cache.dimension(1));
-      auto whole = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 13);
-      auto chunked = whole;
-      posenc::apply_rope_inplace_cached<TestType>(
-          posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(whole.data(), 1, S, H, D)),
-          posenc::RopePositions::contiguous(1, S), cview, layout, off);
-      for (Eigen::Index s0 = 0; s0 < S; s0 += chunk) {
+  using posenc::detail::RopeSource;
+  const Eigen::Index H = 8, D = 96, chunk = 32;
+  for (const auto& [S, source] : {std::pair<Eigen::Index, RopeSource>{16384, RopeSource::kMemory},
+                                  {1024, RopeSource::kL3}}) {
+    for (const auto& [rd, off] : {std::pair<Eigen::Index, Eigen::Index>{96, 0}, {64, 16}}) {
+      for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
+        CAPTURE(S, rd, off, posenc::to_string(layout));
+        const double row_bytes = static_cast<double>(H * rd * sizeof(TestType));
+        REQUIRE(posenc::detail::rope_source(row_bytes * S, row_bytes * S) == source);
+        REQUIRE(posenc::detail::rope_source(row_bytes * chunk, row_bytes * chunk) ==
+                RopeSource::kL2);
+        const auto cache = posenc::make_rope_cos_sin_cache(frequencies(rd, off), S);
+        const posenc::ConstTensorView<float, 2> cview(cache.data(), cache.dimension(0),
+                                                      cache.dimension(1));
+        auto whole = posenc_test::random_vector<TestType>(static_cast<std::size_t>(S * H * D), 13);
+        const auto before = whole;
+        auto chunked = whole;
         posenc::apply_rope_inplace_cached<TestType>(
-            posenc::rope_heads<TestType>(
-                posenc::TensorView<TestType, 4>(chunked.data() + s0 * H * D, 1, chunk, H, D)),
-            posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, off);
+            posenc::rope_heads<TestType>(posenc::TensorView<TestType, 4>(whole.data(), 1, S, H, D)),
+            posenc::RopePositions::contiguous(1, S), cview, layout, off);
+        for (Eigen::Index s0 = 0; s0 < S; s0 += chunk) {
+          posenc::apply_rope_inplace_cached<TestType>(
+              posenc::rope_heads<TestType>(
+                  posenc::TensorView<TestType, 4>(chunked.data() + s0 * H * D, 1, chunk, H, D)),
+              posenc::RopePositions::contiguous(1, chunk, s0), cview, layout, off);
+        }
+        REQUIRE(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(TestType)) == 0);
+        REQUIRE(std::memcmp(whole.data(), before.data(), whole.size() * sizeof(TestType)) != 0);
       }
-      REQUIRE(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(TestType)) == 0);
     }
   }
 #endif

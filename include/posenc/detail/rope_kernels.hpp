@@ -285,6 +285,7 @@ struct RopeVec8 {
   static constexpr int kLanes = 8;
   static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
   static constexpr int kWholeVecs = 0;  // no rows held whole (rope_simd_half_split_rows)
+  static constexpr bool kSplitPairs = true;  // split_pairs, join_pairs, pair_order
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -305,6 +306,24 @@ struct RopeVec8 {
                                                      -0.0f, 0.0f));
   }
   static void storef(float* p, V v) { _mm256_storeu_ps(p, v); }
+  /// 2 kLanes interleaved values (pairs 0-7) as their even and odd elements, by in-lane
+  /// shuffles only: the pairs come out in the order [p0 p1 p4 p5 | p2 p3 p6 p7] of
+  /// pair_order, and join_pairs puts them back.
+  template <typename T>
+  static void split_pairs(const T* p, V& even, V& odd) {
+    const V a = load(p), b = load(p + kLanes);
+    even = _mm256_shuffle_ps(a, b, 0x88);
+    odd = _mm256_shuffle_ps(a, b, 0xDD);
+  }
+  template <typename T>
+  static void join_pairs(T* p, V even, V odd) {
+    store(p, _mm256_unpacklo_ps(even, odd));
+    store(p + kLanes, _mm256_unpackhi_ps(even, odd));
+  }
+  /// c[0, 8) in split_pairs' order.
+  static V pair_order(const float* c) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_loadu_ps(c)), 0xD8));
+  }
   /// The even and the odd elements of p[0, 2 kLanes).
   static void deinterleave(const float* p, V& even, V& odd) {
     const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
@@ -329,6 +348,7 @@ struct RopeVec16 {
   static constexpr int kLanes = 16;
   static constexpr int kBlockVecs = 4;  // 8 of 32 (8 + 8 measured no better at T <= 512)
   static constexpr int kWholeVecs = 8;  // 16 of 32: rotary_dim 128 interleaved, 256 half-split
+  static constexpr bool kSplitPairs = false;
   template <typename T>
   static V load(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
@@ -902,6 +922,45 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
   }
 }
 
+/// Interleaved rows from L3, rd a multiple of 2W, one head row after another in address
+/// order: 2W values are split into their even and odd elements (Vec::split_pairs), so one cos
+/// and one sin vector, put in the split's pair order once per call, serve 2W values where the
+/// expanded per-lane rows take two of each; the arithmetic per value, and so every bit, is
+/// rope_rotate_pairs'. With 8-float vectors each 8 values cost 1.5 loads, a store and two
+/// in-lane shuffles, against 3 loads, a store and a shuffle, and L1 serves two 32-byte loads a
+/// cycle. Zen 3 (AVX2), 32 heads x 128, T = 512 (8 MiB), paired with the in-place stream in
+/// the benchmark, A/B (3 rounds): cos / sin cache 0.64-0.65 -> 0.66-0.78 (two rounds 0.78), on
+/// the fly 0.59-0.60 -> 0.71; q32k8 0.61-0.63 -> 0.75-0.77. DRAM-sized calls keep the expanded
+/// rows and their prefetch (T = 4096: 0.96-0.98 -> 0.91-0.97 with the split). Out of line (one
+/// call per token): inlined, GCC 12 compiled the callers' other paths slower (rotary_dim 32,
+/// which does not come here, 0.59-0.61 -> 0.56 at T = 512; out of line 0.57-0.60).
+template <typename Vec, typename T>
+EIGEN_DONT_INLINE void rope_simd_interleaved_split_rows(const T* src, T* dst,
+                                                        Eigen::Index heads, Eigen::Index src_hs,
+                                                        Eigen::Index dst_hs, const float* c,
+                                                        const float* s, Eigen::Index rd) {
+  using V = typename Vec::V;
+  constexpr int W = Vec::kLanes;
+  alignas(64) float co[kRopeSimdMaxHalf];
+  alignas(64) float so[kRopeSimdMaxHalf];
+  for (Eigen::Index j = 0; j < rd / 2; j += W) {
+    Vec::storef(co + j, Vec::pair_order(c + j));
+    Vec::storef(so + j, Vec::pair_order(s + j));
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const T* x = src + h * src_hs;
+    T* y = dst + h * dst_hs;
+    for (Eigen::Index j = 0; j < rd; j += 2 * W) {
+      const V cv = Vec::loadf(co + j / 2);
+      const V sv = Vec::loadf(so + j / 2);
+      V e, o;
+      Vec::split_pairs(x + j, e, o);
+      Vec::join_pairs(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)),
+                      Vec::fmadd(o, cv, Vec::mul(e, sv)));
+    }
+  }
+}
+
 /// Interleaved rotation of `heads` rows, rd a multiple of W, per-pair c, s. Rows held whole
 /// in registers (rotary_dim <= 128 on AVX-512) widen c, s into per-lane vectors once per call;
 /// the other paths load per-lane vectors with each block, from rows expanded here once.
@@ -918,6 +977,12 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
         rope_simd_interleaved_block<Vec, T, decltype(vecs)::value, false>(
             src, dst, heads, src_hs, dst_hs, c, s, source == RopeSource::kMemory);
       });
+      return;
+    }
+  }
+  if constexpr (Vec::kSplitPairs) {
+    if (source == RopeSource::kL3 && rd % (2 * W) == 0) {
+      rope_simd_interleaved_split_rows<Vec>(src, dst, heads, src_hs, dst_hs, c, s, rd);
       return;
     }
   }
