@@ -284,8 +284,13 @@ struct RopeVec8 {
   using V = __m256;
   static constexpr int kLanes = 8;
   static constexpr int kBlockVecs = 4;  // cos / sin vectors held in registers: 8 of 16
-  static constexpr int kWholeVecs = 0;  // no rows held whole (rope_simd_half_split_rows)
+  // Rows held whole: 8 of 16 registers, rotary_dim <= 32 interleaved, <= 64 half-split. Zen 3,
+  // rotary_dim 32 of 128, 32 heads, from a cos / sin cache (a driver's best of 10, A/B):
+  // half-split T = 512 / 4096 115 / 2973 -> 79 / 2029 us, interleaved T = 512 124 -> 92 us,
+  // T = 16 1.26 / 1.40 -> 1.22 / 1.26 us.
+  static constexpr int kWholeVecs = 4;
   static constexpr bool kSplitPairs = true;  // split_pairs, join_pairs, pair_order
+  static constexpr bool kBf16RowsHeld = false;  // see rope_bf16_try_rows_held
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -349,6 +354,7 @@ struct RopeVec16 {
   static constexpr int kBlockVecs = 4;  // 8 of 32 (8 + 8 measured no better at T <= 512)
   static constexpr int kWholeVecs = 8;  // 16 of 32: rotary_dim 128 interleaved, 256 half-split
   static constexpr bool kSplitPairs = false;
+  static constexpr bool kBf16RowsHeld = true;
   template <typename T>
   static V load(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
@@ -515,13 +521,16 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
 }
 
 /// rope_bf16_rows_held for `chunks` chunks where they fit in registers (AVX-512: at most 4
-/// half-split or 8 interleaved chunks); false when they do not.
+/// half-split or 8 interleaved chunks); false when they do not. Not on AVX2, whose 16 registers
+/// the widening and rounding need: held there (rotary_dim 32), one A/B measured the cells in
+/// cache 10-20 % slower and interleaved from DRAM faster (0.45 -> 0.72 of the stream), but its
+/// paired reference was itself unsteady (see bench/baselines.hpp stream_rows), so left as it was.
 template <typename Vec, bool kInterleaved>
 inline bool rope_bf16_try_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                 Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
                                 const float* c, const float* s, Eigen::Index chunks,
                                 Eigen::Index half, RopeSource source) {
-  if constexpr (Vec::kWholeVecs > 0) {
+  if constexpr (Vec::kBf16RowsHeld) {
     constexpr int kMaxChunks = kInterleaved ? 8 : 4;
     if (chunks <= kMaxChunks) {
       rope_with_vecs<kMaxChunks>(chunks, [&](auto n) {
@@ -631,10 +640,10 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
 }
 
 /// Half-split rotation of pairs [0, pairs) of `heads` rows (row h at src + h * src_hs), partner
-/// `half` further on, pairs a multiple of W. Rows whose cos / sin fit in Vec::kWholeVecs + kWholeVecs registers (AVX-512) are rotated
-/// in one pass over every head in address order with no cos / sin reload, wherever they come
-/// from; otherwise from L3 / DRAM each row is walked with its cos / sin loaded alongside, and
-/// from L2 in blocks of pairs with the heads inner.
+/// `half` further on, pairs a multiple of W. Rows whose cos / sin fit in 2 Vec::kWholeVecs
+/// registers are rotated in one pass over every head in address order with no cos / sin reload,
+/// wherever they come from; otherwise from L3 / DRAM each row is walked with its cos / sin loaded
+/// alongside, and from L2 in blocks of pairs with the heads inner.
 template <typename Vec, typename T>
 inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
@@ -961,11 +970,11 @@ EIGEN_DONT_INLINE void rope_simd_interleaved_split_rows(const T* src, T* dst,
   }
 }
 
-/// Interleaved rotation of `heads` rows, rd a multiple of W, per-pair c, s. Rows held whole
-/// in registers (rotary_dim <= 128 on AVX-512) widen c, s into per-lane vectors once per call;
-/// the other paths load per-lane vectors with each block, from rows expanded here once.
-/// Expanding per token in the caller instead (a double round trip and 2 rd floats written and
-/// read back per token) cost 18-22 % of a 16-token call (Zen 5, perf, 32 heads x 128).
+/// Interleaved rotation of `heads` rows, rd a multiple of W, per-pair c, s. Rows held whole in
+/// registers (rotary_dim <= 128 on AVX-512, 32 on AVX2) widen c, s into per-lane vectors once per
+/// call; the other paths load per-lane vectors with each block, from rows expanded here once.
+/// Expanding per token in the caller instead (a double round trip and 2 rd floats written and read
+/// back per token) cost 18-22 % of a 16-token call (Zen 5, perf, 32 heads x 128).
 template <typename Vec, typename T>
 inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
