@@ -935,11 +935,12 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
 /// order: 2W values are split into their even and odd elements (Vec::split_pairs), so one cos
 /// and one sin vector, put in the split's pair order once per call, serve 2W values where the
 /// expanded per-lane rows take two of each; the arithmetic per value, and so every bit, is
-/// rope_rotate_pairs'. With 8-float vectors each 8 values cost 1.5 loads, a store and two
-/// in-lane shuffles, against 3 loads, a store and a shuffle, and L1 serves two 32-byte loads a
-/// cycle. Zen 3 (AVX2), 32 heads x 128, T = 512 (8 MiB), paired with the in-place stream in
-/// the benchmark, A/B (3 rounds): cos / sin cache 0.64-0.65 -> 0.66-0.78 (two rounds 0.78), on
-/// the fly 0.59-0.60 -> 0.71; q32k8 0.61-0.63 -> 0.75-0.77. DRAM-sized calls keep the expanded
+/// rope_rotate_pairs'. With 8-float vectors each 8 values cost 2 loads, a store and two in-lane
+/// shuffles, against 3 loads, a store and a shuffle, and L1 serves two 32-byte loads a cycle.
+/// Zen 3 (AVX2), 32 heads x 128, T = 512 (8 MiB), paired with the in-place stream in the
+/// benchmark, A/B against the expanded rows (3 rounds, final code): cos / sin cache q32k0 /
+/// q32k8 0.63-0.65 / 0.61-0.63 -> 0.77-0.78 / 0.75-0.76, on the fly 0.59-0.60 / 0.56-0.57 ->
+/// 0.69-0.70 / 0.69-0.71. DRAM-sized calls keep the expanded
 /// rows and their prefetch (T = 4096: 0.96-0.98 -> 0.91-0.97 with the split). Out of line (one
 /// call per token): inlined, GCC 12 compiled the callers' other paths slower (rotary_dim 32,
 /// which does not come here, 0.59-0.61 -> 0.56 at T = 512; out of line 0.57-0.60).
