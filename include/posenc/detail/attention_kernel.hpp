@@ -206,12 +206,16 @@ inline constexpr Eigen::Index kAttnDecodeKeyTile = 128;
 /// that read at least kFromMemoryBytes of K + V (more than half the 32 MiB L3 of the
 /// machines we measure on) also request each kv head's slice kAttnDecodeSliceAhead keys ahead
 /// for a 4-byte cache, as many bytes ahead for others (attn_slice_ahead).
+/// With 8-float packets (AVX2) a key takes about twice as long as with 16 (AVX-512), so the
+/// same lead in time is fewer keys.
 inline constexpr Eigen::Index kAttnDecodePageAhead = 8;
-inline constexpr Eigen::Index kAttnDecodeSliceAhead = 3;
+inline constexpr Eigen::Index kAttnDecodeSliceAhead = kAttnLanes<float> == 8 ? 2 : 3;
 /// Keys ahead for TKV rows: a constant distance in bytes. Zen 5, interleaved A/B (3 rounds):
 /// 4 keys gave f32 kv 8 0.81-0.91 ms (8 keys: 0.99-1.14), and 8 keys gave bf16 0.49-0.53 ms
 /// (4 keys: 0.58-0.60). With 128-key steps, 3 float keys (one block of rows, the next one)
-/// beat 4: f32 kv 8 0.73-0.79 vs 0.93-0.96 ms; 6 bf16 keys 0.47-0.48 ms.
+/// beat 4: f32 kv 8 0.73-0.79 vs 0.93-0.96 ms; 6 bf16 keys 0.47-0.48 ms. Zen 3 (AVX2), kv 8
+/// from DRAM (a driver's best of 60 after an eviction pass, 3 rounds): 2 float keys 1.97-2.01
+/// ms against 2.13-2.17 for 3 (5: 2.15-2.19); bf16 (4 keys against 6) 1.34-1.36 vs 1.42-1.77.
 template <typename TKV>
 inline constexpr Eigen::Index attn_slice_ahead = std::max<Eigen::Index>(
     1, kAttnDecodeSliceAhead * 4 / static_cast<Eigen::Index>(sizeof(TKV)));
