@@ -290,7 +290,6 @@ struct RopeVec8 {
   // T = 16 1.26 / 1.40 -> 1.22 / 1.26 us.
   static constexpr int kWholeVecs = 4;
   static constexpr bool kSplitPairs = true;  // split_pairs, join_pairs, pair_order
-  static constexpr bool kBf16RowsHeld = false;  // see rope_bf16_try_rows_held
   template <typename T>
   static V load(const T* p) { return rope_load8(p); }
   template <typename T>
@@ -354,7 +353,6 @@ struct RopeVec16 {
   static constexpr int kBlockVecs = 4;  // 8 of 32 (8 + 8 measured no better at T <= 512)
   static constexpr int kWholeVecs = 8;  // 16 of 32: rotary_dim 128 interleaved, 256 half-split
   static constexpr bool kSplitPairs = false;
-  static constexpr bool kBf16RowsHeld = true;
   template <typename T>
   static V load(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
@@ -520,27 +518,25 @@ inline void rope_bf16_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst
   }
 }
 
-/// rope_bf16_rows_held for `chunks` chunks where they fit in registers (AVX-512: at most 4
-/// half-split or 8 interleaved chunks); false when they do not. Not on AVX2, whose 16 registers
-/// the widening and rounding need: held there (rotary_dim 32), one A/B measured the cells in
-/// cache 10-20 % slower and interleaved from DRAM faster (0.45 -> 0.72 of the stream), but its
-/// paired reference was itself unsteady (see bench/baselines.hpp stream_rows), so left as it was.
+/// rope_bf16_rows_held for `chunks` chunks where they fit in registers, as many as the float
+/// rows hold whole (2 Vec::kWholeVecs: AVX-512 at most 4 half-split or 8 interleaved chunks,
+/// AVX2 2 or 4, i.e. rotary_dim <= 64); false when they do not. On AVX2 the rows then keep 8
+/// of the 16 registers for the widening and rounding. Zen 3, rotary_dim 32 of 128, 32 heads
+/// (A/B, 3 rounds, paired with the partial-row stream): interleaved T = 4096 from the cache
+/// 2.37-2.93 -> 1.19-1.30 ms (0.44-0.51 -> 0.70-0.76), on the fly 2.07-2.46 -> 1.31-1.42 ms;
+/// half-split 1.26-1.57 -> 1.22-1.34 ms; T = 512 65-85 against 69-88 us; T = 16 unchanged.
 template <typename Vec, bool kInterleaved>
 inline bool rope_bf16_try_rows_held(const Eigen::bfloat16* src, Eigen::bfloat16* dst,
                                 Eigen::Index heads, Eigen::Index src_hs, Eigen::Index dst_hs,
                                 const float* c, const float* s, Eigen::Index chunks,
                                 Eigen::Index half, RopeSource source) {
-  if constexpr (Vec::kBf16RowsHeld) {
-    constexpr int kMaxChunks = kInterleaved ? 8 : 4;
-    if (chunks <= kMaxChunks) {
-      rope_with_vecs<kMaxChunks>(chunks, [&](auto n) {
-        rope_bf16_rows_held<Vec, decltype(n)::value, kInterleaved>(src, dst, heads, src_hs,
-                                                                   dst_hs, c, s, half, source);
-      });
-      return true;
-    }
-  }
-  return false;
+  constexpr int kMaxChunks = kInterleaved ? Vec::kWholeVecs : Vec::kWholeVecs / 2;
+  if (chunks > kMaxChunks) return false;
+  rope_with_vecs<kMaxChunks>(chunks, [&](auto n) {
+    rope_bf16_rows_held<Vec, decltype(n)::value, kInterleaved>(src, dst, heads, src_hs, dst_hs,
+                                                               c, s, half, source);
+  });
+  return true;
 }
 
 /// bfloat16 half-split, pairs a multiple of 2W (W = Vec::kLanes): cos/sin are regrouped once
