@@ -171,7 +171,8 @@ inline void run_stream_rmw_baseline_parallel(benchmark::State& state, std::size_
 /// Times `kernel` as the benchmark's manual time and, right after each kernel pass, a
 /// `reference` pass (a baseline over the same bytes). Returns best reference time / best kernel
 /// time: timed back to back, the pair sees the same machine state and cache residency, which a
-/// separate baseline benchmark does not on a shared VM. Register with UseManualTime().
+/// separate baseline benchmark does not on a shared VM. Register with UseManualTime(). Kernels
+/// that only read inputs about the size of the L3 take run_paired_cold instead.
 template <typename Kernel, typename Reference>
 double run_paired(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
   using Clock = std::chrono::steady_clock;
@@ -192,14 +193,14 @@ double run_paired(benchmark::State& state, Kernel&& kernel, Reference&& referenc
 
 /// run_paired with evict_caches() before the kernel pass and before the reference pass, so
 /// both read from DRAM, for kernels that only read large inputs (a decode step over its KV
-/// cache). The reference must read bytes of its own, not the kernel's: a buffer read twice an
-/// iteration keeps part of itself in the L3 through the eviction pass, which reads its buffer
-/// once. Float kv 8 decode, 32 MiB of K + V, Zen 3 (32 MiB L3), a driver's best of 100:
+/// cache). The reference must read bytes of its own, not the kernel's: the eviction pass did
+/// not clear a buffer read twice an iteration. Float kv 8 decode, 32 MiB of K + V, Zen 3
+/// (32 MiB L3), a driver's best of 100:
 ///   the read stream right after the step, on the step's cache:      step 1.43-1.53 ms, stream
 ///     0.92-1.06 ms (0.64-0.69 of the stream);
 ///   the same, each after the eviction pass:                          1.87-1.96, 1.37-1.56 ms;
 ///   the stream over a copy of the cache, each after the eviction:    2.06-2.14, 1.75-1.86 ms
-///     (0.83-0.88).
+///     (0.83-0.86).
 template <typename Kernel, typename Reference>
 double run_paired_cold(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
   using Clock = std::chrono::steady_clock;

@@ -3,10 +3,10 @@
 //    causal flops = 2 * 2 * q_len * k_len * d * heads / 2;
 //  - ALiBi vs plain causal (same shape, same run); 2 threads vs 1 thread in wall-clock time;
 //  - decode (1 query vs 4096 cached keys) bytes/s over the K+V bytes vs a read-only stream over
-//    the same number of bytes, and (paired_stream_read) vs the same stream over the cache's own
-//    K / V run right after each step; bfloat16 / half cache vs float cache in tokens/s and ALiBi
+//    the same number of bytes, and (paired_stream_read) vs the same stream over a copy of the
+//    cache run right after each step; bfloat16 / half cache vs float cache in tokens/s and ALiBi
 //    vs plain, each also paired with its reference step (paired_vs_f32, paired_vs_plain). Every
-//    decode pass and its stream start from DRAM (evict_caches), as a step does in an engine.
+//    decode pass and its reference start from DRAM (evict_caches), as a step does in an engine.
 // The 8192 and 32768 shapes are heavy (seconds to minutes per iteration) and are registered only
 // when POSENC_BENCH_HEAVY=1 is set, so the default sweep stays affordable on 2 cores:
 //   POSENC_BENCH_HEAVY=1 posenc_bench --benchmark_filter='n:8192' --benchmark_min_time=0.1
