@@ -118,25 +118,18 @@ inline void evict_caches() {
   benchmark::ClobberMemory();
 }
 
-/// Reads `bytes` bytes per iteration (rounded down to floats); baseline "stream_read/<bytes>".
-/// Reported bytes: bytes per pass (read only). With `cold`, each pass starts after
-/// evict_caches() and is timed alone (register with UseManualTime()): the baseline of kernels
-/// timed by run_paired_cold.
-inline void run_stream_read_baseline(benchmark::State& state, std::size_t bytes,
-                                     bool cold = false) {
+/// Reads `bytes` bytes per iteration (rounded down to floats), each pass after evict_caches()
+/// and timed alone (register with UseManualTime()); baseline "stream_read/<bytes>", of the
+/// kernels timed by run_paired_cold. Reported bytes: bytes per pass (read only).
+inline void run_stream_read_baseline(benchmark::State& state, std::size_t bytes) {
   std::vector<float> x(bytes / sizeof(float), 1.0f);
   for (auto _ : state) {
-    if (cold) {
-      evict_caches();
-      const auto t0 = std::chrono::steady_clock::now();
-      benchmark::DoNotOptimize(stream_read(x.data(), x.size()));
-      benchmark::ClobberMemory();
-      state.SetIterationTime(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    } else {
-      benchmark::DoNotOptimize(stream_read(x.data(), x.size()));
-      benchmark::ClobberMemory();
-    }
+    evict_caches();
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(stream_read(x.data(), x.size()));
+    benchmark::ClobberMemory();
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(x.size() * sizeof(float)));
@@ -168,6 +161,30 @@ inline void run_stream_rmw_baseline_parallel(benchmark::State& state, std::size_
   state.SetLabel(baseline_label("stream_rmw_" + tag + "/" + std::to_string(bytes)));
 }
 
+/// The pairs of run_paired (kCold false) and run_paired_cold (kCold true).
+template <bool kCold, typename Kernel, typename Reference>
+double run_paired_passes(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
+  using Clock = std::chrono::steady_clock;
+  double best_kernel = 1e30, best_reference = 1e30;
+  for (auto _ : state) {
+    if constexpr (kCold) evict_caches();
+    const auto t0 = Clock::now();
+    kernel();
+    auto t1 = Clock::now();
+    const double tk = std::chrono::duration<double>(t1 - t0).count();
+    if constexpr (kCold) {
+      evict_caches();
+      t1 = Clock::now();
+    }
+    reference();
+    const double tr = std::chrono::duration<double>(Clock::now() - t1).count();
+    state.SetIterationTime(tk);
+    best_kernel = std::min(best_kernel, tk);
+    best_reference = std::min(best_reference, tr);
+  }
+  return best_reference / best_kernel;
+}
+
 /// Times `kernel` as the benchmark's manual time and, right after each kernel pass, a
 /// `reference` pass (a baseline over the same bytes). Returns best reference time / best kernel
 /// time: timed back to back, the pair sees the same machine state and cache residency, which a
@@ -175,20 +192,7 @@ inline void run_stream_rmw_baseline_parallel(benchmark::State& state, std::size_
 /// that only read inputs about the size of the L3 take run_paired_cold instead.
 template <typename Kernel, typename Reference>
 double run_paired(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
-  using Clock = std::chrono::steady_clock;
-  double best_kernel = 1e30, best_reference = 1e30;
-  for (auto _ : state) {
-    const auto t0 = Clock::now();
-    kernel();
-    const auto t1 = Clock::now();
-    reference();
-    const auto t2 = Clock::now();
-    const double tk = std::chrono::duration<double>(t1 - t0).count();
-    state.SetIterationTime(tk);
-    best_kernel = std::min(best_kernel, tk);
-    best_reference = std::min(best_reference, std::chrono::duration<double>(t2 - t1).count());
-  }
-  return best_reference / best_kernel;
+  return run_paired_passes<false>(state, kernel, reference);
 }
 
 /// run_paired with evict_caches() before the kernel pass and before the reference pass, so
@@ -203,22 +207,7 @@ double run_paired(benchmark::State& state, Kernel&& kernel, Reference&& referenc
 ///     (0.83-0.86).
 template <typename Kernel, typename Reference>
 double run_paired_cold(benchmark::State& state, Kernel&& kernel, Reference&& reference) {
-  using Clock = std::chrono::steady_clock;
-  double best_kernel = 1e30, best_reference = 1e30;
-  for (auto _ : state) {
-    evict_caches();
-    const auto t0 = Clock::now();
-    kernel();
-    const double tk = std::chrono::duration<double>(Clock::now() - t0).count();
-    evict_caches();
-    const auto t1 = Clock::now();
-    reference();
-    const double tr = std::chrono::duration<double>(Clock::now() - t1).count();
-    state.SetIterationTime(tk);
-    best_kernel = std::min(best_kernel, tk);
-    best_reference = std::min(best_reference, tr);
-  }
-  return best_reference / best_kernel;
+  return run_paired_passes<true>(state, kernel, reference);
 }
 
 }  // namespace posenc_bench

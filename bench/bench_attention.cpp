@@ -300,7 +300,7 @@ BENCHMARK(BM_Attention_CausalPrefill)
     ->Unit(benchmark::kMillisecond);
 
 void BM_Baseline_StreamRead(benchmark::State& state) {
-  posenc_bench::run_stream_read_baseline(state, static_cast<std::size_t>(state.range(0)), true);
+  posenc_bench::run_stream_read_baseline(state, static_cast<std::size_t>(state.range(0)));
 }
 // K+V bytes of the decode shapes: 4096 keys x kv_heads x 128 x {4, 2} bytes x 2. From DRAM
 // (evict_caches before each pass) and by wall clock, as the decode steps it is compared with:
