@@ -175,12 +175,21 @@ TEMPLATE_TEST_CASE("rope simd: calls too large for L2 (rows walked in address or
   // exactly; 32 tokens a call take the register-blocked order.
   using posenc::detail::RopeSource;
   const Eigen::Index H = 8, D = 96, chunk = 32;
-  for (const auto& [S, source] : {std::pair<Eigen::Index, RopeSource>{16384, RopeSource::kMemory},
-                                  {1024, RopeSource::kL3}}) {
-    for (const auto& [rd, off] : {std::pair<Eigen::Index, Eigen::Index>{96, 0}, {64, 16}}) {
+  for (const auto source : {RopeSource::kMemory, RopeSource::kL3}) {
+    // rotary_dim 96: 4 chunks with cos / sin held across the heads and 2 loaded per chunk
+    // (half-split; interleaved from L3: 4 + 2 split steps); 48 interleaved: 3 split steps, fewer
+    // than the 4 held.
+    for (const auto& [rd, off] :
+         {std::pair<Eigen::Index, Eigen::Index>{96, 0}, {64, 16}, {48, 8}}) {
       for (const auto layout : {posenc::RopeLayout::kHalfSplit, posenc::RopeLayout::kInterleaved}) {
-        CAPTURE(S, rd, off, posenc::to_string(layout));
         const double row_bytes = static_cast<double>(H * rd * sizeof(TestType));
+        Eigen::Index S = 1024;
+        while (source == RopeSource::kMemory &&
+               row_bytes * static_cast<double>(S) <
+                   static_cast<double>(posenc::detail::kFromMemoryBytes)) {
+          S *= 2;
+        }
+        CAPTURE(S, rd, off, posenc::to_string(layout));
         REQUIRE(posenc::detail::rope_source(row_bytes * S, row_bytes * S) == source);
         REQUIRE(posenc::detail::rope_source(row_bytes * chunk, row_bytes * chunk) ==
                 RopeSource::kL2);

@@ -482,7 +482,7 @@ EIGEN_ALWAYS_INLINE void rope_bf16_interleaved_chunk(const Eigen::bfloat16* x, E
 }
 
 /// bfloat16 rows with the cos / sin of all N chunks held in registers across every head, as the
-/// float rows are (rope_simd_half_split_block): 4 N registers for half-split (2W N pairs, the
+/// float rows are (rope_simd_half_split_held): 4 N registers for half-split (2W N pairs, the
 /// partner `half` further on), 2 N for interleaved (rd = 2W N). Reloading them per head and chunk cost 30-40 % at T >= 16:
 /// Zen 5, 32 heads x 128, A/B (3 rounds), half-split T = 16 / 512 / 4096 8.7-10.4 us /
 /// 142-156 us / 1.21-1.27 ms -> 5.3-5.8 / 90-97 / 0.96-1.02; interleaved T = 16 / 512
@@ -603,34 +603,46 @@ inline void rope_simd_interleaved_bf16(const Eigen::bfloat16* src, Eigen::bfloat
 // L1 issues only three memory operations a cycle, so in cache the kernel would run at ~2/3 of
 // the stream.
 
-/// Pairs [0, W kVecs) of `heads` rows with cos / sin held in registers; with heads == 1,
-/// `runs` > 1 continues along the row (runs * W kVecs pairs, cos / sin reloaded per run).
-template <typename Vec, typename T, int kVecs>
-inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
-                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
-                                       const float* s, Eigen::Index half, Eigen::Index runs,
-                                       bool prefetch = false) {
+/// W half-split pairs: x[0, W) with x[half, half + W), cos cv and sin sv.
+template <typename Vec, typename T>
+EIGEN_ALWAYS_INLINE void rope_half_split_vec(const T* x, T* y, Eigen::Index half,
+                                             typename Vec::V cv, typename Vec::V sv) {
+  const typename Vec::V a = Vec::load(x), b = Vec::load(x + half);
+  Vec::store(y, Vec::fmsub(a, cv, Vec::mul(b, sv)));
+  Vec::store(y + half, Vec::fmadd(b, cv, Vec::mul(a, sv)));
+}
+
+/// Pairs [0, pairs) of `heads` rows, one head row after another: chunks [0, kHeld) with their
+/// cos / sin held in registers across the heads, the rest (rows longer than the registers
+/// hold) loading theirs per chunk, 4 loads a store pair where the stream does 2. Zen 3 (AVX2),
+/// 32 heads x 128 (4 of 8 chunks held), 512 tokens (8 MiB, from L3), a driver calling
+/// apply_rope_inplace_cached, best of 200, 2 rounds: 179 -> 162-171 us against loading every
+/// chunk's (the in-place stream 151-155 us). In the benchmark (3 rounds) the same cells read
+/// 0.86-0.87 -> 0.95-0.96 of the paired stream (q32k8 0.83-0.85 -> 0.92-0.96); from DRAM
+/// (T = 4096) within the noise.
+template <typename Vec, typename T, int kHeld>
+inline void rope_simd_half_split_held(const T* src, T* dst, Eigen::Index heads,
+                                      Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
+                                      const float* s, Eigen::Index half, Eigen::Index pairs,
+                                      bool prefetch = false) {
   using V = typename Vec::V;
   constexpr int W = Vec::kLanes;
-  for (Eigen::Index r = 0; r < runs; ++r) {
-    const Eigen::Index j = W * kVecs * r;
-    V cv[std::size_t{kVecs}], sv[std::size_t{kVecs}];
+  V cv[std::size_t{kHeld}], sv[std::size_t{kHeld}];
+  POSENC_UNROLL
+  for (int k = 0; k < kHeld; ++k) {
+    cv[k] = Vec::loadf(c + W * k);
+    sv[k] = Vec::loadf(s + W * k);
+  }
+  for (Eigen::Index h = 0; h < heads; ++h) {
+    const T* x = src + h * src_hs;
+    T* y = dst + h * dst_hs;
+    if (prefetch) rope_prefetch_ahead(x, 2 * half);
     POSENC_UNROLL
-    for (int k = 0; k < kVecs; ++k) {
-      cv[k] = Vec::loadf(c + j + W * k);
-      sv[k] = Vec::loadf(s + j + W * k);
+    for (int k = 0; k < kHeld; ++k) {
+      rope_half_split_vec<Vec>(x + W * k, y + W * k, half, cv[k], sv[k]);
     }
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      const T* x = src + h * src_hs + j;
-      T* y = dst + h * dst_hs + j;
-      if (prefetch) rope_prefetch_ahead(x, 2 * half);
-      POSENC_UNROLL
-      for (int k = 0; k < kVecs; ++k) {
-        const V a = Vec::load(x + W * k);
-        const V b = Vec::load(x + half + W * k);
-        Vec::store(y + W * k, Vec::fmsub(a, cv[k], Vec::mul(b, sv[k])));
-        Vec::store(y + half + W * k, Vec::fmadd(b, cv[k], Vec::mul(a, sv[k])));
-      }
+    for (Eigen::Index j = W * kHeld; j < pairs; j += W) {
+      rope_half_split_vec<Vec>(x + j, y + j, half, Vec::loadf(c + j), Vec::loadf(s + j));
     }
   }
 }
@@ -638,8 +650,9 @@ inline void rope_simd_half_split_block(const T* src, T* dst, Eigen::Index heads,
 /// Half-split rotation of pairs [0, pairs) of `heads` rows (row h at src + h * src_hs), partner
 /// `half` further on, pairs a multiple of W. Rows whose cos / sin fit in 2 Vec::kWholeVecs
 /// registers are rotated in one pass over every head in address order with no cos / sin reload,
-/// wherever they come from; otherwise from L3 / DRAM each row is walked with its cos / sin loaded
-/// alongside, and from L2 in blocks of pairs with the heads inner.
+/// wherever they come from; otherwise from L3 / DRAM each row is walked with the first
+/// kWholeVecs chunks' cos / sin held and the rest loaded alongside, and from L2 in blocks of
+/// pairs with the heads inner.
 template <typename Vec, typename T>
 inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
@@ -649,30 +662,28 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
   if constexpr (Vec::kWholeVecs > 0) {
     if (pairs / W <= Vec::kWholeVecs) {
       rope_with_vecs<Vec::kWholeVecs>(pairs / W, [&](auto vecs) {
-        rope_simd_half_split_block<Vec, T, decltype(vecs)::value>(
-            src, dst, heads, src_hs, dst_hs, c, s, half, 1, source == RopeSource::kMemory);
+        constexpr int kVecs = decltype(vecs)::value;
+        rope_simd_half_split_held<Vec, T, kVecs>(src, dst, heads, src_hs, dst_hs, c, s, half,
+                                                 W * kVecs, source == RopeSource::kMemory);
       });
       return;
     }
   }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved_rows).
-    for (Eigen::Index h = 0; h < heads; ++h) {
-      if (source == RopeSource::kMemory) rope_prefetch_ahead(src + h * src_hs, 2 * half);
-      rope_simd_half_split_block<Vec, T, 1>(src + h * src_hs, dst + h * dst_hs, 1, 0, 0, c, s,
-                                            half, pairs / W);
-    }
+    rope_simd_half_split_held<Vec, T, Vec::kWholeVecs>(src, dst, heads, src_hs, dst_hs, c, s,
+                                                       half, pairs, source == RopeSource::kMemory);
     return;
   }
   constexpr int kBlock = W * Vec::kBlockVecs;
   Eigen::Index j = 0;
   for (; j + kBlock <= pairs; j += kBlock) {
-    rope_simd_half_split_block<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
-                                                       c + j, s + j, half, 1);
+    rope_simd_half_split_held<Vec, T, Vec::kBlockVecs>(src + j, dst + j, heads, src_hs, dst_hs,
+                                                      c + j, s + j, half, kBlock);
   }
   for (; j < pairs; j += W) {
-    rope_simd_half_split_block<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, c + j, s + j,
-                                          half, 1);
+    rope_simd_half_split_held<Vec, T, 1>(src + j, dst + j, heads, src_hs, dst_hs, c + j, s + j,
+                                         half, W);
   }
 }
 
@@ -940,6 +951,11 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
 /// rows and their prefetch (T = 4096: 0.96-0.98 -> 0.91-0.97 with the split). Out of line (one
 /// call per token): inlined, GCC 12 compiled the callers' other paths slower (rotary_dim 32,
 /// which does not come here, 0.59-0.61 -> 0.56 at T = 512; out of line 0.57-0.60).
+/// The first kWholeVecs steps' cos / sin stay in registers across the heads: 199 -> 189-191 us
+/// (the driver of rope_simd_half_split_held, cache). The benchmark's paired ratios moved by
+/// 0.02-0.12 with it, as much as its reference stream's own time moved between two binaries of
+/// the same kernel. Split rows from DRAM, with them, measured no better (T = 4096 / 32768:
+/// times within the noise, paired ratios 0.95-1.07 -> 0.87-0.97).
 template <typename Vec, typename T>
 EIGEN_DONT_INLINE void rope_simd_interleaved_split_rows(const T* src, T* dst,
                                                         Eigen::Index heads, Eigen::Index src_hs,
@@ -953,16 +969,32 @@ EIGEN_DONT_INLINE void rope_simd_interleaved_split_rows(const T* src, T* dst,
     Vec::storef(co + j, Vec::pair_order(c + j));
     Vec::storef(so + j, Vec::pair_order(s + j));
   }
+  const auto rotate = [](const T* x, T* y, V cv, V sv) {
+    V e, o;
+    Vec::split_pairs(x, e, o);
+    Vec::join_pairs(y, Vec::fmsub(e, cv, Vec::mul(o, sv)), Vec::fmadd(o, cv, Vec::mul(e, sv)));
+  };
+  constexpr int kHeld = Vec::kWholeVecs;
+  const bool held = rd >= 2 * W * kHeld;
+  if (!held) {  // defined values in the registers that go unused
+    std::fill(co + rd / 2, co + W * kHeld, 0.0f);
+    std::fill(so + rd / 2, so + W * kHeld, 0.0f);
+  }
+  V ch[std::size_t{kHeld}], sh[std::size_t{kHeld}];
+  POSENC_UNROLL
+  for (int k = 0; k < kHeld; ++k) {
+    ch[k] = Vec::loadf(co + W * k);
+    sh[k] = Vec::loadf(so + W * k);
+  }
   for (Eigen::Index h = 0; h < heads; ++h) {
     const T* x = src + h * src_hs;
     T* y = dst + h * dst_hs;
-    for (Eigen::Index j = 0; j < rd; j += 2 * W) {
-      const V cv = Vec::loadf(co + j / 2);
-      const V sv = Vec::loadf(so + j / 2);
-      V e, o;
-      Vec::split_pairs(x + j, e, o);
-      Vec::join_pairs(y + j, Vec::fmsub(e, cv, Vec::mul(o, sv)),
-                      Vec::fmadd(o, cv, Vec::mul(e, sv)));
+    if (held) {
+      POSENC_UNROLL
+      for (int k = 0; k < kHeld; ++k) rotate(x + 2 * W * k, y + 2 * W * k, ch[k], sh[k]);
+    }
+    for (Eigen::Index j = held ? 2 * W * kHeld : 0; j < rd; j += 2 * W) {
+      rotate(x + j, y + j, Vec::loadf(co + j / 2), Vec::loadf(so + j / 2));
     }
   }
 }
