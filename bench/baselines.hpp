@@ -28,11 +28,17 @@ inline std::vector<float> filled(std::size_t n, std::uint64_t seed) {
   return x;
 }
 
+// The streams below are defined out of line in streams.cpp, which is built with every loop
+// starting on a 64-byte boundary (bench/CMakeLists.txt). Inlined into the benchmark files, or
+// out of line at whatever address the linker gave them, their speed followed unrelated code:
+// Zen 3, the same stream loop (23 bytes) starting 48 bytes into a 64-byte line instead of at its
+// start ran 11 % slower over 8 MiB (L3) and 2.1x slower over 256 KiB (L2), and in two benchmark
+// binaries differing only in the half-split RoPE kernels, the interleaved cells' paired
+// reference took 178 and 164 us while the kernel took the same 196-218 us.
+
 /// x[i] = x[i] * a + b over n floats: one read and one write per element, the traffic of any
 /// in-place elementwise kernel. Reported bytes: 2 * n * sizeof(float) per pass.
-inline void stream_rmw(float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = x[i] * 0.999f + 0.001f;
-}
+void stream_rmw(float* x, std::size_t n);
 
 /// stream_rmw's traffic and one vector add per vector, leaving every value as it was (x + 0.0f
 /// only turns -0.0f into +0.0f, so the compiler keeps it). The paired reference for buffers of
@@ -40,37 +46,18 @@ inline void stream_rmw(float* x, std::size_t n) {
 /// arbitrary bfloat16 words (NaN, Inf, denormal), which real activations are not. From L2 it
 /// is faster than stream_rmw (Zen 5, 128 KiB: 551-571 vs 721 ns; a stream flipping every sign
 /// bit, which changes each word, 561 ns), so ratios paired with it are the stricter ones.
-inline void stream_rmw_keep(float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = x[i] + 0.0f;
-}
+void stream_rmw_keep(float* x, std::size_t n);
 
-/// stream_rmw (or stream_rmw_keep) over `rows` runs of `width` floats whose starts are `stride`
-/// floats apart: the traffic of an in-place kernel that rewrites only part of each row (RoPE
-/// with rotary_dim < head_dim rotates the first rotary_dim values of every head). One loop per
-/// stream, each out of line with the stream inlined in it: as one loop inlined into its caller
-/// with the choice inside, its code followed the inlining of the kernels in the calling file
-/// (the bf16 rotary_dim 32 cells' paired ratios moved from 0.40 to 0.25 with a change to the
-/// float kernels alone, whose bf16 code and time did not change).
-template <bool kKeep>
-[[gnu::noinline]] void stream_rows(float* x, std::size_t rows, std::size_t width,
-                                   std::size_t stride) {
-  for (std::size_t r = 0; r < rows; ++r) {
-    if constexpr (kKeep) {
-      stream_rmw_keep(x + r * stride, width);
-    } else {
-      stream_rmw(x + r * stride, width);
-    }
-  }
-}
+/// stream_rmw (keep_values: stream_rmw_keep) over `rows` runs of `width` floats whose starts
+/// are `stride` floats apart: the traffic of an in-place kernel that rewrites only part of each
+/// row (RoPE with rotary_dim < head_dim rotates the first rotary_dim values of every head).
+void stream_rmw_rows(float* x, std::size_t rows, std::size_t width, std::size_t stride,
+                     bool keep_values);
 
-inline void stream_rmw_rows(float* x, std::size_t rows, std::size_t width, std::size_t stride,
-                            bool keep_values) {
-  if (keep_values) {
-    stream_rows<true>(x, rows, width, stride);
-  } else {
-    stream_rows<false>(x, rows, width, stride);
-  }
-}
+/// Sum of n floats with Eigen's vectorised reduction (several packet accumulators): the ceiling
+/// of any kernel that only reads its data, e.g. attention decode over a KV cache. (A plain C++
+/// loop is not vectorised without -ffast-math and would understate the ceiling 3x.)
+float stream_read(const float* x, std::size_t n);
 
 /// Runs the in-place stream over `bytes` bytes (rounded down to floats) and labels it as the
 /// baseline "stream_rmw/<bytes>".
@@ -84,19 +71,6 @@ inline void run_stream_rmw_baseline(benchmark::State& state, std::size_t bytes) 
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(2 * x.size() * sizeof(float)));
   state.SetLabel(baseline_label("stream_rmw/" + std::to_string(bytes)));
-}
-
-}  // namespace posenc_bench
-
-#include <Eigen/Core>
-
-namespace posenc_bench {
-
-/// Sum of n floats with Eigen's vectorised reduction (several packet accumulators): the ceiling
-/// of any kernel that only reads its data, e.g. attention decode over a KV cache. (A plain C++
-/// loop is not vectorised without -ffast-math and would understate the ceiling 3x.)
-inline float stream_read(const float* x, std::size_t n) {
-  return Eigen::Map<const Eigen::ArrayXf>(x, static_cast<Eigen::Index>(n)).sum();
 }
 
 /// Bytes of the buffer evict_caches() reads: twice the largest cache Google Benchmark reports
