@@ -656,7 +656,7 @@ const bool registered = [] {
                              "/width:" + std::to_string(rs.width) + "/stride:" +
                              std::to_string(rs.stride);
     benchmark::RegisterBenchmark(name.c_str(), [rs](benchmark::State& state) {
-      std::vector<float> x(rs.rows * rs.stride, 1.0f);
+      posenc_bench::AlignedFloats x(rs.rows * rs.stride, 1.0f);
       for (auto _ : state) {
         posenc_bench::stream_rmw_rows(x.data(), rs.rows, rs.width, rs.stride, false);
         benchmark::DoNotOptimize(x.data());
