@@ -4,6 +4,7 @@
 /// range reduction, the two pair rotations, and storage <-> compute row conversions. Nothing
 /// here validates or allocates; rope.hpp does both before calling in.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
