@@ -31,9 +31,9 @@ inline std::vector<float> filled(std::size_t n, std::uint64_t seed) {
 }
 
 /// n floats (all `value`) starting on a cache line, as the kernels' buffers do. The label
-/// baselines read std::vector storage before: 16 bytes off a line
-/// (glibc's large blocks), so 32-float rows touched three lines instead of two, and the
-/// rotary_dim 32 cells from DRAM read 1.9-2.3 "of the stream" against 0.69-0.76 paired.
+/// baselines used to stream std::vector storage, 16 bytes off a line (glibc's large blocks), so
+/// 32-float rows touched three lines instead of two, and the rotary_dim 32 cells from DRAM read
+/// 1.9-2.3 "of the stream" against 0.69-0.76 paired.
 class AlignedFloats {
  public:
   AlignedFloats(std::size_t n, float value)
