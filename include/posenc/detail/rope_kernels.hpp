@@ -953,10 +953,10 @@ inline void rope_simd_interleaved_block(const T* src, T* dst, Eigen::Index heads
 /// call per token): inlined, GCC 12 compiled the callers' other paths slower (rotary_dim 32,
 /// which does not come here, 0.59-0.61 -> 0.56 at T = 512; out of line 0.57-0.60).
 /// The first kWholeVecs steps' cos / sin stay in registers across the heads: 199 -> 189-191 us
-/// (the driver of rope_simd_half_split_held, cache). The benchmark's paired ratios moved by
-/// 0.02-0.12 with it, as much as its reference stream's own time moved between two binaries of
-/// the same kernel. Split rows from DRAM, with them, measured no better (T = 4096 / 32768:
-/// times within the noise, paired ratios 0.95-1.07 -> 0.87-0.97).
+/// (the driver of rope_simd_half_split_held, cache); in the benchmark (3 rounds, paired) cache
+/// 0.73-0.77 -> 0.77-0.81, on the fly 0.67-0.71 -> 0.71-0.74. Split rows from DRAM, with them,
+/// measured no better (T = 4096 / 32768: times within the noise, paired 0.95-1.07 ->
+/// 0.87-0.97).
 template <typename Vec, typename T>
 EIGEN_DONT_INLINE void rope_simd_interleaved_split_rows(const T* src, T* dst,
                                                         Eigen::Index heads, Eigen::Index src_hs,
