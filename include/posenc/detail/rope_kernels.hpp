@@ -660,15 +660,13 @@ inline void rope_simd_half_split_rows(const T* src, T* dst, Eigen::Index heads,
                                       const float* s, Eigen::Index half, Eigen::Index pairs,
                                       RopeSource source) {
   constexpr int W = Vec::kLanes;
-  if constexpr (Vec::kWholeVecs > 0) {
-    if (pairs / W <= Vec::kWholeVecs) {
-      rope_with_vecs<Vec::kWholeVecs>(pairs / W, [&](auto vecs) {
-        constexpr int kVecs = decltype(vecs)::value;
-        rope_simd_half_split_held<Vec, T, kVecs>(src, dst, heads, src_hs, dst_hs, c, s, half,
-                                                 W * kVecs, source == RopeSource::kMemory);
-      });
-      return;
-    }
+  if (pairs / W <= Vec::kWholeVecs) {
+    rope_with_vecs<Vec::kWholeVecs>(pairs / W, [&](auto vecs) {
+      constexpr int kVecs = decltype(vecs)::value;
+      rope_simd_half_split_held<Vec, T, kVecs>(src, dst, heads, src_hs, dst_hs, c, s, half,
+                                               W * kVecs, source == RopeSource::kMemory);
+    });
+    return;
   }
   if (source != RopeSource::kL2) {
     // From L3 or DRAM: one sequential pass per head row (see rope_simd_interleaved_rows).
@@ -1010,14 +1008,12 @@ inline void rope_simd_interleaved_rows(const T* src, T* dst, Eigen::Index heads,
                                        Eigen::Index src_hs, Eigen::Index dst_hs, const float* c,
                                        const float* s, Eigen::Index rd, RopeSource source) {
   constexpr int W = Vec::kLanes;
-  if constexpr (Vec::kWholeVecs > 0) {  // as in rope_simd_half_split_rows
-    if (rd / W <= Vec::kWholeVecs) {
-      rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
-        rope_simd_interleaved_block<Vec, T, decltype(vecs)::value, false>(
-            src, dst, heads, src_hs, dst_hs, c, s, source == RopeSource::kMemory);
-      });
-      return;
-    }
+  if (rd / W <= Vec::kWholeVecs) {  // as in rope_simd_half_split_rows
+    rope_with_vecs<Vec::kWholeVecs>(rd / W, [&](auto vecs) {
+      rope_simd_interleaved_block<Vec, T, decltype(vecs)::value, false>(
+          src, dst, heads, src_hs, dst_hs, c, s, source == RopeSource::kMemory);
+    });
+    return;
   }
   if constexpr (Vec::kSplitPairs) {
     if (source == RopeSource::kL3 && rd % (2 * W) == 0) {
