@@ -495,6 +495,18 @@ TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "
     REQUIRE_THAT(s[i], Catch::Matchers::WithinAbs(std::sin(x[i]), 4e-16));
     REQUIRE_THAT(c[i], Catch::Matchers::WithinAbs(std::cos(x[i]), 4e-16));
   }
+  // Lengths that leave a partial packet (the padded last one) at every offset.
+  for (std::size_t n = 1; n <= 11; ++n) {
+    for (std::size_t at = 0; at < 3; ++at) {
+      std::vector<double> sn(n, 7.0), cn(n, 7.0);
+      posenc::detail::rope_sincos(x.data() + at, sn.data(), cn.data(), static_cast<Eigen::Index>(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(n, at, x[at + i]);
+        REQUIRE_THAT(sn[i], Catch::Matchers::WithinAbs(std::sin(x[at + i]), 4e-16));
+        REQUIRE_THAT(cn[i], Catch::Matchers::WithinAbs(std::cos(x[at + i]), 4e-16));
+      }
+    }
+  }
   // The short polynomial used when the results feed float arithmetic: < 4e-13 (+ rounding).
   posenc::detail::rope_sincos<false>(x.data(), s.data(), c.data(), static_cast<Eigen::Index>(x.size()));
   for (std::size_t i = 0; i < x.size(); ++i) {

@@ -469,18 +469,29 @@ inline Eigen::Index validate_freqs(std::string_view fn, const RopeFrequencies& f
           " must be even and in [2, ", kMaxRotaryDim, "]");
   require(n == rd / 2, fn, "inv_freq has ", n, " entries, must have rotary_dim / 2 = ", rd / 2);
   require(f.rotary_offset >= 0, fn, "rotary_offset = ", f.rotary_offset, " must be >= 0");
-  // Every call checks the plan: one vectorised pass on the bits, and the loop that names the
-  // entry only on failure. A compare-and-branch per entry cost ~15% of a one-token call.
+  // Every call checks the plan: one pass over Eigen's packets (vectorised at -O2 too, see
+  // RopeTrigPacket), and the loop that names the entry only on failure. A compare-and-branch
+  // per entry cost ~15% of a one-token call; the scalar pass GCC 12 left at -O2 ~13 %.
   // Also at most DBL_MAX / 2^53: position (<= 2^53) times inv_freq must stay finite, or
-  // sin / cos of the angle is NaN. Compared on the bits: +-0 through that bound.
+  // sin / cos of the angle is NaN. 0 <= w <= that bound is false for NaN, true for -0.
   constexpr double kMaxInvFreq = std::numeric_limits<double>::max() / 0x1p53;
-  const std::uint64_t max_bits = double_bits(kMaxInvFreq);
-  std::int64_t valid = 0;  // a sum: GCC vectorises it, not an && of bools
-  for (Eigen::Index j = 0; j < n; ++j) {
-    const std::uint64_t u = double_bits(f.inv_freq[static_cast<std::size_t>(j)]);
-    valid += (u <= max_bits) | (u == 0x8000000000000000ull);
+  bool valid = true;
+  {
+    namespace ei = Eigen::internal;
+    using P = RopeTrigPacket;
+    const double* w = f.inv_freq.data();
+    const P zero = ei::pset1<P>(0.0), top = ei::pset1<P>(kMaxInvFreq);
+    P bad = zero;
+    Eigen::Index j = 0;
+    for (; j + kRopeTrigLanes <= n; j += kRopeTrigLanes) {
+      const P v = ei::ploadu<P>(w + j);
+      bad = ei::por(bad, ei::pandnot(ei::ptrue(v),
+                                     ei::pand(ei::pcmp_le(zero, v), ei::pcmp_le(v, top))));
+    }
+    valid = !ei::predux_any(bad);
+    for (; j < n; ++j) valid = valid && w[j] >= 0.0 && w[j] <= kMaxInvFreq;
   }
-  for (Eigen::Index j = 0; valid != n && j < n; ++j) {
+  for (Eigen::Index j = 0; !valid && j < n; ++j) {
     const double w = f.inv_freq[static_cast<std::size_t>(j)];
     require(std::isfinite(w) && w >= 0.0, fn, "inv_freq[", j, "] = ", w,
             " must be finite and >= 0");
@@ -497,7 +508,19 @@ inline Eigen::Index validate_freqs(std::string_view fn, const RopeFrequencies& f
 template <typename C, typename Src>
 inline void emit_cos_sin(const Src* c, const Src* s, double cm, double sm, Eigen::Index half,
                          C* out_c, C* out_s) {
-  for (Eigen::Index j = 0; j < half; ++j) {
+  Eigen::Index j = 0;
+#ifdef POSENC_ROPE_SIMD
+  if constexpr (std::is_same_v<Src, double> && std::is_same_v<C, float>) {
+    // Written out for the reason given at RopeTrigPacket; vcvtpd2ps rounds to nearest, as the
+    // cast below does.
+    const __m256d vcm = _mm256_set1_pd(cm), vsm = _mm256_set1_pd(sm);
+    for (; j + 4 <= half; j += 4) {
+      _mm_storeu_ps(out_c + j, _mm256_cvtpd_ps(_mm256_mul_pd(vcm, _mm256_loadu_pd(c + j))));
+      _mm_storeu_ps(out_s + j, _mm256_cvtpd_ps(_mm256_mul_pd(vsm, _mm256_loadu_pd(s + j))));
+    }
+  }
+#endif
+  for (; j < half; ++j) {
     out_c[j] = static_cast<C>(cm * static_cast<double>(c[j]));
     out_s[j] = static_cast<C>(sm * static_cast<double>(s[j]));
   }
@@ -519,21 +542,10 @@ class RopeTrig {
         rope_sincos(inv_, step_s_, step_c_, half_);  // full precision: the steps compound
         have_step_ = true;
       }
-      for (Eigen::Index j = 0; j < half_; ++j) {
-        const double cn = c_[j] * step_c_[j] - s_[j] * step_s_[j];
-        s_[j] = s_[j] * step_c_[j] + c_[j] * step_s_[j];
-        c_[j] = cn;
-      }
+      step();
       ++since_anchor_;
     } else {
-      const double p = static_cast<double>(pos);
-      // |angle| <= the limit, compared on the bits without the sign (NaN and inf fail).
-      std::int64_t fast = 0;
-      for (Eigen::Index j = 0; j < half_; ++j) {
-        angle_[j] = p * inv_[j];
-        fast += (double_bits(angle_[j]) & 0x7fffffffffffffffull) <= double_bits(kRopeFastTrigLimit);
-      }
-      if (fast == half_) {
+      if (anchor_angles(static_cast<double>(pos))) {
         // The short polynomial's < 4e-13 error is carried, not amplified, by the rotation
         // recurrence that starts from it.
         rope_sincos<kFullDouble>(angle_, s_, c_, half_);
@@ -553,6 +565,48 @@ class RopeTrig {
 
  private:
   static constexpr Eigen::Index kHalfMax = kMaxRotaryDim / 2;
+
+  // The loops below are written over Eigen's packets for the reason given at RopeTrigPacket.
+
+  /// (c, s) turned by the step angles: c' = c cos w - s sin w, s' = s cos w + c sin w.
+  void step() {
+    namespace ei = Eigen::internal;
+    using P = RopeTrigPacket;
+    Eigen::Index j = 0;
+    for (; j + kRopeTrigLanes <= half_; j += kRopeTrigLanes) {
+      const P c = ei::pload<P>(c_ + j), s = ei::pload<P>(s_ + j);
+      const P sc = ei::pload<P>(step_c_ + j), ss = ei::pload<P>(step_s_ + j);
+      ei::pstore(c_ + j, ei::pmadd(c, sc, ei::pnegate(ei::pmul(s, ss))));
+      ei::pstore(s_ + j, ei::pmadd(s, sc, ei::pmul(c, ss)));
+    }
+    for (; j < half_; ++j) {
+      const double cn = c_[j] * step_c_[j] - s_[j] * step_s_[j];
+      s_[j] = s_[j] * step_c_[j] + c_[j] * step_s_[j];
+      c_[j] = cn;
+    }
+  }
+
+  /// angle_ = p inv_; whether every |angle| is at most kRopeFastTrigLimit (NaN and inf fail).
+  bool anchor_angles(double p) {
+    namespace ei = Eigen::internal;
+    using P = RopeTrigPacket;
+    const P pp = ei::pset1<P>(p), limit = ei::pset1<P>(kRopeFastTrigLimit);
+    P slow = ei::pzero(pp);
+    Eigen::Index j = 0;
+    for (; j + kRopeTrigLanes <= half_; j += kRopeTrigLanes) {
+      const P a = ei::pmul(pp, ei::ploadu<P>(inv_ + j));
+      ei::pstore(angle_ + j, a);
+      slow = ei::por(slow, ei::pandnot(ei::ptrue(a), ei::pcmp_le(ei::pabs(a), limit)));
+    }
+    bool fast = !ei::predux_any(slow);
+    for (; j < half_; ++j) {
+      angle_[j] = p * inv_[j];
+      fast = fast && (double_bits(angle_[j]) & 0x7fffffffffffffffull) <=
+                         double_bits(kRopeFastTrigLimit);
+    }
+    return fast;
+  }
+
   const double* inv_;
   Eigen::Index half_;
   std::int64_t previous_ = -2;
