@@ -499,7 +499,8 @@ TEST_CASE("rope simd: the vectorised sin/cos agrees with std::sin / std::cos", "
   for (std::size_t n = 1; n <= 11; ++n) {
     for (std::size_t at = 0; at < 3; ++at) {
       std::vector<double> sn(n, 7.0), cn(n, 7.0);
-      posenc::detail::rope_sincos(x.data() + at, sn.data(), cn.data(), static_cast<Eigen::Index>(n));
+      posenc::detail::rope_sincos(x.data() + at, sn.data(), cn.data(),
+                                  static_cast<Eigen::Index>(n));
       for (std::size_t i = 0; i < n; ++i) {
         CAPTURE(n, at, x[at + i]);
         REQUIRE_THAT(sn[i], Catch::Matchers::WithinAbs(std::sin(x[at + i]), 4e-16));
