@@ -138,6 +138,17 @@ TEST_CASE("mrope: text tokens (t = h = w) are plain RoPE, and the inverse undoes
     posenc::apply_rope_inplace<float>(posenc::rope_heads<float>(posenc::TensorView<float, 4>(y.data(), 1, S, H, D)),
                                       posenc::RopePositions::contiguous(1, S, 7), freqs, layout);
     POSENC_REQUIRE_CLOSE(posenc_test::compare(x.size(), [&](std::size_t i) { return x[i]; }, [&](std::size_t i) { return y[i]; }, 1e-6));
+    // Text tokens take 1-D RoPE's angles (exact anchors and the angle-addition step between
+    // them), so in double, where an anchor and a step differ in the last bits, the same bits.
+    std::vector<double> xd(x0.begin(), x0.end()), yd = xd;
+    const auto dheads = [&](std::vector<double>& v) {
+      return posenc::rope_heads<double>(posenc::TensorView<double, 4>(v.data(), 1, S, H, D));
+    };
+    posenc::apply_mrope_inplace<double>(dheads(xd), posenc::MRopePositionsView(pos.data(), 3, 1, S),
+                                        freqs, layout, sec);
+    posenc::apply_rope_inplace<double>(dheads(yd), posenc::RopePositions::contiguous(1, S, 7),
+                                       freqs, layout);
+    REQUIRE(xd == yd);
     posenc::RopeApplyOptions inv;
     inv.direction = posenc::RopeDirection::kInverse;
     posenc::apply_mrope_inplace<float>(hx, posenc::MRopePositionsView(pos.data(), 3, 1, S), freqs, layout, sec, inv);

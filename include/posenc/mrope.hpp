@@ -193,19 +193,27 @@ inline bool mrope_all_equal(const MRopeTokenPosition& p) noexcept {
   return p[0] == p[1] && p[1] == p[2] && p[2] == p[3];
 }
 
-/// Per-token cos/sin of angle_j = p[stream(j)] * inv_freq[j], in double, every token exact.
+/// Per-token cos/sin of angle_j = p[stream(j)] * inv_freq[j], in double. Text tokens (every
+/// stream at one position) take 1-D RoPE's angles (RopeTrig: exact anchors, the angle-addition
+/// step between consecutive positions), so a text run costs what 1-D RoPE's does and rotates
+/// as it does; every other token is an exact anchor.
 template <typename C>
 class MRopeAngles {
  public:
   MRopeAngles(const double* inv_freq, Eigen::Index half, const MRopeSections& sec, double cm,
               double sm)
-      : inv_(inv_freq), half_(half), cm_(cm), sm_(sm) {
+      : inv_(inv_freq), half_(half), cm_(cm), sm_(sm), text_(inv_freq, half) {
     for (Eigen::Index j = 0; j < half; ++j) stream_[j] = static_cast<std::uint8_t>(mrope_stream(sec, j));
   }
 
   void at(const MRopeTokenPosition& p) {
     if (p == previous_) return;
     previous_ = p;
+    if (mrope_all_equal(p)) {
+      text_.at(p[0]);
+      emit_cos_sin(text_.cos(), text_.sin(), cm_, sm_, half_, out_c_, out_s_);
+      return;
+    }
     bool fast = true;
     for (Eigen::Index j = 0; j < half_; ++j) {
       angle_[j] = static_cast<double>(p[stream_[j]]) * inv_[j];
@@ -229,6 +237,7 @@ class MRopeAngles {
   const double* inv_;
   Eigen::Index half_;
   double cm_, sm_;
+  RopeTrig<std::is_same_v<C, double>> text_;
   MRopeTokenPosition previous_{-1, -1, -1, -1};
   std::uint8_t stream_[kHalfMax];
   alignas(64) double angle_[kHalfMax];
