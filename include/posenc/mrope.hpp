@@ -30,8 +30,10 @@
 /// half-split pairs with either section layout, ERNIE-4.5-VL interleaved pairs (its
 /// rotate_half_text turns (2j, 2j + 1)).
 ///
-/// Angles are formed per token in double and reduced exactly (no recurrence: the three
-/// streams jump independently), or read from a caller's float cos/sin cache (the *_cached
+/// Angles are formed per token in double and reduced exactly (the three streams jump
+/// independently); text tokens, all streams at one position, take 1-D RoPE's angles (exact
+/// anchors, the angle-addition step between consecutive positions). Or they are read from a
+/// caller's float cos/sin cache (the *_cached
 /// calls: no trigonometry per token); the kernels are rope.hpp's, so every view, dtype,
 /// direction and the thread pool option work the same way, and the apply call never allocates.
 ///
