@@ -33,9 +33,9 @@
 /// Angles are formed per token in double and reduced exactly (the three streams jump
 /// independently); text tokens, all streams at one position, take 1-D RoPE's angles (exact
 /// anchors, the angle-addition step between consecutive positions). Or they are read from a
-/// caller's float cos/sin cache (the *_cached
-/// calls: no trigonometry per token); the kernels are rope.hpp's, so every view, dtype,
-/// direction and the thread pool option work the same way, and the apply call never allocates.
+/// caller's float cos/sin cache (the *_cached calls: no trigonometry per token). The kernels
+/// are rope.hpp's, so every view, dtype, direction and the thread pool option work the same
+/// way, and the apply call never allocates.
 ///
 /// Positions (mrope_position_ids, HF Qwen2-VL / Qwen2.5-VL `get_rope_index`): a prompt is a run
 /// of text and vision segments. Text continues at the largest position so far + 1 in all three
