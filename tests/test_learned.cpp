@@ -60,6 +60,30 @@ TEMPLATE_TEST_CASE("learned: add and lookup pick row position + offset", "[learn
   }
 }
 
+TEMPLATE_TEST_CASE("learned: add over rows of whole packets and a remainder is the exact sum",
+                   "[learned]", float, double) {
+  // d = 19: two or more whole SIMD packets of float / double on every target, then a remainder.
+  using T = TestType;
+  const Eigen::Index max_positions = 8, d = 19, batch = 2, seq = 3;
+  std::vector<T> table(static_cast<std::size_t>(max_positions * d));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = T(0.5) * T(static_cast<int>(i % 13));
+  const std::vector<std::int64_t> ids{0, 3, 7, 1, 1, 6};
+  std::vector<T> emb(static_cast<std::size_t>(batch * seq * d));
+  for (std::size_t i = 0; i < emb.size(); ++i) emb[i] = T(static_cast<int>(i % 7)) - T(3.25);
+  const auto before = emb;
+  const posenc::ConstTensorView<T, 2> tv(table.data(), max_positions, d);
+  posenc::add_learned_positions_inplace<T>(posenc::TensorView<T, 3>(emb.data(), batch, seq, d), tv,
+                                           posenc::PositionIdsView(ids.data(), batch, seq));
+  for (std::size_t n = 0; n < ids.size(); ++n) {
+    for (Eigen::Index k = 0; k < d; ++k) {
+      const auto at = n * static_cast<std::size_t>(d) + static_cast<std::size_t>(k);
+      const auto row = static_cast<std::size_t>(ids[n] * d + k);
+      CAPTURE(n, k);
+      CHECK(emb[at] == before[at] + table[row]);  // small multiples of 1/4: exact in T
+    }
+  }
+}
+
 TEST_CASE("learned: a position past the table throws out_of_range and writes nothing",
           "[learned][errors]") {
   const Eigen::Index max_positions = 4, d = 3;

@@ -106,10 +106,7 @@ void add_learned_positions_inplace(TensorView<T, 3> embeddings, ConstTensorView<
   for (Eigen::Index b = 0; b < batch; ++b) {
     for (Eigen::Index s = 0; s < seq; ++s) {
       T* out = embeddings.data() + (b * seq + s) * d;
-      const T* row = table.data() + (position_ids(b, s) + position_offset) * d;
-      for (Eigen::Index k = 0; k < d; ++k) {
-        out[k] = detail::from_value<T>(detail::to_compute(out[k]) + detail::to_compute(row[k]));
-      }
+      detail::add_values(out, table.data() + (position_ids(b, s) + position_offset) * d, d);
     }
   }
 }

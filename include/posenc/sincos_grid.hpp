@@ -200,23 +200,6 @@ const C* block_rows(const SincosGridPlan& plan, std::size_t b) {
   }
 }
 
-/// dst[0, n) += src[0, n) in Eigen's packets, unaligned, the rest one by one. Not a plain loop
-/// left for the compiler to vectorise: GCC 12 does so only from -O3, and at -O2 (CMake's
-/// RelWithDebInfo) the benchmark's MAE / DiT grids took 3-8x the time. An Eigen::Map
-/// expression instead measured 8-20 % slower than the plain loop at -O3 on the MAE grid
-/// (8 x 197 tokens, 2 rows of 384 floats a token), this loop 3-5 %.
-template <typename C>
-void add_packets(C* dst, const C* src, Eigen::Index n) {
-  namespace ei = Eigen::internal;
-  using P = typename ei::packet_traits<C>::type;
-  constexpr Eigen::Index L = ei::packet_traits<C>::size;
-  Eigen::Index i = 0;
-  for (; i + L <= n; i += L) {
-    ei::pstoreu(dst + i, ei::padd(ei::ploadu<P>(src + i), ei::ploadu<P>(dst + i)));
-  }
-  for (; i < n; ++i) dst[i] += src[i];
-}
-
 /// Writes (or adds) the grid's rows, token t at out + t * row_stride.
 template <typename T, bool accumulate>
 void sincos_grid_rows(const SincosGridPlan& plan, T* out, Eigen::Index row_stride) {
@@ -229,12 +212,8 @@ void sincos_grid_rows(const SincosGridPlan& plan, T* out, Eigen::Index row_strid
     for (std::size_t b = 0; b < p.blocks.size(); ++b) {
       const Eigen::Index width = p.blocks[b].width;
       const C* src = block_rows<C>(plan, b) + index[p.blocks[b].axis] * width;
-      if constexpr (accumulate && std::is_same_v<T, C>) {
-        add_packets(dst, src, width);
-      } else if constexpr (accumulate) {
-        for (Eigen::Index c = 0; c < width; ++c) {
-          dst[c] = from_value<T>(to_compute(dst[c]) + src[c]);
-        }
+      if constexpr (accumulate) {
+        add_values(dst, src, width);
       } else {
         for (Eigen::Index c = 0; c < width; ++c) dst[c] = from_value<T>(src[c]);
       }
